@@ -1,0 +1,100 @@
+// Every setting is declared once (name, type, default, doc) and read from the environment.
+// `.env.example` and the README settings table are generated from the same declarations.
+
+/**
+ * @typedef {'string'|'int'|'number'|'bool'|'list'|'url'|'bytes'} SettingType
+ * @typedef {{ name: string, type: SettingType, default: string, doc: string, choices?: string[], secret?: boolean, min?: number }} Setting
+ */
+
+/** @param {string} text */
+function parseBytes(text) {
+  const match = /^(\d+(?:\.\d+)?)\s*(b|k|kb|m|mb|g|gb)?$/i.exec(text.trim());
+  if (!match) return NaN;
+  const scale = { b: 1, k: 1024, kb: 1024, m: 1024 ** 2, mb: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3 };
+  const unit = /** @type {keyof scale} */ ((match[2] || 'b').toLowerCase());
+  return Math.round(Number(match[1]) * scale[unit]);
+}
+
+/**
+ * @param {Setting} setting
+ * @param {string} raw
+ * @returns {unknown}
+ */
+function parseValue(setting, raw) {
+  const fail = (/** @type {string} */ why) => {
+    throw new Error(`invalid setting ${setting.name}=${JSON.stringify(raw)}: ${why}`);
+  };
+  switch (setting.type) {
+    case 'int':
+    case 'number':
+    case 'bytes': {
+      const value = setting.type === 'bytes' ? parseBytes(raw) : Number(raw);
+      if (!Number.isFinite(value)) fail(`expected ${setting.type === 'bytes' ? 'a size like 15mb' : 'a number'}`);
+      if (setting.type === 'int' && !Number.isInteger(value)) fail('expected an integer');
+      if (setting.min !== undefined && value < setting.min) fail(`must be at least ${setting.min}`);
+      return value;
+    }
+    case 'bool':
+      if (!/^(true|false|1|0|yes|no)$/i.test(raw)) fail('expected true or false');
+      return /^(true|1|yes)$/i.test(raw);
+    case 'list':
+      return raw.split(',').map((item) => item.trim()).filter(Boolean);
+    case 'url':
+      if (raw === '') return '';
+      try {
+        return new URL(raw).toString().replace(/\/$/, '');
+      } catch {
+        return fail('expected an absolute URL');
+      }
+    default:
+      if (setting.choices && !setting.choices.includes(raw)) fail(`expected one of ${setting.choices.join(', ')}`);
+      return raw;
+  }
+}
+
+/**
+ * Reads the declared settings from `env`, validating each; throws an Error naming the variable.
+ * @param {Setting[]} settings
+ * @param {Record<string, string | undefined>} [env]
+ * @returns {Record<string, any>}
+ */
+export function loadConfig(settings, env = process.env) {
+  /** @type {Record<string, any>} */
+  const config = {};
+  for (const setting of settings) {
+    const raw = env[setting.name];
+    config[setting.name] = parseValue(setting, raw === undefined ? setting.default : raw);
+  }
+  return config;
+}
+
+/**
+ * @param {string} title
+ * @param {Setting[]} settings
+ */
+export function envExample(title, settings) {
+  const lines = [`# ── ${title} ──`];
+  for (const setting of settings) {
+    lines.push(`# ${setting.doc}${setting.choices ? ` (${setting.choices.join('|')})` : ''}`);
+    lines.push(`${setting.secret ? '# ' : ''}${setting.name}=${setting.default}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+/** Settings every Node service has. @param {string} service @param {number} port @param {number} metricsPort */
+export function commonSettings(service, port, metricsPort) {
+  const prefix = service.toUpperCase().replace(/-/g, '_');
+  /** @type {Setting[]} */
+  const settings = [
+    { name: `${prefix}_HOST`, type: 'string', default: '127.0.0.1', doc: `address the ${service} listens on` },
+    { name: `${prefix}_PORT`, type: 'int', default: String(port), doc: `port of the ${service}`, min: 0 },
+    { name: `${prefix}_METRICS_PORT`, type: 'int', default: String(metricsPort), doc: `Prometheus metrics port of the ${service} (kept off the public path)`, min: 0 },
+  ];
+  return settings;
+}
+
+export const sharedSettings = /** @type {Setting[]} */ ([
+  { name: 'LOG_LEVEL', type: 'string', default: 'info', doc: 'pino log level', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
+  { name: 'REDIS_URL', type: 'string', default: 'redis://127.0.0.1:6379/0', doc: 'Redis for caches, quotas and the purge queue' },
+  { name: 'PUBLIC_URL', type: 'url', default: 'http://127.0.0.1:8080', doc: 'the public base URL users reach (nginx or the CDN in front of it)' },
+]);

@@ -1,0 +1,10 @@
+export { loadConfig, envExample, commonSettings, sharedSettings } from './config.js';
+export { HttpError, toHttpError, errorHandler } from './errors.js';
+export { createLogger, requestLogger } from './log.js';
+export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
+export { connectRedis, redisReady } from './redis.js';
+export { runService } from './service.js';
+export { base58Url } from './base58-url.js';
+export { createHiveClient } from './hive-rpc.js';
+export { isAccountName } from './account-name.js';
+export { healthRoute } from './health.js';

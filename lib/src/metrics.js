@@ -1,0 +1,49 @@
+import http from 'node:http';
+import client from 'prom-client';
+
+/** A registry with the default process metrics, labelled by service. @param {string} service */
+export function createRegistry(service) {
+  const registry = new client.Registry();
+  registry.setDefaultLabels({ service });
+  client.collectDefaultMetrics({ register: registry });
+  return registry;
+}
+
+/**
+ * The metrics port: a plain HTTP server answering /metrics, kept off the public path.
+ * @param {client.Registry} registry
+ * @param {number} port
+ * @param {string} host
+ * @returns {Promise<http.Server>}
+ */
+export function serveMetrics(registry, port, host) {
+  const server = http.createServer(async (req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    res.setHeader('Content-Type', registry.contentType);
+    res.end(await registry.metrics());
+  });
+  return new Promise((resolve) => server.listen(port, host, () => resolve(server)));
+}
+
+/** Request duration histogram by route and status, as middleware. @param {client.Registry} registry */
+export function requestMetrics(registry) {
+  const duration = new client.Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time to answer a request, by route and status',
+    labelNames: ['route', 'status'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  /** @type {import('express').RequestHandler} */
+  const middleware = (req, res, next) => {
+    const end = duration.startTimer();
+    res.on('finish', () => end({ route: res.locals.route || 'other', status: String(res.statusCode) }));
+    next();
+  };
+  return middleware;
+}
+
+export { client };

@@ -1,0 +1,45 @@
+import { loadConfig } from './config.js';
+import { createLogger } from './log.js';
+import { createRegistry, serveMetrics } from './metrics.js';
+
+/**
+ * @typedef {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry }} ServiceContext
+ * @typedef {{ app: import('node:http').RequestListener, close?: () => Promise<void> }} ServiceParts
+ */
+
+/**
+ * Starts a service: validated config (exit 2 naming the bad variable), logger, metrics port, HTTP port,
+ * and a graceful stop on SIGTERM/SIGINT.
+ * @param {{ name: string, settings: import('./config.js').Setting[], build: (ctx: ServiceContext) => Promise<ServiceParts> }} spec
+ */
+export async function runService(spec) {
+  let config;
+  try {
+    config = loadConfig(spec.settings);
+  } catch (err) {
+    process.stderr.write(`${spec.name}: ${/** @type {Error} */ (err).message}\n`);
+    process.exit(2);
+  }
+  const prefix = spec.name.toUpperCase().replace(/-/g, '_');
+  const logger = createLogger(spec.name, config.LOG_LEVEL);
+  const registry = createRegistry(spec.name);
+  const parts = await spec.build({ config, logger, registry });
+  const { createServer } = await import('node:http');
+  const server = createServer(parts.app);
+  server.keepAliveTimeout = 65_000; // longer than haproxy's idle timeout, so haproxy closes first
+  server.headersTimeout = 66_000;
+  await new Promise((resolve) => server.listen(config[`${prefix}_PORT`], config[`${prefix}_HOST`], () => resolve(null)));
+  const metricsServer = await serveMetrics(registry, config[`${prefix}_METRICS_PORT`], config[`${prefix}_HOST`]);
+  logger.info({ port: config[`${prefix}_PORT`], metricsPort: config[`${prefix}_METRICS_PORT`] }, `${spec.name} listening`);
+  const stop = async () => {
+    logger.info('stopping');
+    server.close();
+    metricsServer.close();
+    server.closeIdleConnections();
+    await parts.close?.();
+    process.exit(0);
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  return { server, config, logger };
+}

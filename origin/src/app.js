@@ -1,0 +1,37 @@
+import express from 'express';
+import { HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
+import { legacyRoute } from './routes/legacy.js';
+import { proxyRoute } from './routes/proxy.js';
+import { serveRoute } from './routes/serve.js';
+import { hiveUploadRoute, tokenUploadRoute } from './routes/upload.js';
+
+/**
+ * The origin's HTTP surface (images.hive.blog compatible).
+ * @param {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry,
+ *   images: ReturnType<typeof import('./images.js').createImages>, store: import('./store/fs.js').FsStore,
+ *   metrics: import('./metrics.js').OriginMetrics, redis: import('ioredis').Redis,
+ *   verifyUpload: (account: string, signature: string, digest: Uint8Array) => Promise<void>, version: string }} deps
+ */
+export function createApp(deps) {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+  app.use(requestLogger(deps.logger));
+  app.use(requestMetrics(deps.registry));
+
+  const health = healthRoute({ version: deps.version, ready: async () => true });
+  app.get(['/healthz', '/.well-known/healthcheck.json', '/'], health);
+  app.get('/p/:encoded/:filename?', proxyRoute(deps));
+  app.get('/:size([0-9]{1,5}x[0-9]{1,5})/*', legacyRoute(deps));
+  app.post('/upload', tokenUploadRoute(deps));
+  app.post('/:account/:signature', hiveUploadRoute(deps));
+  app.get('/:key/:filename?', serveRoute(deps));
+
+  app.all('*', (req, _res, next) => {
+    const known = ['GET', 'HEAD', 'POST'].includes(req.method);
+    next(known ? new HttpError(404, 'not_found') : new HttpError(405, 'method_not_allowed', { method: req.method }, { Allow: 'GET, HEAD, POST' }));
+  });
+  app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));
+  return app;
+}

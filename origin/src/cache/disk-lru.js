@@ -1,0 +1,90 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * A size-bounded cache of files on disk, least recently used evicted first. The index lives in memory
+ * (a Map keeps insertion order: a hit moves the entry to the end) and is rebuilt from the directory on start.
+ * Files are named `<key>.<ext>` so the extension (the content's format) survives a restart.
+ */
+export class DiskLru {
+  /** @param {string} dir @param {number} maxBytes */
+  constructor(dir, maxBytes) {
+    this.dir = path.resolve(dir);
+    this.maxBytes = maxBytes;
+    this.totalBytes = 0;
+    /** @type {Map<string, { ext: string, size: number }>} */
+    this.entries = new Map();
+  }
+
+  async init() {
+    await fs.mkdir(path.join(this.dir, 'tmp'), { recursive: true });
+    const found = [];
+    for (const shard of await fs.readdir(this.dir)) {
+      if (shard === 'tmp') continue;
+      for (const name of await fs.readdir(path.join(this.dir, shard))) {
+        const stat = await fs.stat(path.join(this.dir, shard, name));
+        const [key, ext = ''] = name.split('.');
+        found.push({ key, ext, size: stat.size, atime: stat.atimeMs });
+      }
+    }
+    found.sort((a, b) => a.atime - b.atime);
+    for (const { key, ext, size } of found) this.remember(key, ext, size);
+    await fs.rm(path.join(this.dir, 'tmp'), { recursive: true, force: true });
+    await fs.mkdir(path.join(this.dir, 'tmp'), { recursive: true });
+  }
+
+  /** @param {string} key @param {string} ext */
+  pathFor(key, ext) {
+    return path.join(this.dir, key.slice(0, 2), `${key}.${ext}`);
+  }
+
+  tempPath() {
+    return path.join(this.dir, 'tmp', randomBytes(12).toString('hex'));
+  }
+
+  /** @param {string} key @returns {{ path: string, ext: string, size: number } | null} */
+  get(key) {
+    const entry = this.entries.get(key);
+    if (!entry) return null;
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    return { path: this.pathFor(key, entry.ext), ...entry };
+  }
+
+  /** Moves a finished temp file into the cache. @param {string} key @param {string} ext @param {string} tempFile */
+  async putFile(key, ext, tempFile) {
+    const target = this.pathFor(key, ext);
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    await fs.rename(tempFile, target);
+    const { size } = await fs.stat(target);
+    this.remember(key, ext, size);
+    await this.evict();
+    return target;
+  }
+
+  /** @param {string} key @param {string} ext @param {Buffer} data */
+  async putBuffer(key, ext, data) {
+    const temp = this.tempPath();
+    await fs.writeFile(temp, data);
+    return this.putFile(key, ext, temp);
+  }
+
+  /** @param {string} key @param {string} ext @param {number} size */
+  remember(key, ext, size) {
+    const old = this.entries.get(key);
+    if (old) this.totalBytes -= old.size;
+    this.entries.delete(key);
+    this.entries.set(key, { ext, size });
+    this.totalBytes += size;
+  }
+
+  async evict() {
+    for (const [key, entry] of this.entries) {
+      if (this.totalBytes <= this.maxBytes) break;
+      this.entries.delete(key);
+      this.totalBytes -= entry.size;
+      await fs.rm(this.pathFor(key, entry.ext), { force: true });
+    }
+  }
+}

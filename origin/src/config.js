@@ -1,0 +1,45 @@
+import os from 'node:os';
+import { commonSettings, sharedSettings } from '@stack/lib';
+
+const cores = os.availableParallelism();
+
+/** @type {import('@stack/lib/src/config.js').Setting[]} */
+export const settings = [
+  ...commonSettings('origin', 8800, 9800),
+  ...sharedSettings,
+  { name: 'DATA_DIR', type: 'string', default: './data/origin', doc: 'uploads, cached originals and variants live here' },
+  { name: 'UPLOAD_MAX_BYTES', type: 'bytes', default: '30mb', doc: 'largest accepted upload (nginx client_max_body_size follows it)' },
+  { name: 'UPLOAD_TOKENS', type: 'list', default: '', doc: 'Bearer tokens accepted by POST /upload (comma separated); empty disables it', secret: true },
+  { name: 'UPLOAD_QUOTA_PER_WEEK', type: 'int', default: '300', doc: 'uploads per Hive account per week', min: 0 },
+  { name: 'HIVE_API_URLS', type: 'list', default: 'https://api.hive.blog,https://api.openhive.network', doc: 'Hive API nodes for upload signatures, tried in turn' },
+  { name: 'HIVE_API_TIMEOUT_MS', type: 'int', default: '2000', doc: 'timeout of one Hive API call', min: 1 },
+  { name: 'FETCH_MAX_BYTES', type: 'bytes', default: '15mb', doc: 'largest remote original fetched' },
+  { name: 'FETCH_CONNECT_TIMEOUT_MS', type: 'int', default: '5000', doc: 'connect timeout of a remote fetch', min: 1 },
+  { name: 'FETCH_RESPONSE_TIMEOUT_MS', type: 'int', default: '5000', doc: 'time to the response headers, and the longest pause between body chunks', min: 1 },
+  { name: 'FETCH_TOTAL_TIMEOUT_MS', type: 'int', default: '30000', doc: 'a remote fetch, all included', min: 1 },
+  { name: 'FETCH_MAX_REDIRECTS', type: 'int', default: '5', doc: 'redirects followed (each target re-checked)', min: 0 },
+  { name: 'FETCH_ALLOW_PRIVATE_HOSTS', type: 'list', default: '', doc: 'host names or addresses allowed although private or loopback (tests, intranets)' },
+  { name: 'FETCH_USER_AGENT', type: 'string', default: 'image-cdn-stack/0.1 (+origin fetch)', doc: 'User-Agent of remote fetches' },
+  { name: 'UNWRAP_HOSTS', type: 'list', default: 'images.hive.blog,steemitimages.com,images.ecency.com', doc: 'image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap' },
+  { name: 'MAX_INPUT_PIXELS', type: 'int', default: '50000000', doc: 'largest source image (pixels, all frames), read from the header before decoding', min: 1 },
+  { name: 'MAX_FRAMES', type: 'int', default: '300', doc: 'most frames in an animated source', min: 1 },
+  { name: 'MAX_DIMENSION', type: 'int', default: '8000', doc: 'requested width and height are capped at this', min: 1 },
+  { name: 'DEFAULT_WIDTH', type: 'int', default: '1280', doc: 'box width when a request gives no size', min: 1 },
+  { name: 'DEFAULT_HEIGHT', type: 'int', default: '8000', doc: 'box height when a request gives no size', min: 1 },
+  { name: 'TRANSFORM_CONCURRENCY', type: 'int', default: String(cores * 2), doc: 'transforms at once (default 2 × cores)', min: 1 },
+  { name: 'TRANSFORM_QUEUE_MAX', type: 'int', default: '64', doc: 'transforms waiting; past it an immediate 503 with Retry-After', min: 0 },
+  { name: 'TRANSFORM_DEGRADE_DEPTH', type: 'int', default: '8', doc: 'queue depth from which avif/auto are encoded as cheaper WebP with a short Cache-Control', min: 0 },
+  { name: 'TRANSFORM_TIMEOUT_S', type: 'int', default: '30', doc: 'longest transform', min: 1 },
+  { name: 'SMALL_BOX', type: 'int', default: '256', doc: 'requests whose box fits in this many pixels (avatars, thumbnails) go ahead in the queue', min: 0 },
+  { name: 'ORIGINALS_CACHE_BYTES', type: 'bytes', default: '2gb', doc: 'disk kept for fetched remote originals (LRU)' },
+  { name: 'VARIANTS_CACHE_BYTES', type: 'bytes', default: '2gb', doc: 'disk kept for encoded variants (LRU)' },
+  { name: 'FAILURE_TTL_PERMANENT_S', type: 'int', default: '86400', doc: 'how long "not found / not an image" is remembered', min: 0 },
+  { name: 'FAILURE_TTL_TRANSIENT_S', type: 'int', default: '120', doc: 'how long timeouts, 5xx and connection errors are remembered', min: 0 },
+  { name: 'JPEG_QUALITY', type: 'int', default: '80', doc: 'JPEG quality (mozjpeg, progressive)', min: 1 },
+  { name: 'WEBP_QUALITY', type: 'int', default: '80', doc: 'WebP quality', min: 1 },
+  { name: 'AVIF_QUALITY', type: 'int', default: '50', doc: 'AVIF quality', min: 1 },
+  { name: 'AVIF_EFFORT', type: 'int', default: '4', doc: 'AVIF encoder effort (0-9)', min: 0 },
+  { name: 'CACHE_CONTROL_IMMUTABLE', type: 'string', default: 'public, max-age=31536000, immutable', doc: 'Cache-Control of originals and variants' },
+  { name: 'CACHE_CONTROL_NEGATIVE', type: 'string', default: 'public, max-age=60', doc: 'Cache-Control of 4xx answers (negative caching)' },
+  { name: 'CACHE_CONTROL_DEGRADED', type: 'string', default: 'public, max-age=60, s-maxage=300', doc: 'Cache-Control of a variant degraded under load' },
+];

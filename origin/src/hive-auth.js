@@ -1,0 +1,54 @@
+import { secp256k1 } from '@noble/curves/secp256k1.js';
+import { ripemd160 } from '@noble/hashes/legacy.js';
+import bs58 from 'bs58';
+import { HttpError } from '@stack/lib';
+
+/** Hive's public key text: "STM" + base58(compressed key + ripemd160 checksum). @param {Uint8Array} key */
+export function publicKeyString(key, prefix = 'STM') {
+  const checksum = ripemd160(key).subarray(0, 4);
+  return prefix + bs58.encode(Buffer.concat([key, checksum]));
+}
+
+/**
+ * Recovers the signer's public key from a Hive signature: 65 bytes hex, first byte 31 + recovery id
+ * (27 + id for keys that are not compressed).
+ * @param {string} signatureHex @param {Uint8Array} digest sha256("ImageSigningChallenge" + bytes)
+ */
+export function recoverSigner(signatureHex, digest) {
+  if (!/^[0-9a-f]{130}$/i.test(signatureHex)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
+  const bytes = Buffer.from(signatureHex, 'hex');
+  const recovery = bytes[0] >= 31 ? bytes[0] - 31 : bytes[0] - 27;
+  if (recovery < 0 || recovery > 3) throw new HttpError(400, 'invalid_signature', { reason: 'bad recovery byte' });
+  try {
+    const recovered = Buffer.concat([Buffer.from([recovery]), bytes.subarray(1)]);
+    return publicKeyString(secp256k1.recoverPublicKey(recovered, digest, { prehash: false }));
+  } catch {
+    throw new HttpError(400, 'invalid_signature', { reason: 'does not recover a key' });
+  }
+}
+
+/**
+ * Checks that the signature was made by a key of the account's posting or active authority.
+ * @param {{ call: (method: string, params: unknown) => Promise<any> }} hive
+ */
+export function createHiveAuth(hive) {
+  /** @param {string} account @param {string} signatureHex @param {Uint8Array} digest */
+  return async function verifyUpload(account, signatureHex, digest) {
+    const signer = recoverSigner(signatureHex, digest);
+    let accounts;
+    try {
+      accounts = await hive.call('condenser_api.get_accounts', [[account]]);
+    } catch {
+      throw new HttpError(503, 'upstream_unavailable', { reason: 'hive api' }, { 'Retry-After': '10' });
+    }
+    const found = Array.isArray(accounts) ? accounts.find((entry) => entry && entry.name === account) : null;
+    if (!found) throw new HttpError(404, 'no_such_account', { account });
+    for (const authority of [found.posting, found.active]) {
+      const threshold = authority?.weight_threshold ?? 1;
+      for (const [key, weight] of authority?.key_auths || []) {
+        if (key === signer && weight >= threshold) return;
+      }
+    }
+    throw new HttpError(403, 'invalid_signature', { reason: 'not a key of this account' });
+  };
+}

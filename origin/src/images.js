@@ -1,0 +1,160 @@
+import fs from 'node:fs/promises';
+import { HttpError, base58Url } from '@stack/lib';
+import { isKey, sha256Hex } from './keys.js';
+import { plan, probe, transform } from './transform.js';
+
+const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
+/** @param {string} ext */
+export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
+
+/**
+ * @typedef {{ id: string, url?: string, uploadKey?: string }} Source
+ * @typedef {import('./transform.js').Request} Want
+ * @typedef {{ fetch?: number, queue?: number, transform?: number }} Timings
+ * @typedef {{ variantKey: string, format: import('./transform.js').OutputFormat, degraded: boolean,
+ *   file?: string, data?: Buffer, timings: Timings }} Variant
+ */
+
+/**
+ * The image pipeline: source → original (store or remote, cached) → variant (cached), with single-flight
+ * on both and the failure cache in front.
+ * @param {{ config: Record<string, any>, store: import('./store/fs.js').FsStore,
+ *   originals: import('./cache/disk-lru.js').DiskLru, variants: import('./cache/disk-lru.js').DiskLru,
+ *   failures: import('./cache/failures.js').FailureCache, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
+ *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
+ *   metrics: import('./metrics.js').OriginMetrics }} deps
+ */
+export function createImages(deps) {
+  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics } = deps;
+  const ownHost = new URL(config.PUBLIC_URL).host;
+  const unwrapHosts = new Set(config.UNWRAP_HOSTS);
+  const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
+  const encoder = {
+    maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY,
+    webpQuality: config.WEBP_QUALITY, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT,
+  };
+
+  /**
+   * Where a proxied URL really points: our own upload, or the original behind another image proxy's URL.
+   * @param {string} text @param {number} [depth] @returns {Source}
+   */
+  function resolveSource(text, depth = 0) {
+    let url;
+    try {
+      url = new URL(text);
+    } catch {
+      throw new HttpError(400, 'invalid_url', { reason: 'not an absolute URL' });
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError(400, 'invalid_url', { reason: 'only http and https' });
+    const own = url.host === ownHost;
+    if (depth < 4 && (own || unwrapHosts.has(url.hostname))) {
+      const proxied = /^\/p\/([1-9A-HJ-NP-Za-km-z]+)/.exec(url.pathname);
+      const inner = proxied ? base58Url.decode(proxied[1]) : legacyInner(url);
+      if (inner) return resolveSource(inner, depth + 1);
+      const key = url.pathname.split('/')[1] || '';
+      if (own && isKey(key)) return { id: key, uploadKey: key };
+    }
+    return { id: sha256Hex(url.toString()), url: url.toString() };
+  }
+
+  /** @param {Source} source @param {Timings} timings @returns {Promise<string>} the original's file */
+  async function original(source, timings) {
+    if (source.uploadKey) {
+      const found = await store.stat(source.uploadKey);
+      if (!found) throw new HttpError(404, 'not_found', { key: source.uploadKey });
+      return found.path;
+    }
+    const cached = originals.get(source.id);
+    metrics.cache.inc({ level: 'original', result: cached ? 'hit' : 'miss' });
+    if (cached) return cached.path;
+    const started = performance.now();
+    const file = await flight('fetch', source.id, () => fetchOriginal(/** @type {Source & { url: string }} */ (source)));
+    timings.fetch = performance.now() - started;
+    return file;
+  }
+
+  /** @param {Source & { url: string }} source */
+  async function fetchOriginal(source) {
+    const remembered = await failures.get(source.id);
+    metrics.cache.inc({ level: 'failure', result: remembered ? 'hit' : 'miss' });
+    if (remembered) throw remembered;
+    const temp = originals.tempPath();
+    const end = metrics.fetchDuration.startTimer();
+    try {
+      const { bytes } = await fetcher.fetchTo(source.url, temp);
+      metrics.fetches.inc();
+      metrics.bytes.inc({ direction: 'in' }, bytes);
+      await probe(temp, limits).catch(async (err) => {
+        throw Object.assign(err, { permanent: true });
+      });
+      return await originals.putFile(source.id, 'bin', temp);
+    } catch (err) {
+      await fs.rm(temp, { force: true });
+      const httpError = err instanceof HttpError ? err : new HttpError(502, 'upstream_error');
+      metrics.fetchErrors.inc({ reason: httpError.name });
+      await failures.set(source.id, httpError, /** @type {any} */ (err).permanent !== false);
+      throw httpError;
+    } finally {
+      end();
+    }
+  }
+
+  /** @param {Source} source @param {Want} want */
+  function variantKey(source, want) {
+    const format = want.format === 'auto' ? `auto-${want.accept}` : want.format;
+    return sha256Hex(JSON.stringify([source.id, want.width, want.height, want.mode, format]));
+  }
+
+  /**
+   * A variant from the cache, or made now (one transform per key however many ask).
+   * @param {Source} source @param {Want} want @returns {Promise<Variant>}
+   */
+  async function variant(source, want) {
+    const key = variantKey(source, want);
+    const cached = variants.get(key);
+    metrics.cache.inc({ level: 'variant', result: cached ? 'hit' : 'miss' });
+    if (cached) {
+      return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, file: cached.path, timings: {} };
+    }
+    return flight('transform', key, () => makeVariant(source, want, key));
+  }
+
+  /** @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>} */
+  async function makeVariant(source, want, key) {
+    /** @type {Timings} */
+    const timings = {};
+    const file = await original(source, timings);
+    const info = await probe(file, limits);
+    const degrade = queue.depth >= config.TRANSFORM_DEGRADE_DEPTH;
+    const small = Math.max(want.width || 0, want.height || 0) <= config.SMALL_BOX && Boolean(want.width || want.height);
+    const p = plan(info, want, degrade);
+    const { value, waitMs } = await queue.run(async () => {
+      const started = performance.now();
+      const output = await transform(file, p, encoder);
+      timings.transform = performance.now() - started;
+      return output;
+    }, small);
+    timings.queue = waitMs;
+    metrics.queueWait.observe(waitMs / 1000);
+    metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);
+    metrics.transforms.inc({ format: p.format });
+    if (p.degraded) metrics.degraded.inc();
+    // A degraded answer is stored under the key of what it really is (a WebP), never under the avif/auto key.
+    const storeKey = p.degraded ? variantKey(source, { ...want, format: 'webp' }) : key;
+    await variants.putBuffer(storeKey, EXTENSIONS[p.format], value.data);
+    return { variantKey: key, format: p.format, degraded: p.degraded, data: value.data, timings };
+  }
+
+  return { resolveSource, variant };
+}
+
+/** The URL inside a legacy `/<W>x<H>/<url>` path (proxies merge `//` into `/`, so mend the scheme). @param {URL} url */
+export function legacyInner(url) {
+  const match = /^\/\d+x\d+\/(.+)$/.exec(url.pathname + url.search);
+  return match ? mendScheme(match[1]) : null;
+}
+
+/** @param {string} text */
+export function mendScheme(text) {
+  return text.replace(/^(https?):\/+/i, '$1://');
+}

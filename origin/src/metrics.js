@@ -1,0 +1,41 @@
+import { client } from '@stack/lib';
+
+/** Every origin metric, registered once on the service's registry. @param {import('prom-client').Registry} registry */
+export function createOriginMetrics(registry) {
+  const registers = [registry];
+  return {
+    transformDuration: new client.Histogram({
+      name: 'origin_transform_duration_seconds', help: 'Time to decode, resize and encode one variant, by output format',
+      labelNames: ['format'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers,
+    }),
+    queueWait: new client.Histogram({
+      name: 'origin_queue_wait_seconds', help: 'Time a transform waited for a slot',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers,
+    }),
+    fetchDuration: new client.Histogram({
+      name: 'origin_fetch_duration_seconds', help: 'Time to fetch a remote original',
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers,
+    }),
+    queueDepth: new client.Gauge({ name: 'origin_queue_depth', help: 'Transforms waiting for a slot', registers }),
+    inFlight: new client.Gauge({ name: 'origin_transforms_in_flight', help: 'Transforms running now', registers }),
+    concurrency: new client.Gauge({ name: 'origin_transform_concurrency', help: 'Configured transform slots', registers }),
+    queueMax: new client.Gauge({ name: 'origin_queue_max', help: 'Configured queue bound', registers }),
+    cache: new client.Counter({
+      name: 'origin_cache_requests_total', help: 'Cache lookups by level (original, variant, failure) and result (hit, miss)',
+      labelNames: ['level', 'result'], registers,
+    }),
+    joins: new client.Counter({
+      name: 'origin_single_flight_joins_total', help: 'Requests that joined a fetch or transform already in flight',
+      labelNames: ['kind'], registers,
+    }),
+    fetches: new client.Counter({ name: 'origin_fetches_total', help: 'Remote originals fetched', registers }),
+    transforms: new client.Counter({ name: 'origin_transforms_total', help: 'Variants made, by output format', labelNames: ['format'], registers }),
+    fetchErrors: new client.Counter({ name: 'origin_fetch_errors_total', help: 'Failed remote fetches by reason', labelNames: ['reason'], registers }),
+    bytes: new client.Counter({ name: 'origin_bytes_total', help: 'Image bytes in (fetched, uploaded) and out (variants sent)', labelNames: ['direction'], registers }),
+    rejections: new client.Counter({ name: 'origin_rejections_total', help: 'Requests refused by reason (queue_full, quota, invalid_image, …)', labelNames: ['reason'], registers }),
+    degraded: new client.Counter({ name: 'origin_degraded_total', help: 'Variants encoded cheaper because the queue was deep', registers }),
+    uploads: new client.Counter({ name: 'origin_uploads_total', help: 'Accepted uploads by kind (hive, token)', labelNames: ['kind'], registers }),
+  };
+}
+
+/** @typedef {ReturnType<typeof createOriginMetrics>} OriginMetrics */

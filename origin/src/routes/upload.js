@@ -1,0 +1,173 @@
+import { createWriteStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import { timingSafeEqual } from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
+import { Transform } from 'node:stream';
+import busboy from 'busboy';
+import { HttpError, isAccountName } from '@stack/lib';
+import { challengeHash, keyFromDigest } from '../keys.js';
+import { probe } from '../transform.js';
+
+/** Checks the declared length before reading a byte: 411 without one, 413 when too big. @param {import('express').Request} req @param {number} maxBytes */
+function checkLength(req, maxBytes) {
+  const declared = req.headers['content-length'];
+  if (declared === undefined) throw new HttpError(411, 'length_required');
+  // multipart framing adds a little around the file
+  if (Number(declared) > maxBytes + 64 * 1024) throw new HttpError(413, 'payload_too_large', { limit: maxBytes });
+  if (!/^multipart\/form-data/i.test(req.headers['content-type'] || '')) {
+    throw new HttpError(400, 'invalid_body', { reason: 'expected multipart/form-data with a file' });
+  }
+}
+
+/**
+ * Streams the multipart file to a temp file while hashing it (the key and the signature need the hash);
+ * the size limit is enforced while reading.
+ * @param {import('express').Request} req @param {{ maxBytes: number, tempPath: string }} options
+ * @returns {Promise<{ digest: Buffer, bytes: number, filename: string }>}
+ */
+function receiveFile(req, { maxBytes, tempPath }) {
+  return new Promise((resolve, reject) => {
+    /** @type {Promise<{ digest: Buffer, bytes: number, filename: string }> | null} */
+    let saving = null;
+    let parser;
+    try {
+      parser = busboy({ headers: req.headers, limits: { files: 1, fileSize: maxBytes, fields: 20, parts: 30 } });
+    } catch {
+      reject(new HttpError(400, 'invalid_body', { reason: 'malformed multipart' }));
+      return;
+    }
+    parser.on('file', (field, file, info) => {
+      if (saving || (field !== 'image_file' && field !== 'file')) {
+        file.resume();
+        return;
+      }
+      saving = saveFile(file, tempPath, maxBytes, info.filename || '');
+      saving.catch(() => {});
+    });
+    parser.on('error', () => reject(new HttpError(400, 'invalid_body', { reason: 'malformed multipart' })));
+    parser.on('close', () => {
+      if (!saving) reject(new HttpError(400, 'missing_file', { field: 'image_file' }));
+      else saving.then(resolve, reject);
+    });
+    req.on('aborted', () => reject(new HttpError(400, 'aborted')));
+    req.pipe(parser);
+  });
+}
+
+/** @param {import('node:stream').Readable & { truncated?: boolean }} file @param {string} tempPath @param {number} maxBytes @param {string} filename */
+async function saveFile(file, tempPath, maxBytes, filename) {
+  const hash = challengeHash();
+  let bytes = 0;
+  const tap = new Transform({
+    transform(chunk, _encoding, done) {
+      hash.update(chunk);
+      bytes += chunk.length;
+      done(null, chunk);
+    },
+  });
+  let over = false;
+  file.on('limit', () => {
+    over = true;
+  });
+  await pipeline(file, tap, createWriteStream(tempPath));
+  if (over || file.truncated) throw new HttpError(413, 'payload_too_large', { limit: maxBytes });
+  if (bytes === 0) throw new HttpError(400, 'invalid_image', { reason: 'empty file' });
+  return { digest: hash.digest(), bytes, filename };
+}
+
+/** A safe filename for the answer URL. @param {string} name @param {string} format */
+function cleanFilename(name, format) {
+  const base = (name || '').split(/[\\/]/).pop()?.replace(/[^\w.-]+/g, '-').replace(/^[.-]+/, '').slice(0, 100);
+  return base || `image.${format === 'jpeg' ? 'jpg' : format}`;
+}
+
+/**
+ * The upload pipeline shared by both routes: receive → check it is an image → authorise → store durably.
+ * The answer is sent only after the file is fsynced under its key.
+ * @param {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics }} deps
+ * @param {string} kind
+ * @param {(digest: Buffer) => Promise<void>} authorise
+ * @param {import('express').Request} req @param {import('express').Response} res
+ */
+async function acceptUpload(deps, kind, authorise, req, res) {
+  const { store, config, metrics } = deps;
+  const tempPath = store.tempPath();
+  try {
+    checkLength(req, config.UPLOAD_MAX_BYTES);
+    const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath });
+    const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES });
+    await authorise(file.digest);
+    const key = keyFromDigest(file.digest);
+    await store.put(key, tempPath);
+    metrics.uploads.inc({ kind });
+    metrics.bytes.inc({ direction: 'in' }, file.bytes);
+    res.set('Cache-Control', 'no-store').json({ url: `${config.PUBLIC_URL}/${key}/${cleanFilename(file.filename, info.format)}` });
+  } catch (err) {
+    const httpError = /** @type {HttpError} */ (err);
+    metrics.rejections.inc({ reason: httpError.name || 'error' });
+    if (httpError.status === 413 || httpError.status === 411) res.set('Connection', 'close');
+    throw err;
+  } finally {
+    await fs.rm(tempPath, { force: true });
+  }
+}
+
+/**
+ * Per-account weekly quota in Redis; Redis down means no upload (503), never an unmetered one.
+ * @param {import('ioredis').Redis} redis @param {string} account @param {number} limit
+ */
+async function takeQuota(redis, account, limit) {
+  const week = Math.floor(Date.now() / (7 * 24 * 3600 * 1000));
+  const key = `origin:quota:${account}:${week}`;
+  let used;
+  try {
+    used = await redis.incr(key);
+    if (used === 1) await redis.expire(key, 8 * 24 * 3600);
+  } catch {
+    throw new HttpError(503, 'unavailable', { reason: 'quota store' }, { 'Retry-After': '10' });
+  }
+  if (used > limit) throw new HttpError(429, 'quota_exceeded', { limit, period: 'week' }, { 'Retry-After': '86400' });
+}
+
+/**
+ * POST /<account>/<signature>: the Hive upload.
+ * @param {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
+ *   redis: import('ioredis').Redis, verifyUpload: (account: string, signature: string, digest: Uint8Array) => Promise<void> }} deps
+ * @returns {import('express').RequestHandler}
+ */
+export function hiveUploadRoute(deps) {
+  return async (req, res, next) => {
+    res.locals.route = 'upload';
+    const { account, signature } = req.params;
+    try {
+      if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
+      if (!/^[0-9a-f]{130}$/i.test(signature)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
+      await acceptUpload(deps, 'hive', async (digest) => {
+        await deps.verifyUpload(account, signature, digest);
+        await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK);
+      }, req, res);
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/**
+ * POST /upload with `Authorization: Bearer <token>`, for sites without Hive accounts.
+ * @param {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics }} deps
+ * @returns {import('express').RequestHandler}
+ */
+export function tokenUploadRoute(deps) {
+  const tokens = deps.config.UPLOAD_TOKENS.map((/** @type {string} */ token) => Buffer.from(token));
+  return async (req, res, next) => {
+    res.locals.route = 'upload';
+    try {
+      const given = Buffer.from(/^Bearer (.+)$/.exec(req.headers.authorization || '')?.[1] || '');
+      const ok = tokens.some((/** @type {Buffer} */ token) => token.length === given.length && timingSafeEqual(token, given));
+      if (!ok) throw new HttpError(401, 'unauthorized', { reason: tokens.length ? 'bad token' : 'token uploads disabled' }, { 'WWW-Authenticate': 'Bearer' });
+      await acceptUpload(deps, 'token', async () => {}, req, res);
+    } catch (err) {
+      next(err);
+    }
+  };
+}

@@ -1,0 +1,66 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import sharp from 'sharp';
+import { connectRedis, createHiveClient, redisReady, runService } from '@stack/lib';
+import { createApp } from './app.js';
+import { DiskLru } from './cache/disk-lru.js';
+import { FailureCache } from './cache/failures.js';
+import { settings } from './config.js';
+import { createFetcher } from './fetch.js';
+import { createHiveAuth } from './hive-auth.js';
+import { createImages } from './images.js';
+import { createOriginMetrics } from './metrics.js';
+import { TransformQueue } from './queue.js';
+import { createSingleFlight } from './single-flight.js';
+import { FsStore } from './store/fs.js';
+
+const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+
+// libvips' own operation cache only grows memory here: every variant is cached on disk and by varnish.
+sharp.cache(false);
+
+await runService({
+  name: 'origin',
+  settings,
+  async build({ config, logger, registry }) {
+    const metrics = createOriginMetrics(registry);
+    const redis = connectRedis(config.REDIS_URL, logger);
+    await redisReady(redis, 2000);
+    const store = new FsStore(config.DATA_DIR);
+    const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
+    const variants = new DiskLru(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES);
+    await Promise.all([store.init(), originals.init(), variants.init()]);
+    metrics.concurrency.set(config.TRANSFORM_CONCURRENCY);
+    metrics.queueMax.set(config.TRANSFORM_QUEUE_MAX);
+    const queue = new TransformQueue({
+      concurrency: config.TRANSFORM_CONCURRENCY,
+      maxQueued: config.TRANSFORM_QUEUE_MAX,
+      onChange: (q) => {
+        metrics.queueDepth.set(q.depth);
+        metrics.inFlight.set(q.running);
+      },
+    });
+    const fetcher = createFetcher({
+      maxBytes: config.FETCH_MAX_BYTES,
+      connectTimeoutMs: config.FETCH_CONNECT_TIMEOUT_MS,
+      responseTimeoutMs: config.FETCH_RESPONSE_TIMEOUT_MS,
+      totalTimeoutMs: config.FETCH_TOTAL_TIMEOUT_MS,
+      maxRedirects: config.FETCH_MAX_REDIRECTS,
+      allowedHosts: config.FETCH_ALLOW_PRIVATE_HOSTS,
+      userAgent: config.FETCH_USER_AGENT,
+    });
+    const failures = new FailureCache(redis, { permanentTtl: config.FAILURE_TTL_PERMANENT_S, transientTtl: config.FAILURE_TTL_TRANSIENT_S });
+    const flight = createSingleFlight((kind) => metrics.joins.inc({ kind }));
+    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics });
+    const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
+    const verifyUpload = createHiveAuth(hive);
+    const app = createApp({ config, logger, registry, images, store, metrics, redis, verifyUpload, version });
+    return {
+      app,
+      async close() {
+        await fetcher.close();
+        redis.disconnect();
+      },
+    };
+  },
+});

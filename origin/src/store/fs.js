@@ -1,0 +1,63 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+/** Syncs a file or directory to disk. @param {string} target */
+export async function fsyncPath(target) {
+  const handle = await fs.open(target, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Uploaded originals on the filesystem, sharded by the key's last characters (keys share their prefix).
+ * A file appears under its key only by rename after fsync, so a crash never leaves a half file there.
+ */
+export class FsStore {
+  /** @param {string} dir */
+  constructor(dir) {
+    this.dir = path.resolve(dir, 'uploads');
+    this.tmpDir = path.resolve(dir, 'tmp');
+  }
+
+  async init() {
+    await fs.mkdir(this.dir, { recursive: true });
+    await fs.mkdir(this.tmpDir, { recursive: true });
+  }
+
+  /** @param {string} key a validated key */
+  pathFor(key) {
+    return path.join(this.dir, key.slice(-2), key.slice(-4, -2), key);
+  }
+
+  /** A fresh temporary path on the same filesystem (rename stays atomic). */
+  tempPath() {
+    return path.join(this.tmpDir, `${Date.now()}-${randomBytes(8).toString('hex')}`);
+  }
+
+  /** @param {string} key @returns {Promise<{ path: string, size: number, mtime: Date } | null>} */
+  async stat(key) {
+    const file = this.pathFor(key);
+    try {
+      const info = await fs.stat(file);
+      return { path: file, size: info.size, mtime: info.mtime };
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Moves a complete, synced temp file under its key, durably. Content-addressed: an existing file wins.
+   * @param {string} key @param {string} tempFile
+   */
+  async put(key, tempFile) {
+    const target = this.pathFor(key);
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    await fsyncPath(tempFile);
+    await fs.rename(tempFile, target);
+    await fsyncPath(path.dirname(target));
+  }
+}

@@ -1,0 +1,141 @@
+import sharp from 'sharp';
+import { HttpError } from '@stack/lib';
+
+// Formats we decode. SVG is refused (it can reference external resources and script); so are PDFs etc.
+const INPUT_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff']);
+const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp', gif: 'image/gif', avif: 'image/avif' };
+
+/** @typedef {'jpeg'|'png'|'webp'|'gif'|'avif'} OutputFormat */
+/**
+ * @typedef {{ format: string, width: number, height: number, frames: number, orientation: number,
+ *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean }} SourceInfo
+ * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'' }} Request
+ * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
+ *   animated: boolean, degraded: boolean, palette: boolean }} Plan
+ */
+
+/** @param {OutputFormat} format */
+export function contentTypeOf(format) {
+  return CONTENT_TYPES[format];
+}
+
+/**
+ * Reads the header only (no decode) and enforces the pixel and frame limits before any work.
+ * @param {string} file @param {{ maxPixels: number, maxFrames: number }} limits
+ * @returns {Promise<SourceInfo>}
+ */
+export async function probe(file, limits) {
+  let meta;
+  try {
+    meta = await sharp(file, { limitInputPixels: false }).metadata();
+  } catch {
+    throw new HttpError(400, 'invalid_image', { reason: 'not a decodable image' });
+  }
+  if (!meta.format || !INPUT_FORMATS.has(meta.format)) {
+    throw new HttpError(400, 'unsupported_format', { format: meta.format || 'unknown' });
+  }
+  const frames = meta.pages || 1;
+  const frameHeight = meta.pageHeight || meta.height || 0;
+  const width = meta.width || 0;
+  if (frames > limits.maxFrames) throw new HttpError(400, 'too_many_frames', { frames, limit: limits.maxFrames });
+  if (width * frameHeight * frames > limits.maxPixels) {
+    throw new HttpError(400, 'image_too_large', { width, height: frameHeight, frames, limit_pixels: limits.maxPixels });
+  }
+  const swap = (meta.orientation || 1) >= 5;
+  return {
+    format: meta.format,
+    width: swap ? frameHeight : width,
+    height: swap ? width : frameHeight,
+    frames,
+    orientation: meta.orientation || 1,
+    hasAlpha: Boolean(meta.hasAlpha),
+    isPalette: Boolean(meta.isPalette),
+    isAvif: meta.format === 'heif' && meta.compression === 'av1',
+  };
+}
+
+/**
+ * Decides the output size and format. Never enlarges: a cover box larger than the source shrinks,
+ * keeping its aspect ratio, to the largest box the source fills.
+ * @param {SourceInfo} source @param {Request} want @param {boolean} degrade
+ * @returns {Plan}
+ */
+export function plan(source, want, degrade) {
+  const animated = source.frames > 1;
+  let format = outputFormat(source, want, animated);
+  let degraded = false;
+  if (degrade && format === 'avif') {
+    format = 'webp';
+    degraded = true;
+  }
+  let { width, height } = want;
+  if (want.mode === 'cover' && width && height) {
+    const scale = Math.min(1, source.width / width, source.height / height);
+    width = Math.max(1, Math.round(width * scale));
+    height = Math.max(1, Math.round(height * scale));
+  }
+  return {
+    width: width || undefined,
+    height: height || undefined,
+    fit: want.mode === 'cover' && width && height ? 'cover' : 'inside',
+    format,
+    animated: animated && (format === 'webp' || format === 'gif'),
+    degraded,
+    palette: source.format === 'png' && source.isPalette,
+  };
+}
+
+/** @param {SourceInfo} source @param {Request} want @param {boolean} animated @returns {OutputFormat} */
+function outputFormat(source, want, animated) {
+  if (want.format === 'auto') {
+    if (want.accept === 'avif' && !animated) return 'avif';
+    if (want.accept === 'webp' || want.accept === 'avif') return 'webp';
+    if (animated) return 'gif';
+    return source.hasAlpha ? 'png' : 'jpeg';
+  }
+  if (want.format !== 'match') return /** @type {OutputFormat} */ (want.format);
+  if (source.format === 'jpeg' || source.format === 'png' || source.format === 'webp' || source.format === 'gif') return source.format;
+  if (source.isAvif) return 'avif';
+  return source.hasAlpha ? 'png' : 'jpeg';
+}
+
+/**
+ * decode (with limits) → rotate → resize → encode.
+ * @param {string} file @param {Plan} p
+ * @param {{ maxPixels: number, timeoutS: number, jpegQuality: number, webpQuality: number, avifQuality: number, avifEffort: number }} options
+ * @returns {Promise<{ data: Buffer, info: import('sharp').OutputInfo }>}
+ */
+export async function transform(file, p, options) {
+  let image = sharp(file, {
+    limitInputPixels: options.maxPixels,
+    animated: p.animated,
+    sequentialRead: true,
+    failOn: 'error',
+  }).timeout({ seconds: options.timeoutS });
+  if (!p.animated) image = image.rotate();
+  image = image.resize({ width: p.width, height: p.height, fit: p.fit, position: 'centre', withoutEnlargement: true });
+  image = encode(image, p, options);
+  try {
+    return await image.toBuffer({ resolveWithObject: true });
+  } catch (err) {
+    const message = String(/** @type {Error} */ (err).message);
+    if (/timeout/i.test(message)) throw new HttpError(503, 'transform_timeout', {}, { 'Retry-After': '5' });
+    throw new HttpError(400, 'invalid_image', { reason: 'corrupt or truncated image' });
+  }
+}
+
+/** @param {import('sharp').Sharp} image @param {Plan} p @param {{ jpegQuality: number, webpQuality: number, avifQuality: number, avifEffort: number }} o */
+function encode(image, p, o) {
+  switch (p.format) {
+    case 'jpeg':
+      return image.flatten({ background: '#ffffff' }).jpeg({ quality: o.jpegQuality, progressive: true, mozjpeg: true });
+    case 'png':
+      return image.png({ palette: p.palette, compressionLevel: 6, effort: 4 });
+    case 'webp':
+      return image.webp({ quality: o.webpQuality, effort: p.degraded ? 1 : 4 });
+    case 'gif':
+      return image.gif({ effort: 4 });
+    default:
+      return image.avif({ quality: o.avifQuality, effort: o.avifEffort });
+  }
+}

@@ -1,0 +1,76 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { base58Url } from '@stack/lib';
+import { startHiveNode } from '../../test/support/hive-node.js';
+import { startImageServer } from '../../test/support/image-server.js';
+import { freePort } from '../../test/support/ports.js';
+import { startRedis, startService } from '../../test/support/processes.js';
+
+/**
+ * A real origin process with real Redis, a local image site and a local Hive node.
+ * @param {Record<string, string>} [env] extra settings
+ */
+export async function startOrigin(env = {}) {
+  const redis = await startRedis();
+  const site = await startImageServer();
+  const hive = await startHiveNode();
+  const port = await freePort();
+  const metricsPort = await freePort();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'origin-'));
+  const base = `http://127.0.0.1:${port}`;
+  const settings = {
+    ORIGIN_PORT: String(port),
+    ORIGIN_METRICS_PORT: String(metricsPort),
+    REDIS_URL: redis.url,
+    DATA_DIR: dataDir,
+    PUBLIC_URL: base,
+    FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1',
+    HIVE_API_URLS: hive.url,
+    UPLOAD_TOKENS: 'test-token',
+    ...env,
+  };
+  let proc = await startService('origin/bin/origin', settings, port);
+  return {
+    base,
+    site,
+    hive,
+    redis,
+    dataDir,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+    /** The /p/ URL of `url` with the given query. @param {string} url @param {Record<string, string | number>} [query] */
+    proxied(url, query = {}) {
+      const search = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)]));
+      return `${base}/p/${base58Url.encode(url)}${search.size ? `?${search}` : ''}`;
+    },
+    async restart() {
+      await proc.stop();
+      proc = await startService('origin/bin/origin', settings, port);
+    },
+    async kill() {
+      await proc.kill();
+    },
+    async start() {
+      proc = await startService('origin/bin/origin', settings, port);
+    },
+    output: () => proc.output(),
+    async stop() {
+      await proc.stop();
+      await Promise.all([redis.stop(), site.close(), hive.close()]);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Uploads `body` with the Bearer token and returns the answer. @param {string} base @param {Buffer} body @param {string} [filename] */
+export async function tokenUpload(base, body, filename = 'photo.jpg', token = 'test-token') {
+  const form = new FormData();
+  form.append('image_file', new Blob([body]), filename);
+  return fetch(`${base}/upload`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+}
+
+/** @param {Response} response */
+export async function jsonError(response) {
+  const body = /** @type {any} */ (await response.json());
+  return body.error;
+}

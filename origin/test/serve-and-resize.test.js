@@ -1,0 +1,181 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, test } from 'node:test';
+import { base58Url } from '@stack/lib';
+import { animated, decode, oriented, photo, solid } from '../../test/support/images.js';
+import { metricValue } from '../../test/support/metrics.js';
+import { startOrigin, tokenUpload } from './harness.js';
+
+/** @type {Awaited<ReturnType<typeof startOrigin>>} */
+let origin;
+/** @type {string} */
+let photoUrl;
+
+before(async () => {
+  origin = await startOrigin();
+  // a real photograph, 2560×1600 (the file's name says otherwise)
+  photoUrl = origin.site.add('path.jpg', fs.readFileSync(photo('Path', '1920x1080')));
+});
+after(() => origin.stop());
+
+/** @param {string} url @param {RequestInit} [init] */
+async function image(url, init) {
+  const response = await fetch(url, init);
+  const body = Buffer.from(await response.arrayBuffer());
+  assert.equal(response.status, 200, `${url}: ${body.toString().slice(0, 200)}`);
+  return { response, body, info: await decode(body) };
+}
+
+test('health answers on /healthz, /.well-known/healthcheck.json and /', async () => {
+  for (const route of ['/healthz', '/.well-known/healthcheck.json', '/']) {
+    const response = await fetch(origin.base + route);
+    assert.equal(response.status, 200);
+    const body = /** @type {any} */ (await response.json());
+    assert.equal(body.ok, true);
+    assert.match(body.version, /^\d+\.\d+\.\d+/);
+    assert.ok(Date.parse(body.date));
+  }
+});
+
+test('an uploaded original is served with its sniffed type, a strong ETag, 304 and HEAD', async () => {
+  const png = await solid(64, 48, 'png');
+  const upload = await tokenUpload(origin.base, png, 'lies.jpg');
+  assert.equal(upload.status, 200);
+  const { url } = /** @type {any} */ (await upload.json());
+  assert.match(url, new RegExp(`^${origin.base}/D[1-9A-HJ-NP-Za-km-z]+/lies\\.jpg$`));
+  const key = new URL(url).pathname.split('/')[1];
+
+  const response = await fetch(`${origin.base}/${key}/any-name.gif`);
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get('content-type'), 'image/png');
+  assert.equal(response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+  assert.equal(response.headers.get('etag'), `"${key}"`);
+  assert.equal(response.headers.get('xkey'), `img:${key}`);
+  assert.deepEqual(Buffer.from(await response.arrayBuffer()), png);
+
+  const again = await fetch(`${origin.base}/${key}`, { headers: { 'if-none-match': `"${key}"`, 'cache-control': 'max-age=0' } });
+  assert.equal(again.status, 304);
+  const head = await fetch(`${origin.base}/${key}`, { method: 'HEAD' });
+  assert.equal(head.status, 200);
+  assert.equal(head.headers.get('content-length'), String(png.length));
+  assert.equal((await head.arrayBuffer()).byteLength, 0);
+});
+
+test('fit keeps the aspect ratio inside the box and encodes the asked format', async () => {
+  for (const format of ['jpeg', 'webp', 'avif', 'png']) {
+    const { response, info } = await image(origin.proxied(photoUrl, { width: 512, height: 512, mode: 'fit', format }));
+    assert.equal(info.format, format === 'avif' ? 'heif' : format);
+    assert.equal(response.headers.get('content-type'), `image/${format}`);
+    assert.deepEqual([info.width, info.height], [512, 320]);
+    assert.equal(response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+    assert.match(response.headers.get('xkey') || '', /^img:[0-9a-f]{64}$/);
+  }
+});
+
+test('cover crops to exactly the box; a missing dimension keeps the aspect ratio; no size gives the default box', async () => {
+  let { info } = await image(origin.proxied(photoUrl, { width: 300, height: 300 }));
+  assert.deepEqual([info.format, info.width, info.height], ['jpeg', 300, 300]);
+  ({ info } = await image(origin.proxied(photoUrl, { width: 640 })));
+  assert.deepEqual([info.width, info.height], [640, 400]);
+  ({ info } = await image(origin.proxied(photoUrl, { height: 100 })));
+  assert.deepEqual([info.width, info.height], [160, 100]);
+  ({ info } = await image(origin.proxied(photoUrl)));
+  assert.deepEqual([info.width, info.height], [1280, 800]);
+});
+
+test('never enlarges: a small source stays its size, and cover keeps the asked aspect ratio', async () => {
+  const small = origin.site.add('small.png', await solid(100, 50, 'png'), 'image/png');
+  let { info } = await image(origin.proxied(small, { width: 400, mode: 'fit' }));
+  assert.deepEqual([info.format, info.width, info.height], ['png', 100, 50]);
+  ({ info } = await image(origin.proxied(small, { width: 200, height: 200 })));
+  assert.deepEqual([info.width, info.height], [50, 50]);
+  ({ info } = await image(origin.proxied(small, { width: 99999, height: 20000, mode: 'fit' })));
+  assert.deepEqual([info.width, info.height], [100, 50], 'sizes past the cap are capped, then never enlarged');
+  ({ info } = await image(origin.proxied(small, { width: 99999, height: 8000 })));
+  assert.deepEqual([info.width, info.height], [50, 50], 'a capped cover box is 8000×8000: square');
+});
+
+test('format=auto picks avif > webp > jpeg from Accept and varies on it', async () => {
+  const url = origin.proxied(photoUrl, { width: 200, format: 'auto' });
+  const cases = [['image/avif,image/webp,*/*', 'heif', 'image/avif'], ['image/webp,*/*', 'webp', 'image/webp'], ['*/*', 'jpeg', 'image/jpeg']];
+  for (const [accept, decoded, type] of cases) {
+    const { response, info } = await image(url, { headers: { accept } });
+    assert.equal(info.format, decoded, accept);
+    assert.equal(response.headers.get('content-type'), type);
+    assert.equal(response.headers.get('vary'), 'Accept');
+  }
+});
+
+test('EXIF orientation is applied and metadata stripped', async () => {
+  for (const orientation of [1, 3, 6, 8]) {
+    const source = origin.site.add(`o${orientation}.jpg`, await oriented(300, 200, orientation));
+    const { body, info } = await image(origin.proxied(source, { width: 1000, height: 1000, mode: 'fit' }));
+    const expected = orientation >= 5 ? [200, 300] : [300, 200];
+    assert.deepEqual([info.width, info.height], expected, `orientation ${orientation}`);
+    assert.equal(info.orientation, undefined, 'no orientation tag left');
+    assert.equal(body.includes(Buffer.from('Exif')), false, 'no EXIF block left');
+  }
+});
+
+test('animated GIF and WebP stay animated at any size', async () => {
+  const gif = origin.site.add('anim.gif', await animated(120, 80, 3, 'gif'), 'image/gif');
+  let { info } = await image(origin.proxied(gif, { width: 60, mode: 'fit' }));
+  assert.deepEqual([info.format, info.frames, info.width, info.height], ['gif', 3, 60, 40]);
+  ({ info } = await image(origin.proxied(gif, { width: 60, format: 'webp' })));
+  assert.deepEqual([info.format, info.frames, info.width], ['webp', 3, 60]);
+  ({ info } = await image(origin.proxied(gif, { width: 50, height: 50, format: 'auto' }), { headers: { accept: 'image/avif,image/webp' } }));
+  assert.deepEqual([info.format, info.frames, info.width, info.height], ['webp', 3, 50, 50]);
+  const webp = origin.site.add('anim.webp', await animated(120, 80, 4, 'webp'), 'image/webp');
+  ({ info } = await image(origin.proxied(webp, { width: 30 })));
+  assert.deepEqual([info.format, info.frames, info.width], ['webp', 4, 30]);
+});
+
+test('our own uploads are read from the store, and double-proxied URLs are unwrapped', async () => {
+  const upload = await tokenUpload(origin.base, await solid(400, 400, 'jpeg'));
+  const { url } = /** @type {any} */ (await upload.json());
+  let { info } = await image(origin.proxied(url, { width: 100, height: 100 }));
+  assert.deepEqual([info.width, info.height], [100, 100]);
+
+  const inner = origin.site.add('wrapped.jpg', await solid(500, 250, 'jpeg'));
+  const wrapped = `https://images.hive.blog/p/${base58Url.encode(inner)}?width=10`;
+  ({ info } = await image(origin.proxied(wrapped, { width: 100, mode: 'fit' })));
+  assert.deepEqual([info.width, info.height], [100, 50]);
+  const legacyWrapped = `https://images.hive.blog/0x0/${inner.replace('/img/', '/img/')}`;
+  ({ info } = await image(origin.proxied(legacyWrapped, { width: 50, mode: 'fit' })));
+  assert.deepEqual([info.width, info.height], [50, 25]);
+  assert.equal(origin.site.hits('/img/wrapped.jpg'), 1, 'the wrapped original was fetched once, directly');
+});
+
+test('legacy /WxH/url answers a long-cached 301 to the /p/ form', async () => {
+  const response = await fetch(`${origin.base}/640x0/https://example.com/a/b.jpg?x=1`, { redirect: 'manual' });
+  assert.equal(response.status, 301);
+  const location = new URL(response.headers.get('location') || '', origin.base);
+  assert.equal(base58Url.decode(location.pathname.split('/')[2]), 'https://example.com/a/b.jpg?x=1');
+  assert.deepEqual(Object.fromEntries(location.searchParams), { format: 'match', mode: 'fit', width: '640' });
+  assert.equal(response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+  const merged = await fetch(`${origin.base}/0x100/https:/example.com/c.png`, { redirect: 'manual' });
+  const mended = new URL(merged.headers.get('location') || '', origin.base);
+  assert.equal(base58Url.decode(mended.pathname.split('/')[2]), 'https://example.com/c.png');
+  assert.deepEqual(Object.fromEntries(mended.searchParams), { format: 'match', mode: 'fit', height: '100' });
+});
+
+test('a second size never refetches the original; a repeated variant comes from the result cache', async () => {
+  const url = origin.site.add('twice.jpg', await solid(800, 600, 'jpeg'));
+  const before = await metricValue(origin.metricsUrl, 'origin_transforms_total');
+  await image(origin.proxied(url, { width: 100 }));
+  await image(origin.proxied(url, { width: 200 }));
+  const { response } = await image(origin.proxied(url, { width: 200 }));
+  assert.equal(origin.site.hits('/img/twice.jpg'), 1);
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total') - before, 2);
+  assert.equal(response.headers.get('server-timing'), 'cache;desc=hit');
+  assert.ok(await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'variant', result: 'hit' }) >= 1);
+  assert.ok(await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'original', result: 'hit' }) >= 1);
+});
+
+test('a variant answer carries Server-Timing and the request id it was given', async () => {
+  const url = origin.site.add('timing.jpg', await solid(300, 300, 'jpeg'));
+  const response = await fetch(origin.proxied(url, { width: 64 }), { headers: { 'x-request-id': 'req-abc-123' } });
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get('x-request-id'), 'req-abc-123');
+  assert.match(response.headers.get('server-timing') || '', /fetch;dur=[\d.]+.*transform;dur=[\d.]+/);
+});
