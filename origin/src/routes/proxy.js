@@ -73,6 +73,7 @@ export function proxyRoute({ images, config, metrics }) {
         res.send(result.data);
       }
     } catch (err) {
+      metrics.rejections.inc({ reason: /** @type {any} */ (err).name || 'error' });
       next(err);
     }
   };

@@ -1,0 +1,146 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { base58Url } from '@stack/lib';
+import { animated, pngBomb, solid } from '../../test/support/images.js';
+import { metricValue } from '../../test/support/metrics.js';
+import { jsonError, startOrigin, tokenUpload } from './harness.js';
+
+/** @type {Awaited<ReturnType<typeof startOrigin>>} */
+let origin;
+
+before(async () => {
+  origin = await startOrigin({ UPLOAD_MAX_BYTES: '1mb', MAX_FRAMES: '20' });
+});
+after(() => origin.stop());
+
+/** @param {string} url @param {number} status @param {string} name @param {RequestInit} [init] */
+async function expectError(url, status, name, init) {
+  const response = await fetch(url, init);
+  assert.equal(response.status, status, `${url} → ${response.status}`);
+  assert.match(response.headers.get('content-type') || '', /^application\/json/);
+  const error = await jsonError(response);
+  assert.equal(error.name, name, `${url}: ${JSON.stringify(error)}`);
+  return response;
+}
+
+async function stillServing() {
+  const response = await fetch(`${origin.base}/healthz`);
+  assert.equal(response.status, 200, `the origin still serves\n${origin.output()}`);
+}
+
+test('corrupt, truncated, empty, HTML and SVG sources are 400s, negatively cached', async () => {
+  const jpeg = await solid(400, 300, 'jpeg');
+  const png = await solid(400, 300, 'png');
+  const flipped = Buffer.from(jpeg);
+  for (let i = 200; i < flipped.length - 10; i += 37) flipped[i] ^= 0xff;
+  const cases = [
+    ['truncated.jpg', jpeg.subarray(0, Math.floor(jpeg.length / 2)), 'invalid_image'],
+    ['truncated.png', png.subarray(0, 60), 'invalid_image'],
+    ['flipped.jpg', flipped, 'invalid_image'],
+    ['empty.jpg', Buffer.alloc(0), 'invalid_image'],
+    ['page.html', Buffer.from('<!doctype html><html><body>hi</body></html>'), 'invalid_image'],
+    ['drawing.svg', Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><image href="http://169.254.169.254/x"/></svg>'), 'unsupported_format'],
+  ];
+  for (const [name, body, error] of cases) {
+    const url = origin.site.add(String(name), /** @type {Buffer} */ (body));
+    const response = await expectError(origin.proxied(url, { width: 100 }), 400, String(error));
+    assert.equal(response.headers.get('cache-control'), 'public, max-age=60');
+  }
+  await stillServing();
+});
+
+test('decompression bombs, frame bombs and oversized bodies are refused before decoding', async () => {
+  const bomb = origin.site.add('bomb.png', await pngBomb(50000, 50000), 'image/png');
+  await expectError(origin.proxied(bomb, { width: 100 }), 400, 'image_too_large');
+  const frames = origin.site.add('frames.gif', await animated(16, 16, 25, 'gif'), 'image/gif');
+  await expectError(origin.proxied(frames, { width: 8 }), 400, 'too_many_frames');
+  await stillServing();
+});
+
+test('bad parameters are 400s naming the parameter', async () => {
+  const url = origin.site.add('ok.jpg', await solid(100, 100, 'jpeg'));
+  for (const [query, name] of [[{ width: 'abc' }, 'width'], [{ width: '-5' }, 'width'], [{ height: '1e9' }, 'height'],
+    [{ width: '9999999999999' }, 'width'], [{ mode: 'zoom' }, 'mode'], [{ format: 'bmp' }, 'format']]) {
+    const response = await fetch(origin.proxied(url, /** @type {any} */ (query)));
+    assert.equal(response.status, 400, JSON.stringify(query));
+    const error = await jsonError(response);
+    assert.deepEqual([error.name, error.info.name], ['invalid_parameter', name]);
+  }
+});
+
+test('bad proxy URLs: not base58, not http(s), not a URL', async () => {
+  await expectError(`${origin.base}/p/0OIl`, 400, 'invalid_url');
+  for (const target of ['javascript:alert(1)', 'file:///etc/passwd', 'ftp://example.com/a.jpg', 'data:image/png;base64,AAAA', 'just text']) {
+    await expectError(`${origin.base}/p/${base58Url.encode(target)}`, 400, 'invalid_url');
+  }
+  await expectError(`${origin.base}/100x100/javascript:alert(1)`, 400, 'invalid_url', { redirect: 'manual' });
+});
+
+test('SSRF: loopback, private, link-local and metadata targets are refused in every spelling, redirects included', async () => {
+  const targets = ['http://127.0.0.2/a.jpg', 'http://10.0.0.1/a.jpg', 'http://169.254.169.254/latest/meta-data/', 'http://[::1]/a.jpg',
+    'http://[::ffff:127.0.0.2]/a.jpg', 'http://0x7f.0.0.2/a.jpg', 'http://2130706434/a.jpg', 'http://localhost/a.jpg',
+    'http://192.168.0.1/a.jpg', 'http://100.64.1.1/', 'http://[fe80::1]/', 'http://0.0.0.0/'];
+  for (const target of targets) await expectError(origin.proxied(target, { width: 10 }), 403, 'forbidden_target');
+  const viaRedirect = `${origin.site.base}/to?url=${encodeURIComponent('http://169.254.169.254/latest/meta-data/')}`;
+  await expectError(origin.proxied(viaRedirect, { width: 10 }), 403, 'forbidden_target');
+  const viaName = `${origin.site.base}/to?url=${encodeURIComponent('http://localhost:1/x.jpg')}`;
+  await expectError(origin.proxied(viaName, { width: 10 }), 403, 'forbidden_target');
+});
+
+test('redirects are followed up to the limit, each re-checked', async () => {
+  origin.site.add('hop.jpg', await solid(50, 50, 'jpeg'));
+  const ok = await fetch(origin.proxied(`${origin.site.base}/redirect/3/hop.jpg`, { width: 20 }));
+  assert.equal(ok.status, 200);
+  await expectError(origin.proxied(`${origin.site.base}/redirect/6/hop.jpg`, { width: 20 }), 400, 'too_many_redirects');
+});
+
+test('upstream 404 is remembered long and 5xx briefly: a second request never reaches the upstream', async () => {
+  for (const [code, status, name] of [[404, 404, 'upstream_not_found'], [500, 502, 'upstream_error']]) {
+    const url = `${origin.site.base}/status/${code}`;
+    const first = await expectError(origin.proxied(url, { width: 10 }), status, name);
+    const second = await expectError(origin.proxied(url, { width: 20 }), status, name);
+    assert.equal(origin.site.hits(`/status/${code}`), 1, `status ${code} fetched once`);
+    assert.equal(first.headers.get('cache-control'), status >= 500 ? 'no-store' : 'public, max-age=60');
+    assert.equal(second.headers.get('cache-control'), status >= 500 ? 'no-store' : 'public, max-age=60');
+    const ttl = await origin.redis.client.ttl(`origin:fail:${(await import('../src/keys.js')).sha256Hex(url)}`);
+    assert.ok(code === 404 ? ttl > 3600 : ttl > 0 && ttl <= 120, `ttl ${ttl} for ${code}`);
+  }
+  assert.ok(await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'failure', result: 'hit' }) >= 2);
+});
+
+test('keys with path tricks are 404s; unknown methods 405; all JSON', async () => {
+  for (const path of ['/..%2f..%2fetc%2fpasswd', '/%2e%2e/%2e%2e/etc/passwd', '/DQm..%00/x', '/favicon.ico', `/${'D'.repeat(300)}`]) {
+    await expectError(origin.base + path, 404, 'not_found');
+  }
+  const response = await expectError(`${origin.base}/p/abc`, 405, 'method_not_allowed', { method: 'DELETE' });
+  assert.equal(response.headers.get('allow'), 'GET, HEAD, POST');
+  await stillServing();
+});
+
+test('uploads: 411 without a length, 413 before reading an oversized body, 401 without a token, 400 for a non-image', async () => {
+  const http = await import('node:http');
+  /** @param {Record<string, string>} headers @param {string | null} body null: send the headers only */
+  const post = (headers, body) => new Promise((resolve, reject) => {
+    const req = http.request(`${origin.base}/upload`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer test-token', 'content-type': 'multipart/form-data; boundary=x', ...headers },
+    }, (res) => {
+      let text = '';
+      res.on('data', (chunk) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode, name: JSON.parse(text).error.name }));
+    });
+    req.on('error', reject);
+    if (body === null) req.flushHeaders();
+    else req.end(body);
+  });
+  assert.deepEqual(await post({ 'transfer-encoding': 'chunked' }, '--x--'), { status: 411, name: 'length_required' });
+  // 30 MB announced, not one byte sent: the answer comes before the body
+  assert.deepEqual(await post({ 'content-length': String(30 * 1024 * 1024) }, null), { status: 413, name: 'payload_too_large' });
+
+  const noToken = await tokenUpload(origin.base, await solid(10, 10, 'png'), 'a.png', 'wrong-token');
+  assert.equal(noToken.status, 401);
+  const text = await tokenUpload(origin.base, Buffer.from('hello world, not an image'), 'a.jpg');
+  assert.equal(text.status, 400);
+  assert.equal((await jsonError(text)).name, 'invalid_image');
+  await stillServing();
+});

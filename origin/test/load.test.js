@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, test } from 'node:test';
+import { decode, photo, solid } from '../../test/support/images.js';
+import { metricValue } from '../../test/support/metrics.js';
+import { jsonError, startOrigin } from './harness.js';
+
+/** @type {Awaited<ReturnType<typeof startOrigin>>} */
+let origin;
+/** @type {string} */
+let big;
+
+before(async () => {
+  origin = await startOrigin({ TRANSFORM_CONCURRENCY: '1', TRANSFORM_QUEUE_MAX: '4', TRANSFORM_DEGRADE_DEPTH: '1' });
+  big = origin.site.add('big.jpg', fs.readFileSync(photo('Autumn', '2560x1600')));
+  assert.equal((await fetch(origin.proxied(big, { width: 10 }))).status, 200, 'original fetched and cached');
+});
+after(() => origin.stop());
+
+test('20 concurrent requests for one new variant share one fetch and one transform', async () => {
+  const url = origin.site.add('shared.jpg', await solid(1200, 800, 'jpeg'));
+  const slow = `${origin.site.base}/slow/300/shared.jpg`;
+  const before = await metricValue(origin.metricsUrl, 'origin_transforms_total');
+  const joinsBefore = await metricValue(origin.metricsUrl, 'origin_single_flight_joins_total', { kind: 'transform' });
+  const responses = await Promise.all(Array.from({ length: 20 }, () => fetch(origin.proxied(slow, { width: 300, height: 200 }))));
+  const bodies = await Promise.all(responses.map(async (response) => Buffer.from(await response.arrayBuffer())));
+  assert.deepEqual(responses.map((response) => response.status), Array(20).fill(200));
+  assert.ok(bodies.every((body) => body.equals(bodies[0])));
+  assert.equal(origin.site.hits('/slow/300/shared.jpg'), 1, 'one fetch');
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total') - before, 1, 'one transform');
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_single_flight_joins_total', { kind: 'transform' }) - joinsBefore, 19);
+  assert.ok(url);
+});
+
+test('past the queue bound the answer is an immediate 503 with Retry-After, and the service recovers', async () => {
+  const started = performance.now();
+  const responses = await Promise.all(Array.from({ length: 12 }, (_, i) => fetch(origin.proxied(big, { width: 900 + i, format: 'webp' }))
+    .then(async (response) => ({ response, ms: performance.now() - started, body: await response.arrayBuffer() }))));
+  const rejected = responses.filter(({ response }) => response.status === 503);
+  const served = responses.filter(({ response }) => response.status === 200);
+  assert.equal(served.length + rejected.length, 12);
+  assert.ok(rejected.length >= 5, `${rejected.length} rejected`);
+  assert.ok(served.length >= 5, `${served.length} served (1 running + 4 queued)`);
+  for (const { response, body } of rejected) {
+    assert.equal(response.headers.get('retry-after'), '2');
+    assert.equal(response.headers.get('cache-control'), 'no-store');
+    assert.equal(JSON.parse(Buffer.from(body).toString()).error.name, 'overloaded');
+  }
+  const slowestRejection = Math.max(...rejected.map(({ ms }) => ms));
+  const fastestServed = Math.min(...served.map(({ ms }) => ms));
+  assert.ok(slowestRejection < fastestServed, 'rejections come before any queued work finishes');
+  assert.ok(await metricValue(origin.metricsUrl, 'origin_rejections_total', { reason: 'overloaded' }) >= rejected.length);
+  const after = await fetch(origin.proxied(big, { width: 77 }));
+  assert.equal(after.status, 200);
+});
+
+test('under a deep queue, avif is encoded as WebP with a short Cache-Control', async () => {
+  const responses = await Promise.all(Array.from({ length: 4 }, (_, i) => fetch(origin.proxied(big, { width: 700 + i, format: 'auto' }), { headers: { accept: 'image/avif,image/webp' } })));
+  const kinds = await Promise.all(responses.map(async (response) => ({
+    status: response.status,
+    cacheControl: response.headers.get('cache-control'),
+    info: await decode(Buffer.from(await response.arrayBuffer())),
+  })));
+  assert.ok(kinds.every((kind) => kind.status === 200));
+  const degraded = kinds.filter((kind) => kind.info.format === 'webp');
+  assert.ok(degraded.length >= 1, 'some were degraded');
+  assert.ok(kinds.some((kind) => kind.info.format === 'heif'), 'the first was not');
+  for (const kind of degraded) assert.equal(kind.cacheControl, 'public, max-age=60, s-maxage=300');
+  assert.ok(await metricValue(origin.metricsUrl, 'origin_degraded_total') >= degraded.length);
+});
+
+test('small requests (avatars, thumbnails) go ahead of large ones in the queue', async () => {
+  /** @type {string[]} */
+  const finished = [];
+  // PNG encodes of 1500 px are slow enough that the large ones are still queued when the small one comes
+  const request = (/** @type {string} */ name, /** @type {number} */ width) => fetch(origin.proxied(big, { width, format: 'png' }))
+    .then((response) => { assert.equal(response.status, 200); finished.push(name); });
+  const first = request('large-0', 1500);
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  const large = [request('large-1', 1501), request('large-2', 1502)];
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  const small = request('small', 128);
+  await Promise.all([first, ...large, small]);
+  assert.ok(finished.indexOf('small') < finished.indexOf('large-1'), finished.join(' '));
+});

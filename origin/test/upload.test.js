@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
+import { publicKeyString } from '../src/hive-auth.js';
+import { challengeHash } from '../src/keys.js';
+import { decode, solid } from '../../test/support/images.js';
+import { jsonError, startOrigin, tokenUpload } from './harness.js';
+
+/** @type {Awaited<ReturnType<typeof startOrigin>>} */
+let origin;
+const posting = secp256k1.keygen();
+const active = secp256k1.keygen();
+const stranger = secp256k1.keygen();
+
+/** An account as condenser_api.get_accounts returns it. @param {string} name */
+function account(name) {
+  const authority = (/** @type {Uint8Array} */ key) => ({ weight_threshold: 1, account_auths: [], key_auths: [[publicKeyString(key), 1]] });
+  return { name, posting: authority(posting.publicKey), active: authority(active.publicKey), json_metadata: '', posting_json_metadata: '' };
+}
+
+/** Signs like Hive clients: sha256("ImageSigningChallenge" + bytes), recovery byte 31 + id first. @param {Buffer} bytes @param {Uint8Array} secretKey */
+function sign(bytes, secretKey) {
+  const digest = challengeHash().update(bytes).digest();
+  const signature = secp256k1.sign(digest, secretKey, { prehash: false, format: 'recovered' });
+  return Buffer.concat([Buffer.from([signature[0] + 31]), signature.subarray(1)]).toString('hex');
+}
+
+/** @param {string} name @param {string} signature @param {Buffer} bytes */
+function hiveUpload(name, signature, bytes) {
+  const form = new FormData();
+  form.append('image_file', new Blob([bytes]), 'avatar.png');
+  return fetch(`${origin.base}/${name}/${signature}`, { method: 'POST', body: form });
+}
+
+before(async () => {
+  origin = await startOrigin({ UPLOAD_QUOTA_PER_WEEK: '3' });
+  origin.hive.setAccount(account('alice'));
+  origin.hive.setAccount(account('bob'));
+});
+after(() => origin.stop());
+
+test('a Hive upload signed with a posting or active key is stored and served under its key', async () => {
+  for (const key of [posting, active]) {
+    const bytes = await solid(32 + key.secretKey[0] % 8, 32, 'png');
+    const response = await hiveUpload('alice', sign(bytes, key.secretKey), bytes);
+    assert.equal(response.status, 200, JSON.stringify(await response.clone().json()));
+    const { url } = /** @type {any} */ (await response.json());
+    assert.match(url, /\/D[1-9A-HJ-NP-Za-km-z]+\/avatar\.png$/);
+    const served = await fetch(url);
+    assert.deepEqual(Buffer.from(await served.arrayBuffer()), bytes);
+  }
+  const call = origin.hive.calls.find((entry) => entry.method === 'condenser_api.get_accounts');
+  assert.deepEqual(call?.params, [['alice']]);
+});
+
+test('wrong keys, malformed signatures, unknown and invalid accounts are refused and store nothing', async () => {
+  const bytes = await solid(20, 20, 'png');
+  let response = await hiveUpload('alice', sign(bytes, stranger.secretKey), bytes);
+  assert.deepEqual([response.status, (await jsonError(response)).name], [403, 'invalid_signature']);
+  const other = await solid(21, 20, 'png');
+  response = await hiveUpload('alice', sign(other, posting.secretKey), bytes);
+  assert.deepEqual([response.status, (await jsonError(response)).name], [403, 'invalid_signature'], 'a signature over other bytes');
+  response = await hiveUpload('alice', 'ab'.repeat(10), bytes);
+  assert.deepEqual([response.status, (await jsonError(response)).name], [400, 'invalid_signature']);
+  response = await hiveUpload('alice', `ff${'00'.repeat(64)}`, bytes);
+  assert.deepEqual([response.status, (await jsonError(response)).name], [400, 'invalid_signature']);
+  response = await hiveUpload('nobody-here', sign(bytes, posting.secretKey), bytes);
+  assert.deepEqual([response.status, (await jsonError(response)).name], [404, 'no_such_account']);
+  response = await hiveUpload('Bad_Name', sign(bytes, posting.secretKey), bytes);
+  assert.deepEqual([response.status, (await jsonError(response)).name], [400, 'invalid_account']);
+  const { keyOf } = await import('../src/keys.js');
+  assert.equal((await fetch(`${origin.base}/${keyOf(bytes)}`)).status, 404, 'nothing was stored');
+});
+
+test('the weekly quota per account answers 429 past its limit', async () => {
+  const statuses = [];
+  for (let i = 0; i < 4; i += 1) {
+    const bytes = await solid(40 + i, 40, 'png');
+    const response = await hiveUpload('bob', sign(bytes, posting.secretKey), bytes);
+    statuses.push(response.status);
+    if (response.status === 429) assert.equal((await jsonError(response)).name, 'quota_exceeded');
+  }
+  assert.deepEqual(statuses, [200, 200, 200, 429]);
+});
+
+test('the Hive API being down is a 503 with Retry-After, not a 500', async () => {
+  origin.hive.setDown(true);
+  try {
+    const bytes = await solid(50, 51, 'png');
+    const response = await hiveUpload('alice', sign(bytes, posting.secretKey), bytes);
+    assert.equal(response.status, 503);
+    assert.ok(Number(response.headers.get('retry-after')) > 0);
+  } finally {
+    origin.hive.setDown(false);
+  }
+});
+
+test('a SIGKILL in the middle of uploads loses nothing that was acknowledged', async () => {
+  /** @type {string[]} */
+  const acknowledged = [];
+  let stop = false;
+  const uploader = (async () => {
+    for (let i = 0; !stop && i < 500; i += 1) {
+      try {
+        const response = await tokenUpload(origin.base, await solid(30 + (i % 50), 30 + Math.floor(i / 50), 'jpeg'));
+        if (response.status === 200) acknowledged.push(/** @type {any} */ (await response.json()).url);
+      } catch {
+        // the connection dies with the process: not acknowledged
+      }
+    }
+  })();
+  while (acknowledged.length < 10) await new Promise((resolve) => setTimeout(resolve, 20));
+  await origin.kill();
+  stop = true;
+  await uploader;
+  await origin.start();
+  assert.ok(acknowledged.length >= 10);
+  for (const url of acknowledged) {
+    const response = await fetch(url);
+    assert.equal(response.status, 200, url);
+    const info = await decode(Buffer.from(await response.arrayBuffer()));
+    assert.equal(info.format, 'jpeg');
+  }
+});
