@@ -1,8 +1,6 @@
 import os from 'node:os';
 import { commonSettings, sharedSettings } from '@stack/lib';
 
-const cores = os.availableParallelism();
-
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
 export const settings = [
   ...commonSettings('origin', 8800, 9800),
@@ -26,7 +24,7 @@ export const settings = [
   { name: 'MAX_DIMENSION', type: 'int', default: '8000', doc: 'requested width and height are capped at this', min: 1 },
   { name: 'DEFAULT_WIDTH', type: 'int', default: '1280', doc: 'box width when a request gives no size', min: 1 },
   { name: 'DEFAULT_HEIGHT', type: 'int', default: '8000', doc: 'box height when a request gives no size', min: 1 },
-  { name: 'TRANSFORM_CONCURRENCY', type: 'int', default: String(cores * 2), doc: 'transforms at once (default 2 × cores)', min: 1 },
+  { name: 'TRANSFORM_CONCURRENCY', type: 'int', default: '0', doc: 'transforms at once; 0: 2 × cores', min: 0 },
   { name: 'TRANSFORM_QUEUE_MAX', type: 'int', default: '64', doc: 'transforms waiting; past it an immediate 503 with Retry-After', min: 0 },
   { name: 'TRANSFORM_DEGRADE_DEPTH', type: 'int', default: '8', doc: 'queue depth from which avif/auto are encoded as cheaper WebP with a short Cache-Control', min: 0 },
   { name: 'TRANSFORM_TIMEOUT_S', type: 'int', default: '30', doc: 'longest transform', min: 1 },
@@ -43,3 +41,8 @@ export const settings = [
   { name: 'CACHE_CONTROL_NEGATIVE', type: 'string', default: 'public, max-age=60', doc: 'Cache-Control of 4xx answers (negative caching)' },
   { name: 'CACHE_CONTROL_DEGRADED', type: 'string', default: 'public, max-age=60, s-maxage=300', doc: 'Cache-Control of a variant degraded under load' },
 ];
+
+/** The transform slots: the setting, or 2 × cores when it is 0. @param {Record<string, any>} config */
+export function transformConcurrency(config) {
+  return config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
+}

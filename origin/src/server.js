@@ -5,7 +5,7 @@ import { connectRedis, createHiveClient, redisReady, runService } from '@stack/l
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
 import { FailureCache } from './cache/failures.js';
-import { settings } from './config.js';
+import { settings, transformConcurrency } from './config.js';
 import { createFetcher } from './fetch.js';
 import { createHiveAuth } from './hive-auth.js';
 import { createImages } from './images.js';
@@ -30,10 +30,11 @@ await runService({
     const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
     const variants = new DiskLru(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES);
     await Promise.all([store.init(), originals.init(), variants.init()]);
-    metrics.concurrency.set(config.TRANSFORM_CONCURRENCY);
+    const concurrency = transformConcurrency(config);
+    metrics.concurrency.set(concurrency);
     metrics.queueMax.set(config.TRANSFORM_QUEUE_MAX);
     const queue = new TransformQueue({
-      concurrency: config.TRANSFORM_CONCURRENCY,
+      concurrency,
       maxQueued: config.TRANSFORM_QUEUE_MAX,
       onChange: (q) => {
         metrics.queueDepth.set(q.depth);

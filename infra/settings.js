@@ -1,0 +1,66 @@
+// The stack's own settings (ports, sizes, listen addresses of the Debian components), declared once.
+// Together with each service's declarations they make `.env.example` and the rendered configs.
+
+/** @type {import('../lib/src/config.js').Setting[]} */
+export const stackSettings = [
+  { name: 'STACK_DIR', type: 'string', default: '.run', doc: 'run directory: rendered configs, logs, pids, data of a native stack (tests use their own)' },
+  { name: 'LISTEN_ADDRESS', type: 'string', default: '127.0.0.1', doc: 'address every internal component binds to' },
+  { name: 'NGINX_BIND', type: 'string', default: '127.0.0.1', doc: 'address of the public front (0.0.0.0 to serve the world)' },
+  { name: 'NGINX_PORT', type: 'int', default: '8080', doc: 'public HTTP port' },
+  { name: 'NGINX_TLS_PORT', type: 'int', default: '8443', doc: 'public HTTPS (HTTP/2) port, used when a certificate is set' },
+  { name: 'NGINX_TLS_CERT', type: 'string', default: '', doc: 'PEM certificate chain file; empty: no TLS listener' },
+  { name: 'NGINX_TLS_KEY', type: 'string', default: '', doc: 'PEM private key file', secret: true },
+  { name: 'NGINX_STATUS_PORT', type: 'int', default: '8089', doc: 'loopback-only stub_status port for the nginx exporter' },
+  { name: 'NGINX_WORKER_CONNECTIONS', type: 'int', default: '16384', doc: 'per worker; worker_rlimit_nofile is set to twice this (client + upstream socket each)' },
+  { name: 'NGINX_TRUSTED_PROXIES', type: 'list', default: '127.0.0.1/32,::1/128', doc: 'ranges whose X-Forwarded-For / CF-Connecting-IP is believed (your CDN\'s ranges)' },
+  { name: 'NGINX_REAL_IP_HEADER', type: 'string', default: 'X-Forwarded-For', doc: 'header carrying the client address from trusted proxies', choices: ['X-Forwarded-For', 'CF-Connecting-IP', 'X-Real-IP'] },
+  { name: 'NGINX_RATE_LIMIT', type: 'int', default: '100', doc: 'requests per second per client address (429 past the burst)', min: 1 },
+  { name: 'NGINX_RATE_BURST', type: 'int', default: '200', doc: 'burst allowed above the rate', min: 0 },
+  { name: 'VARNISH_PORT', type: 'int', default: '6081', doc: 'varnish HTTP port' },
+  { name: 'VARNISH_ADMIN_PORT', type: 'int', default: '6082', doc: 'varnish management port (loopback)' },
+  { name: 'VARNISH_STORAGE', type: 'string', default: 'malloc,1G', doc: 'varnish storage (-s), e.g. malloc,4G or file,/var/cache/varnish.bin,50G' },
+  { name: 'VARNISH_TRANSIENT', type: 'string', default: '128M', doc: 'bound of the Transient storage (passes, short-lived objects)' },
+  { name: 'VARNISH_PURGERS', type: 'list', default: '127.0.0.1,::1', doc: 'addresses allowed to PURGE, xkey-purge and BAN' },
+  { name: 'VARNISH_NODES', type: 'list', default: '', doc: 'varnish nodes the purge service invalidates (host:port); empty: this stack\'s' },
+  { name: 'HAPROXY_IMAGES_PORT', type: 'int', default: '8081', doc: 'haproxy frontend for images (fe_images)' },
+  { name: 'HAPROXY_AVATARS_PORT', type: 'int', default: '8082', doc: 'haproxy frontend for avatars (fe_avatars)' },
+  { name: 'HAPROXY_STATS_BIND', type: 'string', default: '127.0.0.1', doc: 'address of the stats page and haproxy metrics' },
+  { name: 'HAPROXY_STATS_PORT', type: 'int', default: '8404', doc: 'stats page (/stats) and Prometheus exporter (/metrics)' },
+  { name: 'HAPROXY_STATS_USER', type: 'string', default: 'admin', doc: 'stats page user' },
+  { name: 'HAPROXY_STATS_PASSWORD', type: 'string', default: '', doc: 'stats page password; empty: one is generated into STACK_DIR/secrets', secret: true },
+  { name: 'ORIGIN_SERVERS', type: 'list', default: '', doc: 'origin servers haproxy balances (host:port list); empty: this stack\'s origin' },
+  { name: 'AVATAR_SERVERS', type: 'list', default: '', doc: 'avatar resolvers haproxy balances; empty: this stack\'s resolver' },
+  { name: 'HAPROXY_ORIGIN_MAXCONN', type: 'int', default: '0', doc: 'connections per origin server; 0: 4 × TRANSFORM_CONCURRENCY (running + the origin\'s own small-first queue)', min: 0 },
+  { name: 'HAPROXY_QUEUE_TIMEOUT_MS', type: 'int', default: '5000', doc: 'longest wait in haproxy\'s queue before a 503', min: 1 },
+  { name: 'REDIS_PORT', type: 'int', default: '6379', doc: 'redis port of the native stack' },
+  { name: 'REDIS_MAXMEMORY', type: 'string', default: '512mb', doc: 'redis memory bound (the purge stream is never evicted: noeviction)' },
+  { name: 'PROMETHEUS_PORT', type: 'int', default: '9090', doc: 'Prometheus UI and API' },
+  { name: 'PROMETHEUS_RETENTION', type: 'string', default: '15d', doc: 'Prometheus retention' },
+  { name: 'VARNISH_EXPORTER_PORT', type: 'int', default: '9131', doc: 'prometheus-varnish-exporter port' },
+  { name: 'NGINX_EXPORTER_PORT', type: 'int', default: '9113', doc: 'prometheus-nginx-exporter port' },
+  { name: 'REDIS_EXPORTER_PORT', type: 'int', default: '9121', doc: 'prometheus-redis-exporter port' },
+  { name: 'MTAIL_PORT', type: 'int', default: '3903', doc: 'mtail (edge latency histograms from the nginx access log)' },
+  { name: 'GRAFANA_PORT', type: 'int', default: '3000', doc: 'Grafana (compose only)' },
+];
+
+/** Every declared setting of the stack, section by section. */
+export async function allSections() {
+  const sections = [['stack', stackSettings]];
+  for (const service of ['origin', 'avatar-resolver', 'purge-service']) {
+    try {
+      const module = await import(`../${service}/src/config.js`);
+      sections.push([service, module.settings]);
+    } catch (err) {
+      if (/** @type {any} */ (err).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    }
+  }
+  return /** @type {Array<[string, import('../lib/src/config.js').Setting[]]>} */ (sections);
+}
+
+/** Every setting once (shared ones appear in several services' lists). */
+export async function allSettings() {
+  /** @type {Map<string, import('../lib/src/config.js').Setting>} */
+  const byName = new Map();
+  for (const [, settings] of await allSections()) for (const setting of settings) if (!byName.has(setting.name)) byName.set(setting.name, setting);
+  return [...byName.values()];
+}

@@ -1,0 +1,7 @@
+# The edge logic, by concern. Each built-in sub may be defined in several files: Varnish runs the
+# definitions in include order, so purge comes before normalisation, normalisation before routing.
+include "purge.vcl";
+include "normalise.vcl";
+include "routing.vcl";
+include "policy.vcl";
+include "deliver.vcl";
