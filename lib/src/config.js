@@ -98,3 +98,12 @@ export const sharedSettings = /** @type {Setting[]} */ ([
   { name: 'REDIS_URL', type: 'string', default: 'redis://127.0.0.1:6379/0', doc: 'Redis for caches, quotas and the purge queue' },
   { name: 'PUBLIC_URL', type: 'url', default: 'http://127.0.0.1:8080', doc: 'the public base URL users reach (nginx or the CDN in front of it)' },
 ]);
+
+export const hiveSettings = /** @type {Setting[]} */ ([
+  { name: 'HIVE_API_URLS', type: 'list', default: 'https://api.hive.blog,https://api.openhive.network', doc: 'Hive API nodes (JSON-RPC), tried in turn' },
+  { name: 'HIVE_API_TIMEOUT_MS', type: 'int', default: '2000', doc: 'timeout of one Hive API call', min: 1 },
+]);
+
+export const purgeQueueSettings = /** @type {Setting[]} */ ([
+  { name: 'PURGE_STREAM', type: 'string', default: 'purge:events', doc: 'Redis stream of purge events (webhooks, admin updates, chain follower)' },
+]);

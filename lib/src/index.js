@@ -1,4 +1,4 @@
-export { loadConfig, envExample, commonSettings, sharedSettings } from './config.js';
+export { loadConfig, envExample, commonSettings, sharedSettings, hiveSettings, purgeQueueSettings } from './config.js';
 export { HttpError, toHttpError, errorHandler } from './errors.js';
 export { createLogger, requestLogger } from './log.js';
 export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
@@ -8,3 +8,5 @@ export { base58Url } from './base58-url.js';
 export { createHiveClient } from './hive-rpc.js';
 export { isAccountName } from './account-name.js';
 export { healthRoute } from './health.js';
+export { enqueuePurge } from './purge-queue.js';
+export { avatarCacheKey, avatarLastKey, AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, avatarPaths } from './avatars.js';

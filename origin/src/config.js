@@ -1,16 +1,15 @@
 import os from 'node:os';
-import { commonSettings, sharedSettings } from '@stack/lib';
+import { commonSettings, hiveSettings, sharedSettings } from '@stack/lib';
 
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
 export const settings = [
   ...commonSettings('origin', 8800, 9800),
   ...sharedSettings,
+  ...hiveSettings,
   { name: 'DATA_DIR', type: 'string', default: './data/origin', doc: 'uploads, cached originals and variants live here' },
   { name: 'UPLOAD_MAX_BYTES', type: 'bytes', default: '30mb', doc: 'largest accepted upload (nginx client_max_body_size follows it)' },
   { name: 'UPLOAD_TOKENS', type: 'list', default: '', doc: 'Bearer tokens accepted by POST /upload (comma separated); empty disables it', secret: true },
   { name: 'UPLOAD_QUOTA_PER_WEEK', type: 'int', default: '300', doc: 'uploads per Hive account per week', min: 0 },
-  { name: 'HIVE_API_URLS', type: 'list', default: 'https://api.hive.blog,https://api.openhive.network', doc: 'Hive API nodes for upload signatures, tried in turn' },
-  { name: 'HIVE_API_TIMEOUT_MS', type: 'int', default: '2000', doc: 'timeout of one Hive API call', min: 1 },
   { name: 'FETCH_MAX_BYTES', type: 'bytes', default: '15mb', doc: 'largest remote original fetched' },
   { name: 'FETCH_CONNECT_TIMEOUT_MS', type: 'int', default: '5000', doc: 'connect timeout of a remote fetch', min: 1 },
   { name: 'FETCH_RESPONSE_TIMEOUT_MS', type: 'int', default: '5000', doc: 'time to the response headers, and the longest pause between body chunks', min: 1 },

@@ -95,7 +95,7 @@ test('redirects are followed up to the limit, each re-checked', async () => {
 });
 
 test('upstream 404 is remembered long and 5xx briefly: a second request never reaches the upstream', async () => {
-  for (const [code, status, name] of [[404, 404, 'upstream_not_found'], [500, 502, 'upstream_error']]) {
+  for (const [code, status, name] of /** @type {Array<[number, number, string]>} */ ([[404, 404, 'upstream_not_found'], [500, 502, 'upstream_error']])) {
     const url = `${origin.site.base}/status/${code}`;
     const first = await expectError(origin.proxied(url, { width: 10 }), status, name);
     const second = await expectError(origin.proxied(url, { width: 20 }), status, name);

@@ -65,7 +65,7 @@ export async function startOrigin(env = {}) {
 /** Uploads `body` with the Bearer token and returns the answer. @param {string} base @param {Buffer} body @param {string} [filename] */
 export async function tokenUpload(base, body, filename = 'photo.jpg', token = 'test-token') {
   const form = new FormData();
-  form.append('image_file', new Blob([body]), filename);
+  form.append('image_file', new Blob([new Uint8Array(body)]), filename);
   return fetch(`${base}/upload`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
 }
 

@@ -28,7 +28,7 @@ function sign(bytes, secretKey) {
 /** @param {string} name @param {string} signature @param {Buffer} bytes */
 function hiveUpload(name, signature, bytes) {
   const form = new FormData();
-  form.append('image_file', new Blob([bytes]), 'avatar.png');
+  form.append('image_file', new Blob([new Uint8Array(bytes)]), 'avatar.png');
   return fetch(`${origin.base}/${name}/${signature}`, { method: 'POST', body: form });
 }
 

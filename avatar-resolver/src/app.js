@@ -1,0 +1,23 @@
+import express from 'express';
+import { HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
+import { DEFAULT_AVATAR_PATH, adminRouter, defaultAvatar, imageRedirect } from './routes.js';
+
+/**
+ * @param {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry,
+ *   resolver: ReturnType<typeof import('./resolver.js').createResolver>, redis: import('ioredis').Redis,
+ *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics>, version: string }} deps
+ */
+export function createApp(deps) {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(requestLogger(deps.logger));
+  app.use(requestMetrics(deps.registry));
+  app.get('/healthz', healthRoute({ version: deps.version, ready: async () => true }));
+  app.get(DEFAULT_AVATAR_PATH, defaultAvatar);
+  app.get('/u/:account/:kind(avatar|cover)/:size?', imageRedirect(deps));
+  app.use('/admin/accounts/:account', adminRouter(deps));
+  app.all('*', (req, _res, next) => next(new HttpError(req.method === 'GET' || req.method === 'HEAD' ? 404 : 405, req.method === 'GET' || req.method === 'HEAD' ? 'not_found' : 'method_not_allowed')));
+  app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));
+  return app;
+}

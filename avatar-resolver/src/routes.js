@@ -1,0 +1,133 @@
+import express from 'express';
+import { AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, HttpError, base58Url, enqueuePurge, isAccountName } from '@stack/lib';
+import { imageUrl } from './mapping.js';
+import { localKey } from './sources/local.js';
+
+/** A neutral silhouette for accounts without an avatar (used when AVATAR_DEFAULT_URL is empty). */
+export const DEFAULT_AVATAR_SVG = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64" width="512" height="512">'
+  + '<rect width="64" height="64" fill="#d8dde3"/><circle cx="32" cy="25" r="12" fill="#9aa5b1"/>'
+  + '<path d="M10 60c2-13 11-20 22-20s20 7 22 20z" fill="#9aa5b1"/></svg>';
+export const DEFAULT_AVATAR_PATH = '/u/-/default.svg';
+
+/**
+ * GET /u/<account>/avatar[/small|medium|large] and /u/<account>/cover: a 302 to the origin's resize URL.
+ * @param {{ resolver: ReturnType<typeof import('./resolver.js').createResolver>, config: Record<string, any>,
+ *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics> }} deps
+ * @returns {import('express').RequestHandler}
+ */
+export function imageRedirect({ resolver, config, metrics }) {
+  const base = config.AVATAR_REDIRECT_BASE.replace(/\/$/, '');
+  /** @param {string | null} url @param {number} width @param {number} height */
+  const target = (url, width, height) => {
+    const image = url || config.AVATAR_DEFAULT_URL;
+    if (!image) return `${base}${DEFAULT_AVATAR_PATH}`;
+    return `${base}/p/${base58Url.encode(image)}?width=${width}&height=${height}`;
+  };
+  return async (req, res, next) => {
+    const { account, kind } = req.params;
+    const size = req.params.size || 'medium';
+    res.locals.route = kind;
+    try {
+      if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
+      if (kind === 'cover' ? req.params.size : !(size in AVATAR_SIZES)) {
+        throw new HttpError(400, 'invalid_parameter', { name: 'size', allowed: Object.keys(AVATAR_SIZES) });
+      }
+      const started = performance.now();
+      const { mapping, source } = await resolver.resolve(account);
+      const ms = performance.now() - started;
+      metrics.lookupDuration.observe({ source }, ms / 1000);
+      res.set({ xkey: `avatar:${account}`, 'Server-Timing': `lookup;dur=${ms.toFixed(3)};desc="${source}"` });
+      if (!mapping) throw new HttpError(404, 'no_such_account', { account });
+      const degraded = source === 'stale' || source === 'default';
+      res.set('Cache-Control', degraded ? config.CACHE_CONTROL_DEGRADED_REDIRECT : config.CACHE_CONTROL_REDIRECT);
+      const pixels = AVATAR_SIZES[/** @type {keyof typeof AVATAR_SIZES} */ (size)];
+      const location = kind === 'cover'
+        ? target(mapping.cover, COVER_SIZE.width, COVER_SIZE.height)
+        : target(mapping.avatar, pixels, pixels);
+      res.redirect(302, location);
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/** @type {import('express').RequestHandler} */
+export const defaultAvatar = (_req, res) => {
+  res.locals.route = 'default';
+  res.set({ 'Content-Type': 'image/svg+xml', 'Cache-Control': 'public, max-age=86400', 'Content-Security-Policy': "default-src 'none'" });
+  res.send(DEFAULT_AVATAR_SVG);
+};
+
+/**
+ * PUT /admin/accounts/<account> {avatar, cover}: writes the local mapping, evicts every resolver's copy
+ * and queues the purge event. GET returns the stored mapping. Bearer token; never on the public path.
+ * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, resolver: ReturnType<typeof import('./resolver.js').createResolver>,
+ *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics> }} deps
+ */
+export function adminRouter({ redis, config, resolver, metrics }) {
+  const router = express.Router({ mergeParams: true });
+  const accountOf = (/** @type {import('express').Request} */ req) => /** @type {Record<string, string>} */ (req.params).account;
+  router.use((req, res, next) => {
+    res.locals.route = 'admin';
+    const given = /^Bearer (.+)$/.exec(req.headers.authorization || '')?.[1];
+    if (!config.AVATAR_ADMIN_TOKEN) return next(new HttpError(404, 'admin_disabled'));
+    if (given !== config.AVATAR_ADMIN_TOKEN) return next(new HttpError(401, 'unauthorized', {}, { 'WWW-Authenticate': 'Bearer' }));
+    if (config.AVATAR_SOURCE !== 'local') return next(new HttpError(409, 'not_local_source', { source: config.AVATAR_SOURCE }));
+    if (!isAccountName(accountOf(req))) return next(new HttpError(400, 'invalid_account'));
+    return next();
+  });
+  router.get('/', async (req, res, next) => {
+    try {
+      res.set('Cache-Control', 'no-store').json({ account: accountOf(req), ...(await redis.hgetall(localKey(accountOf(req)))) });
+    } catch {
+      next(new HttpError(503, 'unavailable', { reason: 'redis' }, { 'Retry-After': '5' }));
+    }
+  });
+  router.put('/', express.json({ limit: '8kb' }), async (req, res, next) => {
+    const account = accountOf(req);
+    const body = req.body && typeof req.body === 'object' ? req.body : {};
+    try {
+      const update = validUpdate(body);
+      const key = localKey(account);
+      const multi = redis.multi();
+      for (const [field, value] of Object.entries(update)) {
+        if (value) multi.hset(key, field, value);
+        else multi.hdel(key, field);
+      }
+      await multi.exec().catch(unavailable);
+      resolver.forget(account);
+      await redis.publish(AVATAR_INVALIDATE_CHANNEL, account).catch(unavailable);
+      const kind = 'avatar' in update && 'cover' in update ? 'both' : 'avatar' in update ? 'avatar' : 'cover';
+      const id = await enqueuePurge(redis, config.PURGE_STREAM, { account, kind, source: 'admin', avatar: update.avatar || undefined, cover: update.cover || undefined }).catch(unavailable);
+      metrics.adminUpdates.inc();
+      res.set('Cache-Control', 'no-store').json({ account, ...update, purge: id });
+    } catch (err) {
+      next(err);
+    }
+  });
+  return router;
+}
+
+/** @returns {never} */
+function unavailable() {
+  throw new HttpError(503, 'unavailable', { reason: 'redis' }, { 'Retry-After': '5' });
+}
+
+/** @param {Record<string, unknown>} body @returns {{ avatar?: string | null, cover?: string | null }} */
+function validUpdate(body) {
+  /** @type {{ avatar?: string | null, cover?: string | null }} */
+  const update = {};
+  for (const field of /** @type {const} */ (['avatar', 'cover'])) {
+    if (!(field in body)) continue;
+    const value = body[field];
+    if (value === null || value === '') {
+      update[field] = null;
+      continue;
+    }
+    const url = imageUrl(value);
+    if (!url) throw new HttpError(400, 'invalid_parameter', { name: field, reason: 'expected an http(s) URL or null' });
+    update[field] = url;
+  }
+  if (!Object.keys(update).length) throw new HttpError(400, 'invalid_body', { reason: 'give avatar and/or cover' });
+  return update;
+}
