@@ -4,7 +4,7 @@ import { Breaker } from './breaker.js';
 import { createBatcher } from './batcher.js';
 
 /**
- * @typedef {import('./mapping.js').Mapping} Mapping
+ * @typedef {import('@stack/lib/src/hive-profile.js').Mapping} Mapping
  * @typedef {'memory'|'redis'|'upstream'|'stale'|'default'} LookupSource
  * @typedef {{ mapping: Mapping | null, source: LookupSource }} Lookup  mapping null: no such account
  * @typedef {{ name: string, fetchMany: (names: string[]) => Promise<Map<string, Mapping>> }} Source

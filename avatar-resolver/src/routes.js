@@ -1,6 +1,6 @@
 import express from 'express';
-import { AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, HttpError, base58Url, enqueuePurge, isAccountName } from '@stack/lib';
-import { imageUrl } from './mapping.js';
+import { AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, HttpError, base58Url, enqueuePurge, imageUrl, isAccountName } from '@stack/lib';
+
 import { localKey } from './sources/local.js';
 
 /** A neutral silhouette for accounts without an avatar (used when AVATAR_DEFAULT_URL is empty). */

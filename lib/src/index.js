@@ -10,3 +10,4 @@ export { isAccountName } from './account-name.js';
 export { healthRoute } from './health.js';
 export { enqueuePurge } from './purge-queue.js';
 export { avatarCacheKey, avatarLastKey, AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, avatarPaths } from './avatars.js';
+export { hiveMapping, imageUrl, atPath } from './hive-profile.js';

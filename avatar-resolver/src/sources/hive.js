@@ -1,4 +1,4 @@
-import { hiveMapping } from '../mapping.js';
+import { hiveMapping } from '@stack/lib';
 
 /**
  * Hive: one condenser_api.get_accounts call for a whole batch of names.
@@ -7,7 +7,7 @@ import { hiveMapping } from '../mapping.js';
 export function hiveSource(hive) {
   return {
     name: 'hive',
-    /** @param {string[]} names @returns {Promise<Map<string, import('../mapping.js').Mapping>>} */
+    /** @param {string[]} names @returns {Promise<Map<string, import('@stack/lib/src/hive-profile.js').Mapping>>} */
     async fetchMany(names) {
       const accounts = await hive.call('condenser_api.get_accounts', [names]);
       if (!Array.isArray(accounts)) throw new Error('get_accounts did not answer an array');

@@ -1,5 +1,5 @@
 import { request } from 'undici';
-import { atPath, imageUrl } from '../mapping.js';
+import { atPath, imageUrl } from '@stack/lib';
 
 /**
  * A generic JSON endpoint of the operator's app: GET url with {account} replaced; 404 means no such
@@ -31,7 +31,7 @@ export function httpSource({ url, avatarPath, coverPath, timeoutMs }) {
     /** @param {string[]} names */
     async fetchMany(names) {
       const found = await Promise.all(names.map(async (name) => /** @type {const} */ ([name, await fetchOne(name)])));
-      return new Map(/** @type {Array<[string, import('../mapping.js').Mapping]>} */ (found.filter(([, mapping]) => mapping)));
+      return new Map(/** @type {Array<[string, import('@stack/lib/src/hive-profile.js').Mapping]>} */ (found.filter(([, mapping]) => mapping)));
     },
   };
 }

@@ -15,7 +15,7 @@ export function localSource(redis) {
       const pipeline = redis.pipeline();
       for (const name of names) pipeline.hgetall(localKey(name));
       const results = /** @type {Array<[Error | null, Record<string, string>]>} */ (await pipeline.exec());
-      /** @type {Map<string, import('../mapping.js').Mapping>} */
+      /** @type {Map<string, import('@stack/lib/src/hive-profile.js').Mapping>} */
       const found = new Map();
       results.forEach(([err, hash], index) => {
         if (err) throw err;

@@ -1,0 +1,177 @@
+// Renders every component's config from the one set of settings into $STACK_DIR/conf, and writes
+// $STACK_DIR/env (every setting resolved, for the processes). Prints STACK_DIR.
+//   node infra/render.js                 render, print STACK_DIR
+//   node infra/render.js --dir-only      print STACK_DIR only
+//   node infra/render.js --check-prometheus   render into a temp dir and run promtool on it
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../lib/src/config.js';
+import { allSettings } from './settings.js';
+
+export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+
+/** KEY=value lines of a .env file (no shell expansion). @param {string} file */
+export function readEnvFile(file) {
+  /** @type {Record<string, string>} */
+  const values = {};
+  if (!fs.existsSync(file)) return values;
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    const match = /^\s*([A-Z][A-Z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
+    if (match) values[match[1]] = match[2].replace(/^(['"])(.*)\1$/, '$2');
+  }
+  return values;
+}
+
+/**
+ * Every setting resolved: declared default < .env (ENV_FILE) < the environment; then the values derived
+ * from others where they were not set explicitly.
+ * @param {Record<string, string | undefined>} [env]
+ */
+export async function resolveSettings(env = process.env) {
+  const explicit = { ...readEnvFile(env.ENV_FILE || path.join(ROOT, '.env')), ...definedOnly(env) };
+  const config = loadConfig(await allSettings(), explicit);
+  const given = (/** @type {string} */ name) => explicit[name] !== undefined && explicit[name] !== '';
+  const listen = config.LISTEN_ADDRESS;
+  const reach = listen === '0.0.0.0' ? '127.0.0.1' : listen;
+  config.STACK_DIR = path.resolve(ROOT, config.STACK_DIR);
+  for (const service of ['ORIGIN', 'AVATAR_RESOLVER', 'PURGE_SERVICE']) if (!given(`${service}_HOST`)) config[`${service}_HOST`] = listen;
+  if (!given('VARNISH_HOST')) config.VARNISH_HOST = reach;
+  if (!given('HAPROXY_HOST')) config.HAPROXY_HOST = reach;
+  if (!given('PURGE_SERVICE_UPSTREAM')) config.PURGE_SERVICE_UPSTREAM = `${reach}:${config.PURGE_SERVICE_PORT}`;
+  if (!given('REDIS_URL')) config.REDIS_URL = `redis://${reach}:${config.REDIS_PORT}/0`;
+  if (!given('PUBLIC_URL')) config.PUBLIC_URL = `http://${config.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : config.NGINX_BIND}:${config.NGINX_PORT}`;
+  if (!given('DATA_DIR')) config.DATA_DIR = path.join(config.STACK_DIR, 'data', 'origin');
+  if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = [`${config.VARNISH_HOST}:${config.VARNISH_PORT}`];
+  if (!config.ORIGIN_SERVERS.length) config.ORIGIN_SERVERS = [`${reach}:${config.ORIGIN_PORT}`];
+  if (!config.AVATAR_SERVERS.length) config.AVATAR_SERVERS = [`${reach}:${config.AVATAR_RESOLVER_PORT}`];
+  const slots = config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
+  if (!config.HAPROXY_ORIGIN_MAXCONN) config.HAPROXY_ORIGIN_MAXCONN = slots * 4;
+  return config;
+}
+
+/** @param {Record<string, string | undefined>} env */
+function definedOnly(env) {
+  return /** @type {Record<string, string>} */ (Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined)));
+}
+
+/** The stats password: from the environment, else generated once and kept in STACK_DIR/secrets. @param {Record<string, any>} config */
+function statsPassword(config) {
+  if (config.HAPROXY_STATS_PASSWORD) return config.HAPROXY_STATS_PASSWORD;
+  const file = path.join(config.STACK_DIR, 'secrets', 'haproxy-stats-password');
+  if (!fs.existsSync(file)) {
+    fs.mkdirSync(config.STACK_DIR, { recursive: true }); // world-readable: varnish compiles VCL as its own user
+    fs.mkdirSync(path.dirname(file), { mode: 0o700 });
+    fs.writeFileSync(file, randomBytes(18).toString('base64url'), { mode: 0o600 });
+  }
+  return fs.readFileSync(file, 'utf8').trim();
+}
+
+/** Values only templates need, derived from the settings. @param {Record<string, any>} config */
+export function templateValues(config) {
+  const dirs = { ROOT, CONF_DIR: path.join(config.STACK_DIR, 'conf'), RUN_DIR: path.join(config.STACK_DIR, 'run'), LOG_DIR: path.join(config.STACK_DIR, 'logs'), DATA_ROOT: path.join(config.STACK_DIR, 'data') };
+  const servers = (/** @type {string} */ name, /** @type {string[]} */ list, /** @type {string} */ extra) => list
+    .map((address, i) => `  server ${name}${i + 1} ${address} check ${extra}`).join('\n');
+  const tls = config.NGINX_TLS_CERT && config.NGINX_TLS_KEY
+    ? `listen ${config.NGINX_BIND}:${config.NGINX_TLS_PORT} ssl http2;\n    ssl_certificate ${config.NGINX_TLS_CERT};\n    ssl_certificate_key ${config.NGINX_TLS_KEY};\n    ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:tls:10m;`
+    : '# no TLS certificate configured (NGINX_TLS_CERT, NGINX_TLS_KEY)';
+  /** @type {Record<string, string>} */
+  const values = {};
+  for (const [name, value] of Object.entries(config)) values[name] = Array.isArray(value) ? value.join(',') : String(value);
+  return {
+    ...values,
+    ...dirs,
+    HAPROXY_STATS_PASSWORD: statsPassword(config),
+    HAPROXY_IMAGES_HOST: config.HAPROXY_HOST,
+    HAPROXY_AVATARS_HOST: config.HAPROXY_HOST,
+    VARNISH_PURGERS_ACL: config.VARNISH_PURGERS.map((/** @type {string} */ address) => `  "${address}";`).join('\n'),
+    ORIGIN_SERVER_LINES: servers('origin', config.ORIGIN_SERVERS, `maxconn ${config.HAPROXY_ORIGIN_MAXCONN}`),
+    AVATAR_SERVER_LINES: servers('resolver', config.AVATAR_SERVERS, 'maxconn 512'),
+    NGINX_CLIENT_MAX_BODY: String(config.UPLOAD_MAX_BYTES + 64 * 1024),
+    NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
+    NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map((/** @type {string} */ range) => `  set_real_ip_from ${range};`).join('\n'),
+    NGINX_TLS: tls,
+    REDIS_BIND: config.LISTEN_ADDRESS === '0.0.0.0' ? '0.0.0.0' : config.LISTEN_ADDRESS,
+  };
+}
+
+/**
+ * ${NAME} → value, strictly: a name without a value is an error, so a typo cannot render silently.
+ * @param {string} text @param {Record<string, string>} values @param {string} source
+ */
+export function substitute(text, values, source) {
+  return text.replace(/\$\{([A-Z][A-Z0-9_]*)\}/g, (_match, name) => {
+    if (!(name in values)) throw new Error(`${source}: no value for \${${name}}`);
+    return values[name];
+  });
+}
+
+/** Every template and where it goes under conf/. */
+export const TEMPLATES = [
+  ['nginx/nginx.conf.template', 'nginx.conf'],
+  ['vcl/default.vcl.template', 'varnish/default.vcl'],
+  ['haproxy/haproxy.cfg.template', 'haproxy.cfg'],
+  ['haproxy/errors/503.http', 'haproxy-errors/503.http'],
+  ['haproxy/errors/504.http', 'haproxy-errors/504.http'],
+  ['haproxy/errors/502.http', 'haproxy-errors/502.http'],
+  ['infra/redis.conf.template', 'redis.conf'],
+  ['infra/supervisord.conf.template', 'supervisord.conf'],
+  ['infra/prometheus/prometheus.yml.template', 'prometheus/prometheus.yml'],
+];
+
+/** Renders everything into config.STACK_DIR. @param {Record<string, any>} config */
+export function renderAll(config) {
+  const values = templateValues(config);
+  for (const dir of [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, path.join(values.RUN_DIR, 'nginx'), path.join(values.DATA_ROOT, 'redis'), path.join(values.DATA_ROOT, 'prometheus')]) {
+    fs.mkdirSync(dir, { recursive: true });
+  }
+  for (const [template, target] of TEMPLATES) {
+    const source = path.join(ROOT, template);
+    if (!fs.existsSync(source)) continue;
+    const output = path.join(values.CONF_DIR, target);
+    fs.mkdirSync(path.dirname(output), { recursive: true });
+    fs.writeFileSync(output, substitute(fs.readFileSync(source, 'utf8'), values, template));
+  }
+  // the VCL logic is not templated: copied beside default.vcl, found through vcl_path
+  for (const file of fs.readdirSync(path.join(ROOT, 'vcl')).filter((name) => name.endsWith('.vcl'))) {
+    fs.copyFileSync(path.join(ROOT, 'vcl', file), path.join(values.CONF_DIR, 'varnish', file));
+  }
+  const rules = path.join(ROOT, 'infra', 'prometheus', 'rules');
+  if (fs.existsSync(rules)) fs.cpSync(rules, path.join(values.CONF_DIR, 'prometheus', 'rules'), { recursive: true });
+  const quote = (/** @type {string} */ value) => `'${value.replace(/'/g, "'\\''")}'`;
+  const env = Object.entries(config).map(([name, value]) => `${name}=${quote(Array.isArray(value) ? value.join(',') : String(value))}`);
+  env.push(`HAPROXY_STATS_PASSWORD=${quote(values.HAPROXY_STATS_PASSWORD)}`);
+  fs.writeFileSync(path.join(config.STACK_DIR, 'env'), `${env.join('\n')}\n`, { mode: 0o600 });
+  return values;
+}
+
+async function main() {
+  const config = await resolveSettings();
+  if (process.argv.includes('--dir-only')) {
+    process.stdout.write(`${config.STACK_DIR}\n`);
+    return;
+  }
+  if (process.argv.includes('--check-prometheus')) {
+    config.STACK_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'render-check-'));
+    const values = renderAll(config);
+    const prometheus = path.join(values.CONF_DIR, 'prometheus');
+    execFileSync('promtool', ['check', 'config', path.join(prometheus, 'prometheus.yml')], { stdio: 'inherit' });
+    const ruleFiles = fs.readdirSync(path.join(prometheus, 'rules')).filter((name) => name.endsWith('.yml') && !name.endsWith('.test.yml'));
+    execFileSync('promtool', ['check', 'rules', ...ruleFiles.map((name) => path.join(prometheus, 'rules', name))], { stdio: 'inherit' });
+    const tests = fs.readdirSync(path.join(ROOT, 'infra', 'prometheus', 'tests')).filter((name) => name.endsWith('.yml'));
+    execFileSync('promtool', ['test', 'rules', ...tests.map((name) => path.join(ROOT, 'infra', 'prometheus', 'tests', name))], { stdio: 'inherit', cwd: path.join(ROOT, 'infra', 'prometheus', 'tests') });
+    fs.rmSync(config.STACK_DIR, { recursive: true, force: true });
+    return;
+  }
+  renderAll(config);
+  process.stdout.write(`${config.STACK_DIR}\n`);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((err) => {
+    process.stderr.write(`render: ${err.message}\n`);
+    process.exit(2);
+  });
+}

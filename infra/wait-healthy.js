@@ -1,0 +1,52 @@
+// Waits until every component of a started stack answers its health check; on failure names the
+// component and prints the end of its log. Reads the resolved settings from the environment.
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+const env = process.env;
+const host = env.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : env.LISTEN_ADDRESS;
+const auth = `Basic ${Buffer.from(`${env.HAPROXY_STATS_USER}:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`;
+
+/** @param {string} url @param {Record<string, string>} [headers] @param {number[]} [ok] */
+const http = (url, headers = {}, ok = [200]) => async () => ok.includes((await fetch(url, { headers, signal: AbortSignal.timeout(1000), redirect: 'manual' })).status);
+/** @param {string} address @param {number} port */
+const tcp = (address, port) => () => new Promise((resolve) => {
+  const socket = net.connect(port, address, () => { socket.end(); resolve(true); });
+  socket.on('error', () => resolve(false));
+});
+
+/** component (its supervisord program and log) → check */
+export const CHECKS = {
+  redis: tcp(host, Number(env.REDIS_PORT)),
+  origin: http(`http://${env.ORIGIN_HOST === '0.0.0.0' ? '127.0.0.1' : env.ORIGIN_HOST}:${env.ORIGIN_PORT}/healthz`),
+  'avatar-resolver': http(`http://${host}:${env.AVATAR_RESOLVER_PORT}/healthz`),
+  'purge-service': http(`http://${host}:${env.PURGE_SERVICE_PORT}/healthz`),
+  haproxy: http(`http://${env.HAPROXY_STATS_BIND}:${env.HAPROXY_STATS_PORT}/stats`, { authorization: auth }),
+  varnish: http(`http://${host}:${env.VARNISH_PORT}/healthz`),
+  nginx: http(`http://${env.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : env.NGINX_BIND}:${env.NGINX_PORT}/healthz`),
+  prometheus: http(`http://${host}:${env.PROMETHEUS_PORT}/-/ready`),
+  'varnish-exporter': http(`http://${host}:${env.VARNISH_EXPORTER_PORT}/metrics`),
+  'nginx-exporter': http(`http://${host}:${env.NGINX_EXPORTER_PORT}/metrics`),
+  'redis-exporter': http(`http://${host}:${env.REDIS_EXPORTER_PORT}/metrics`),
+  mtail: http(`http://${host}:${env.MTAIL_PORT}/metrics`),
+};
+
+async function main() {
+  const deadline = Date.now() + Number(env.STACK_START_TIMEOUT_MS || 60_000);
+  const pending = new Set(Object.keys(CHECKS));
+  while (pending.size && Date.now() < deadline) {
+    await Promise.all([...pending].map(async (name) => {
+      if (await CHECKS[/** @type {keyof typeof CHECKS} */ (name)]().catch(() => false)) pending.delete(name);
+    }));
+    if (pending.size) await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  for (const name of pending) {
+    const log = path.join(String(env.STACK_DIR), 'logs', `${name}.log`);
+    const tail = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').slice(-20).join('\n') : '(no log)';
+    process.stderr.write(`\n✗ ${name} did not become healthy. End of ${log}:\n${tail}\n`);
+  }
+  process.exit(pending.size ? 1 : 0);
+}
+
+main();

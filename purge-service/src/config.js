@@ -1,0 +1,35 @@
+import os from 'node:os';
+import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings } from '@stack/lib';
+
+/** @type {import('@stack/lib/src/config.js').Setting[]} */
+export const settings = [
+  ...commonSettings('purge-service', 8802, 9802),
+  ...sharedSettings,
+  ...hiveSettings,
+  ...purgeQueueSettings,
+  { name: 'PURGE_HMAC_KEYS', type: 'list', default: '', doc: 'webhook HMAC-SHA256 keys, comma separated (several during a rotation); empty refuses every webhook', secret: true },
+  { name: 'PURGE_TIMESTAMP_TOLERANCE_S', type: 'int', default: '300', doc: 'webhook X-Timestamp must be this close to now; a signature is accepted once within it', min: 1 },
+  { name: 'PURGE_ADMIN_TOKEN', type: 'string', default: '', doc: 'Bearer token of the dead-letter admin endpoints; empty disables them', secret: true },
+  { name: 'PURGE_GROUP', type: 'string', default: 'purgers', doc: 'consumer group of the purge stream' },
+  { name: 'PURGE_CONSUMER', type: 'string', default: os.hostname(), doc: 'this worker\'s consumer name: keep it stable so a restart resumes its own pending events' },
+  { name: 'PURGE_DEAD_STREAM', type: 'string', default: 'purge:dead', doc: 'stream of events that failed every attempt' },
+  { name: 'PURGE_BATCH', type: 'int', default: '200', doc: 'events read at once; events for one account in a batch are coalesced into one purge', min: 1 },
+  { name: 'PURGE_CONCURRENCY', type: 'int', default: '4', doc: 'batches purged at once (a slow CDN does not stall varnish purges of later batches)', min: 1 },
+  { name: 'PURGE_MAX_ATTEMPTS', type: 'int', default: '8', doc: 'attempts per target before the events go to the dead-letter stream', min: 1 },
+  { name: 'PURGE_RETRY_BASE_MS', type: 'int', default: '250', doc: 'first retry delay (doubles each attempt, with jitter)', min: 1 },
+  { name: 'PURGE_RETRY_MAX_MS', type: 'int', default: '30000', doc: 'longest retry delay', min: 1 },
+  { name: 'PURGE_CLAIM_IDLE_MS', type: 'int', default: '30000', doc: 'pending events of another (crashed) consumer idle this long are claimed', min: 1 },
+  { name: 'PURGE_VARNISH_NODES', type: 'list', default: '127.0.0.1:6081', doc: 'varnish nodes (host:port); a name resolving to several addresses purges each' },
+  { name: 'PURGE_XKEY_SOFT', type: 'bool', default: 'false', doc: 'soft-purge xkeys (objects stay for grace) instead of removing them' },
+  { name: 'PURGE_TIMEOUT_MS', type: 'int', default: '5000', doc: 'timeout of one purge call to varnish or the CDN', min: 1 },
+  { name: 'CDN_PURGE_BASES', type: 'list', default: '', doc: 'public bases whose avatar URLs are purged at the CDN; empty: PUBLIC_URL' },
+  { name: 'CLOUDFLARE_API_BASE', type: 'url', default: 'https://api.cloudflare.com/client/v4', doc: 'Cloudflare API base (tests point it at a local server)' },
+  { name: 'CLOUDFLARE_ZONE_ID', type: 'string', default: '', doc: 'Cloudflare zone; empty: no CDN purge' },
+  { name: 'CLOUDFLARE_API_TOKEN', type: 'string', default: '', doc: 'Cloudflare API token with Cache Purge permission', secret: true },
+  { name: 'CLOUDFLARE_URLS_PER_CALL', type: 'int', default: '30', doc: 'URLs per purge call (the plan\'s limit)', min: 1 },
+  { name: 'CLOUDFLARE_CALLS_PER_SECOND', type: 'number', default: '4', doc: 'purge calls per second (token bucket matching the plan\'s rate limit)', min: 0.01 },
+  { name: 'CLOUDFLARE_BURST', type: 'int', default: '8', doc: 'purge calls allowed in a burst', min: 1 },
+  { name: 'HIVE_FOLLOW', type: 'bool', default: 'false', doc: 'follow the Hive chain: account_update(2) ops that change a profile image queue purges' },
+  { name: 'HIVE_FOLLOW_START_BLOCK', type: 'int', default: '0', doc: 'first block when no cursor is stored; 0: the head block', min: 0 },
+  { name: 'HIVE_FOLLOW_POLL_MS', type: 'int', default: '3000', doc: 'how often the head block is polled (Hive makes a block every 3 s)', min: 10 },
+];

@@ -1,0 +1,59 @@
+import express from 'express';
+import { HttpError } from '@stack/lib';
+import { fieldsOf } from './worker.js';
+
+/**
+ * The dead-letter stream: list what failed, and put it back on the purge stream.
+ * @param {import('ioredis').Redis} redis @param {{ PURGE_STREAM: string, PURGE_DEAD_STREAM: string }} config
+ */
+export function deadLetters(redis, config) {
+  return {
+    /** @param {number} count */
+    async list(count) {
+      const entries = await redis.xrange(config.PURGE_DEAD_STREAM, '-', '+', 'COUNT', count);
+      return entries.map(([id, fields]) => ({ id, ...fieldsOf(fields) }));
+    },
+    /** Moves up to `count` dead letters back to the purge stream (add, then delete: never lost). @param {number} count */
+    async replay(count) {
+      const entries = await redis.xrange(config.PURGE_DEAD_STREAM, '-', '+', 'COUNT', count);
+      for (const [id, fields] of entries) {
+        const { account, kind = 'both', avatar, cover } = fieldsOf(fields);
+        const event = ['account', account, 'kind', kind, 'source', 'replay', 'at', String(Date.now())];
+        if (avatar) event.push('avatar', avatar);
+        if (cover) event.push('cover', cover);
+        await redis.multi().xadd(config.PURGE_STREAM, '*', ...event).xdel(config.PURGE_DEAD_STREAM, id).exec();
+      }
+      return entries.length;
+    },
+  };
+}
+
+/**
+ * GET /admin/dead-letters and POST /admin/dead-letters/replay, with the admin Bearer token.
+ * @param {import('ioredis').Redis} redis @param {Record<string, any>} config
+ */
+export function deadLetterRouter(redis, config) {
+  const router = express.Router();
+  const letters = deadLetters(redis, /** @type {any} */ (config));
+  router.use('/admin', (req, res, next) => {
+    res.locals.route = 'admin';
+    if (!config.PURGE_ADMIN_TOKEN) return next(new HttpError(404, 'admin_disabled'));
+    if (req.headers.authorization !== `Bearer ${config.PURGE_ADMIN_TOKEN}`) return next(new HttpError(401, 'unauthorized', {}, { 'WWW-Authenticate': 'Bearer' }));
+    return next();
+  });
+  router.get('/admin/dead-letters', async (req, res, next) => {
+    try {
+      res.set('Cache-Control', 'no-store').json({ dead_letters: await letters.list(Math.min(Number(req.query.count) || 100, 1000)) });
+    } catch (err) {
+      next(err);
+    }
+  });
+  router.post('/admin/dead-letters/replay', async (req, res, next) => {
+    try {
+      res.set('Cache-Control', 'no-store').json({ replayed: await letters.replay(Math.min(Number(req.query.count) || 1000, 10000)) });
+    } catch (err) {
+      next(err);
+    }
+  });
+  return router;
+}

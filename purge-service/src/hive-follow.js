@@ -1,0 +1,81 @@
+import { avatarLastKey, enqueuePurge, hiveMapping } from '@stack/lib';
+
+const CURSOR = 'purge:hive:cursor';
+const PROFILE_OPS = new Set(['account_update', 'account_update2']);
+
+/**
+ * What a block's operations change: account_update / account_update2 whose profile image or cover differs
+ * from the last mapping the resolver saw (unknown last mapping: both may have changed).
+ * @param {any[]} ops condenser_api.get_ops_in_block's result @param {import('ioredis').Redis} redis
+ */
+export async function changesIn(ops, redis) {
+  /** @type {import('@stack/lib/src/purge-queue.js').PurgeEvent[]} */
+  const events = [];
+  for (const entry of ops) {
+    const [name, body] = entry?.op || [];
+    if (!PROFILE_OPS.has(name) || !body?.account) continue;
+    if (!body.json_metadata && !body.posting_json_metadata) continue;
+    const next = hiveMapping(body);
+    const lastText = await redis.get(avatarLastKey(body.account));
+    const last = lastText ? JSON.parse(lastText) : null;
+    const avatar = !last || last.avatar !== next.avatar;
+    const cover = !last || last.cover !== next.cover;
+    if (!avatar && !cover) continue;
+    const kind = avatar && cover ? 'both' : avatar ? 'avatar' : 'cover';
+    events.push({ account: body.account, kind, avatar: next.avatar || undefined, cover: next.cover || undefined, source: 'hive' });
+  }
+  return events;
+}
+
+/**
+ * Follows the chain block by block from a stored cursor. The cursor moves only after the block's events
+ * are queued, so a restart neither loses nor skips a block (it may repeat one: purges are idempotent).
+ * @param {{ hive: { call: (method: string, params: unknown) => Promise<any> }, redis: import('ioredis').Redis,
+ *   config: Record<string, any>, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
+ */
+export function createFollower({ hive, redis, config, logger, metrics }) {
+  let running = false;
+  /** @type {Promise<void> | null} */
+  let done = null;
+
+  async function catchUp() {
+    const props = await hive.call('condenser_api.get_dynamic_global_properties', []);
+    const head = Number(props.head_block_number);
+    const stored = await redis.get(CURSOR);
+    let cursor = stored ? Number(stored) : (config.HIVE_FOLLOW_START_BLOCK || head) - 1;
+    while (running && cursor < head) {
+      const block = cursor + 1;
+      const ops = await hive.call('condenser_api.get_ops_in_block', [block, false]);
+      for (const event of await changesIn(ops || [], redis)) {
+        await enqueuePurge(redis, config.PURGE_STREAM, event);
+        metrics.received.inc({ source: 'hive', result: 'queued' });
+        metrics.queued.inc({ source: 'hive' });
+      }
+      await redis.set(CURSOR, String(block));
+      metrics.followedBlock.set(block);
+      cursor = block;
+    }
+  }
+
+  async function loop() {
+    while (running) {
+      try {
+        await catchUp();
+      } catch (err) {
+        logger.warn({ err: /** @type {Error} */ (err).message }, 'hive follower');
+      }
+      await new Promise((resolve) => setTimeout(resolve, config.HIVE_FOLLOW_POLL_MS));
+    }
+  }
+
+  return {
+    start() {
+      running = true;
+      done = loop();
+    },
+    async stop() {
+      running = false;
+      await done;
+    },
+  };
+}

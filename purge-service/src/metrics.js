@@ -1,0 +1,47 @@
+import { client } from '@stack/lib';
+
+/**
+ * @param {import('prom-client').Registry} registry
+ * @param {{ redis: import('ioredis').Redis, stream: string, group: string, deadStream: string }} queue
+ */
+export function createPurgeMetrics(registry, queue) {
+  const registers = [registry];
+  const { redis, stream, group, deadStream } = queue;
+  // queue gauges are read from Redis at scrape time, so they are true whichever worker did the work
+  new client.Gauge({
+    name: 'purge_queue_length', help: 'Events in the stream not yet acknowledged (acknowledged ones are deleted)', registers,
+    async collect() { this.set(await redis.xlen(stream).catch(() => 0)); },
+  });
+  new client.Gauge({
+    name: 'purge_pending', help: 'Events delivered to a worker and not yet acknowledged', registers,
+    async collect() {
+      const summary = /** @type {any} */ (await redis.xpending(stream, group).catch(() => [0]));
+      this.set(Number(summary?.[0]) || 0);
+    },
+  });
+  new client.Gauge({
+    name: 'purge_lag_seconds', help: 'Age of the oldest event not yet acknowledged (0 when the queue is empty)', registers,
+    async collect() {
+      const oldest = /** @type {any} */ (await redis.xrange(stream, '-', '+', 'COUNT', 1).catch(() => []));
+      this.set(oldest.length ? Math.max(0, Date.now() - Number(String(oldest[0][0]).split('-')[0])) / 1000 : 0);
+    },
+  });
+  new client.Gauge({
+    name: 'purge_dead_letter_length', help: 'Events in the dead-letter stream, waiting for an operator', registers,
+    async collect() { this.set(await redis.xlen(deadStream).catch(() => 0)); },
+  });
+  return {
+    received: new client.Counter({ name: 'purge_events_received_total', help: 'Webhook calls and chain events received, by source and result', labelNames: ['source', 'result'], registers }),
+    queued: new client.Counter({ name: 'purge_events_queued_total', help: 'Events durably queued', labelNames: ['source'], registers }),
+    acked: new client.Counter({ name: 'purge_events_acked_total', help: 'Events acknowledged (every target purged, or dead-lettered)', registers }),
+    duration: new client.Histogram({
+      name: 'purge_target_duration_seconds', help: 'Time of one purge call per target (resolver, varnish, cdn)', labelNames: ['target', 'outcome'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers,
+    }),
+    batchDuration: new client.Histogram({ name: 'purge_batch_duration_seconds', help: 'Time to purge one coalesced batch on every target', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers }),
+    eventLatency: new client.Histogram({ name: 'purge_event_latency_seconds', help: 'From queued to purged everywhere', buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers }),
+    retries: new client.Counter({ name: 'purge_retries_total', help: 'Retried purge calls by target', labelNames: ['target'], registers }),
+    deadLetters: new client.Counter({ name: 'purge_dead_letters_total', help: 'Events moved to the dead-letter stream', registers }),
+    followedBlock: new client.Gauge({ name: 'purge_hive_block', help: 'Last Hive block whose events are queued (the cursor)', registers }),
+  };
+}

@@ -1,0 +1,56 @@
+import { readFileSync } from 'node:fs';
+import express from 'express';
+import { HttpError, connectRedis, createHiveClient, errorHandler, healthRoute, redisReady, requestLogger, requestMetrics, runService } from '@stack/lib';
+import { settings } from './config.js';
+import { deadLetterRouter } from './dead-letters.js';
+import { createFollower } from './hive-follow.js';
+import { createPurgeMetrics } from './metrics.js';
+import { createCloudflareTarget } from './targets/cloudflare.js';
+import { createVarnishTarget } from './targets/varnish.js';
+import { webhookRouter } from './webhook.js';
+import { createWorker } from './worker.js';
+
+const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+
+await runService({
+  name: 'purge-service',
+  settings,
+  async build({ config, logger, registry }) {
+    const redis = connectRedis(config.REDIS_URL, logger);
+    await redisReady(redis, 2000);
+    const metrics = createPurgeMetrics(registry, { redis, stream: config.PURGE_STREAM, group: config.PURGE_GROUP, deadStream: config.PURGE_DEAD_STREAM });
+    const varnish = createVarnishTarget({ nodes: config.PURGE_VARNISH_NODES, soft: config.PURGE_XKEY_SOFT, timeoutMs: config.PURGE_TIMEOUT_MS });
+    const cdn = config.CLOUDFLARE_ZONE_ID && config.CLOUDFLARE_API_TOKEN
+      ? createCloudflareTarget({
+        base: config.CLOUDFLARE_API_BASE, zone: config.CLOUDFLARE_ZONE_ID, token: config.CLOUDFLARE_API_TOKEN,
+        perCall: config.CLOUDFLARE_URLS_PER_CALL, callsPerSecond: config.CLOUDFLARE_CALLS_PER_SECOND, burst: config.CLOUDFLARE_BURST, timeoutMs: config.PURGE_TIMEOUT_MS,
+      })
+      : null;
+    const worker = createWorker({ redis, config, logger, varnish, cdn, metrics });
+    worker.start();
+    const follower = config.HIVE_FOLLOW
+      ? createFollower({ hive: createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS }), redis, config, logger, metrics })
+      : null;
+    follower?.start();
+
+    const app = express();
+    app.disable('x-powered-by');
+    app.use(requestLogger(logger));
+    app.use(requestMetrics(registry));
+    // healthy = can accept a webhook, which needs Redis
+    app.get('/healthz', healthRoute({ version, ready: async () => redis.status === 'ready' }));
+    app.use(webhookRouter({ redis, config, metrics }));
+    app.use(deadLetterRouter(redis, config));
+    app.all('*', (_req, _res, next) => next(new HttpError(404, 'not_found')));
+    app.use(errorHandler('no-store'));
+    return {
+      app,
+      async close() {
+        await follower?.stop();
+        await worker.stop();
+        await varnish.close();
+        redis.disconnect();
+      },
+    };
+  },
+});

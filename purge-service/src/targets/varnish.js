@@ -1,0 +1,58 @@
+import dns from 'node:dns/promises';
+import { Pool } from 'undici';
+import { avatarPaths } from '@stack/lib';
+
+const KEYS_PER_REQUEST = 100; // keeps the xkey header well under varnish's http_req_hdr_len (8 KB)
+
+/**
+ * Every varnish node: an xkey purge of `avatar:<account>` (several accounts per request) and, for objects
+ * stored without tags, a PURGE of each avatar URL. A node name that resolves to several addresses
+ * (Compose, Kubernetes) purges every address.
+ * @param {{ nodes: string[], soft: boolean, timeoutMs: number }} options
+ */
+export function createVarnishTarget({ nodes, soft, timeoutMs }) {
+  /** @type {Map<string, Pool>} */
+  const pools = new Map();
+  /** @param {string} origin */
+  const pool = (origin) => {
+    let found = pools.get(origin);
+    if (!found) {
+      found = new Pool(origin, { connections: 16, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+      pools.set(origin, found);
+    }
+    return found;
+  };
+
+  async function addresses() {
+    const all = await Promise.all(nodes.map(async (node) => {
+      const [host, port] = node.split(':');
+      const found = await dns.lookup(host, { all: true });
+      return found.map(({ address, family }) => `http://${family === 6 ? `[${address}]` : address}:${port || 80}`);
+    }));
+    return [...new Set(all.flat())];
+  }
+
+  /** @param {string} origin @param {string} path @param {Record<string, string>} [headers] */
+  async function send(origin, path, headers = {}) {
+    const response = await pool(origin).request({ method: 'PURGE', path, headers, signal: AbortSignal.timeout(timeoutMs) });
+    await response.body.dump();
+    if (response.statusCode !== 200 && response.statusCode !== 404) throw new Error(`varnish ${origin} answered ${response.statusCode} to PURGE ${path}`);
+  }
+
+  /** @param {Map<string, 'avatar'|'cover'|'both'>} kinds account → what changed */
+  async function purge(kinds) {
+    const accounts = [...kinds.keys()];
+    const paths = accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account))));
+    await Promise.all((await addresses()).map(async (origin) => {
+      const calls = [];
+      for (let start = 0; start < accounts.length; start += KEYS_PER_REQUEST) {
+        const keys = accounts.slice(start, start + KEYS_PER_REQUEST).map((account) => `avatar:${account}`).join(' ');
+        calls.push(send(origin, '/', soft ? { xkey: keys, 'xkey-soft': '1' } : { xkey: keys }));
+      }
+      for (const path of paths) calls.push(send(origin, path));
+      await Promise.all(calls);
+    }));
+  }
+
+  return { purge, close: () => Promise.all([...pools.values()].map((p) => p.close())) };
+}

@@ -1,0 +1,179 @@
+import { avatarPaths } from '@stack/lib';
+import { retry } from './retry.js';
+import { purgeResolver } from './targets/resolver.js';
+
+/** @typedef {[string, string[]]} StreamEntry  [id, [field, value, …]] */
+
+/** @param {string[]} fields */
+export function fieldsOf(fields) {
+  /** @type {Record<string, string>} */
+  const object = {};
+  for (let i = 0; i < fields.length; i += 2) object[fields[i]] = fields[i + 1];
+  return object;
+}
+
+/** Coalesces a batch: one purge per account, with the union of what changed. @param {StreamEntry[]} entries */
+export function coalesce(entries) {
+  /** @type {Map<string, 'avatar'|'cover'|'both'>} */
+  const kinds = new Map();
+  for (const [, fields] of entries) {
+    const { account, kind = 'both' } = fieldsOf(fields);
+    if (!account) continue;
+    const before = kinds.get(account);
+    kinds.set(account, !before || before === kind ? /** @type {any} */ (kind) : 'both');
+  }
+  return kinds;
+}
+
+/**
+ * The purge workers: read the stream as a consumer group, purge the resolver cache, then every varnish
+ * node, then the CDN (inner layer before outer), and acknowledge an event only after all succeeded.
+ * Failed targets are retried with backoff; events whose retries ran out go to the dead-letter stream.
+ * Pending events of this consumer (a restart) are read first; those of crashed consumers are claimed.
+ * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, logger: import('pino').Logger,
+ *   varnish: ReturnType<typeof import('./targets/varnish.js').createVarnishTarget>,
+ *   cdn: ReturnType<typeof import('./targets/cloudflare.js').createCloudflareTarget> | null,
+ *   metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
+ */
+export function createWorker({ redis, config, logger, varnish, cdn, metrics }) {
+  const stream = config.PURGE_STREAM;
+  const group = config.PURGE_GROUP;
+  const consumer = config.PURGE_CONSUMER;
+  const reader = redis.duplicate({ enableOfflineQueue: true }); // blocking reads get their own connection
+  reader.on('error', () => {});
+  const bases = config.CDN_PURGE_BASES.length ? config.CDN_PURGE_BASES : [config.PUBLIC_URL];
+  /** @type {Set<string>} */
+  const processing = new Set();
+  /** @type {Set<Promise<void>>} */
+  const inFlight = new Set();
+  let running = false;
+  let lastClaim = 0;
+  /** @type {Promise<void> | null} */
+  let loopDone = null;
+
+  async function ensureGroup() {
+    try {
+      await reader.xgroup('CREATE', stream, group, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!String(/** @type {Error} */ (err).message).includes('BUSYGROUP')) throw err;
+    }
+  }
+
+  /** @param {string} target @param {() => Promise<void>} work */
+  function step(target, work) {
+    return retry(async () => {
+      const end = metrics.duration.startTimer({ target });
+      try {
+        await work();
+        end({ outcome: 'ok' });
+      } catch (err) {
+        end({ outcome: 'error' });
+        throw err;
+      }
+    }, {
+      attempts: config.PURGE_MAX_ATTEMPTS,
+      baseMs: config.PURGE_RETRY_BASE_MS,
+      maxMs: config.PURGE_RETRY_MAX_MS,
+      onRetry: (err, attempt) => {
+        metrics.retries.inc({ target });
+        logger.warn({ target, attempt, err: /** @type {Error} */ (err).message }, 'purge target failed, retrying');
+      },
+    }).catch((err) => {
+      throw Object.assign(err, { target });
+    });
+  }
+
+  /** Acknowledge and delete: the stream then holds only what is not done, so its length is the backlog. @param {string[]} ids */
+  async function ack(ids) {
+    await retry(() => redis.multi().xack(stream, group, ...ids).xdel(stream, ...ids).exec(), { attempts: 1000, baseMs: 100, maxMs: 2000 });
+  }
+
+  /** @param {StreamEntry[]} entries @param {unknown} err */
+  async function deadLetter(entries, err) {
+    const target = /** @type {any} */ (err).target || 'unknown';
+    const multi = redis.multi();
+    for (const [id, fields] of entries) {
+      multi.xadd(config.PURGE_DEAD_STREAM, '*', ...fields, 'original_id', id, 'failed_target', target, 'error', String(/** @type {Error} */ (err).message).slice(0, 500));
+    }
+    await retry(() => multi.exec(), { attempts: 1000, baseMs: 100, maxMs: 2000 });
+    metrics.deadLetters.inc(entries.length);
+    logger.error({ target, events: entries.length, err: /** @type {Error} */ (err).message }, 'purge events dead-lettered');
+  }
+
+  /** @param {StreamEntry[]} entries */
+  async function processBatch(entries) {
+    const kinds = coalesce(entries);
+    const accounts = [...kinds.keys()];
+    const started = performance.now();
+    try {
+      await step('resolver', () => purgeResolver(redis, accounts));
+      await step('varnish', () => varnish.purge(kinds));
+      if (cdn) {
+        const urls = bases.flatMap((/** @type {string} */ base) => accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account))).map((path) => base + path)));
+        const done = new Set();
+        await step('cdn', () => cdn.purge(urls, done));
+      }
+      metrics.batchDuration.observe((performance.now() - started) / 1000);
+      for (const [id] of entries) metrics.eventLatency.observe(Math.max(0, Date.now() - Number(id.split('-')[0])) / 1000);
+    } catch (err) {
+      await deadLetter(entries, err);
+    }
+    await ack(entries.map(([id]) => id));
+    metrics.acked.inc(entries.length);
+  }
+
+  /** @returns {Promise<StreamEntry[]>} */
+  async function nextEntries(/** @type {{ own: string | null }} */ cursor) {
+    if (cursor.own !== null) {
+      const own = /** @type {any} */ (await reader.xreadgroup('GROUP', group, consumer, 'COUNT', config.PURGE_BATCH, 'STREAMS', stream, cursor.own));
+      const entries = /** @type {StreamEntry[]} */ (own?.[0]?.[1] || []).filter(([, fields]) => fields);
+      if (!entries.length) cursor.own = null;
+      else cursor.own = entries[entries.length - 1][0];
+      if (entries.length) return entries;
+    }
+    if (Date.now() - lastClaim > config.PURGE_CLAIM_IDLE_MS / 2) {
+      lastClaim = Date.now();
+      const claimed = /** @type {any} */ (await reader.xautoclaim(stream, group, consumer, config.PURGE_CLAIM_IDLE_MS, '0-0', 'COUNT', config.PURGE_BATCH));
+      const entries = /** @type {StreamEntry[]} */ (claimed?.[1] || []).filter(([id, fields]) => fields && !processing.has(id));
+      if (entries.length) return entries;
+    }
+    const fresh = /** @type {any} */ (await reader.xreadgroup('GROUP', group, consumer, 'COUNT', config.PURGE_BATCH, 'BLOCK', 1000, 'STREAMS', stream, '>'));
+    return fresh?.[0]?.[1] || [];
+  }
+
+  async function loop() {
+    const cursor = { own: /** @type {string | null} */ ('0') };
+    while (running) {
+      try {
+        while (inFlight.size >= config.PURGE_CONCURRENCY) await Promise.race(inFlight);
+        await ensureGroup();
+        const entries = await nextEntries(cursor);
+        if (!entries.length) continue;
+        for (const [id] of entries) processing.add(id);
+        const task = processBatch(entries).finally(() => {
+          for (const [id] of entries) processing.delete(id);
+          inFlight.delete(task);
+        });
+        inFlight.add(task);
+      } catch (err) {
+        if (!running) break;
+        logger.warn({ err: /** @type {Error} */ (err).message }, 'purge stream read failed');
+        cursor.own = '0';
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+    await Promise.all(inFlight);
+  }
+
+  return {
+    start() {
+      running = true;
+      loopDone = loop();
+    },
+    async stop() {
+      running = false;
+      reader.disconnect();
+      await loopDone;
+    },
+  };
+}
