@@ -1,0 +1,185 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { chromium } from 'playwright-core';
+import { decode, solid } from './support/images.js';
+import { waitFor } from './support/ports.js';
+import { startStack } from './support/stack.js';
+
+/** @type {Awaited<ReturnType<typeof startStack>>} */
+let stack;
+
+before(async () => {
+  stack = await startStack({ UPLOAD_TOKENS: 'stack-token', AVATAR_ADMIN_TOKEN: 'admin-token' });
+});
+after(() => stack?.stop());
+
+/** @param {Buffer} body @param {string} name */
+async function upload(body, name) {
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(body)]), name);
+  const response = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer stack-token' }, body: form });
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get('x-cache'), 'PASS');
+  return /** @type {{ url: string }} */ (await response.json()).url;
+}
+
+/** haproxy's own Prometheus exporter: requests per frontend. */
+async function frontendRequests() {
+  const text = await (await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/metrics`)).text();
+  /** @type {Record<string, number>} */
+  const counts = {};
+  for (const match of text.matchAll(/^haproxy_frontend_http_requests_total\{proxy="(\w+)"\} (\d+)/gm)) counts[match[1]] = Number(match[2]);
+  return counts;
+}
+
+test('the stack came up through the launcher, every component under supervision', async () => {
+  const { stdout } = await stack.ctl('status');
+  for (const name of ['nginx', 'varnish', 'haproxy', 'origin', 'avatar-resolver', 'purge-service', 'redis', 'prometheus', 'mtail']) {
+    assert.match(stdout, new RegExp(`^${name}\\s+RUNNING`, 'm'), name);
+  }
+  const again = await stack.stack(['up']);
+  assert.match(again.stdout, /already running/, 'a second up says so and does nothing');
+});
+
+test('an upload is served through nginx; the first GET is a MISS, the second a HIT, and varnish agrees', async () => {
+  const png = await solid(300, 200, 'png');
+  const url = await upload(png, 'edge.png');
+  assert.ok(url.startsWith(stack.base));
+  const before = await stack.varnishStats();
+  const first = await fetch(url);
+  assert.equal(first.status, 200);
+  assert.equal(first.headers.get('x-cache'), 'MISS');
+  assert.equal(first.headers.get('content-type'), 'image/png');
+  assert.equal(first.headers.get('xkey'), null, 'varnish strips xkey');
+  assert.deepEqual(Buffer.from(await first.arrayBuffer()), png);
+  const second = await fetch(url);
+  assert.equal(second.headers.get('x-cache'), 'HIT');
+  assert.notEqual(second.headers.get('age'), null);
+  // worker threads flush their counters to varnishstat a moment later
+  await waitFor(async () => (await stack.varnishStats())('MAIN.cache_hit') - before('MAIN.cache_hit') >= 1, 5000, 'varnish hit counter');
+  const afterStats = await stack.varnishStats();
+  assert.equal(afterStats('MAIN.cache_hit') - before('MAIN.cache_hit'), 1);
+  assert.ok(afterStats('MAIN.cache_miss') - before('MAIN.cache_miss') >= 1);
+});
+
+test('a resized variant through the stack decodes to the asked size and format', async () => {
+  const url = await upload(await solid(800, 600, 'jpeg'), 'big.jpg');
+  const { base58Url } = await import('@stack/lib');
+  const response = await fetch(`${stack.base}/p/${base58Url.encode(url)}?width=200&height=100&format=webp`);
+  assert.equal(response.status, 200);
+  const info = await decode(Buffer.from(await response.arrayBuffer()));
+  assert.deepEqual([info.format, info.width, info.height], ['webp', 200, 100]);
+  assert.match(response.headers.get('server-timing') || '', /transform;dur=/);
+});
+
+test('image and avatar requests are counted on their own haproxy frontends', async () => {
+  const before = await frontendRequests();
+  const url = await upload(await solid(50, 50, 'png'), 'count.png');
+  await fetch(url);
+  await fetch(`${stack.base}/u/counted/avatar`, { redirect: 'manual' });
+  await fetch(`${stack.base}/u/counted/cover`, { redirect: 'manual' });
+  const afterCounts = await frontendRequests();
+  assert.ok(afterCounts.fe_images - before.fe_images >= 2, 'upload + GET on fe_images');
+  assert.ok(afterCounts.fe_avatars - before.fe_avatars >= 2, 'two avatar routes on fe_avatars');
+});
+
+test('PURGE and BAN are refused from the public side, at nginx and at varnish', async () => {
+  for (const method of ['PURGE', 'BAN']) {
+    const response = await fetch(`${stack.base}/anything`, { method });
+    assert.equal(response.status, 405);
+    assert.equal(/** @type {any} */ (await response.json()).error.name, 'method_not_allowed');
+  }
+  const direct = await fetch(`http://127.0.0.1:${stack.env.VARNISH_PORT}/anything`, { method: 'PURGE', headers: { 'x-from-edge': '1' } });
+  assert.equal(direct.status, 403);
+  assert.equal(/** @type {any} */ (await direct.json()).error.name, 'purge_forbidden');
+});
+
+test('an avatar 302 carries its cache headers, is cached by varnish, and leads to an image of the right size', async () => {
+  const avatar = await upload(await solid(600, 400, 'png'), 'face.png');
+  const put = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/alice`, {
+    method: 'PUT', headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' }, body: JSON.stringify({ avatar }),
+  });
+  assert.equal(put.status, 200);
+  const first = await fetch(`${stack.base}/u/alice/avatar/small`, { redirect: 'manual' });
+  assert.equal(first.status, 302);
+  assert.equal(first.headers.get('cache-control'), 'public, max-age=600, s-maxage=86400, stale-while-revalidate=60');
+  assert.equal(first.headers.get('x-cache'), 'MISS');
+  assert.equal(first.headers.get('xkey'), null);
+  const second = await fetch(`${stack.base}/u/alice/avatar/small`, { redirect: 'manual' });
+  assert.equal(second.headers.get('x-cache'), 'HIT');
+  const image = await fetch(new URL(second.headers.get('location') || '', stack.base));
+  assert.equal(image.status, 200);
+  const info = await decode(Buffer.from(await image.arrayBuffer()));
+  assert.deepEqual([info.format, info.width, info.height], ['png', 64, 64]);
+});
+
+test('one X-Request-Id per answer, and it is the one in the access log', async () => {
+  const response = await fetch(`${stack.base}/healthz`);
+  const id = response.headers.get('x-request-id') || '';
+  assert.match(id, /^[0-9a-f]{32}$/);
+  await waitFor(async () => stack.log('nginx-access.log').includes(id), 5000, 'access log flush');
+  const line = stack.log('nginx-access.log').split('\n').find((entry) => entry.includes(id)) || '';
+  assert.match(line, /"GET \/healthz" 200 \d+ [\d.]+ [\d.]+ other (PASS|MISS|HIT)$/);
+});
+
+test('operator surfaces stay off the public path', async () => {
+  for (const route of ['/stats', '/metrics', '/admin/accounts/alice', '/stub_status']) {
+    const response = await fetch(stack.base + route);
+    assert.equal(response.status, 404, route);
+  }
+  const stats = await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/stats`);
+  assert.equal(stats.status, 401, 'the stats page needs its password');
+});
+
+test('a burst past the per-client rate limit gets JSON 429s, and the rest are served', async () => {
+  const url = await upload(await solid(20, 20, 'png'), 'burst.png');
+  await fetch(url);
+  const statuses = await Promise.all(Array.from({ length: 500 }, () => fetch(url).then(async (response) => {
+    await response.arrayBuffer();
+    return response.status;
+  })));
+  assert.ok(statuses.filter((status) => status === 429).length > 0, 'some limited');
+  assert.ok(statuses.filter((status) => status === 200).length >= 200, 'the burst allowance served');
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+});
+
+test('with the origin stopped: cached images still served, uncached ones a clean 503; back when it returns', async () => {
+  const url = await upload(await solid(90, 90, 'jpeg'), 'grace.jpg');
+  assert.equal((await fetch(url)).status, 200);
+  await stack.ctl('stop', 'origin');
+  try {
+    const cached = await fetch(url);
+    assert.equal(cached.status, 200);
+    assert.equal(cached.headers.get('x-cache'), 'HIT');
+    const uncached = await fetch(`${stack.base}/DQmWQzjgaD82ozKv3hX3HmRmobw8RY3eMtvsG16GVkasFo3/none.png`);
+    assert.equal(uncached.status, 503);
+    assert.equal(uncached.headers.get('cache-control'), 'no-store');
+    assert.match(/** @type {any} */ (await uncached.json()).error.name, /^service_unavailable$/);
+  } finally {
+    await stack.ctl('start', 'origin');
+  }
+  await waitFor(async () => (await fetch(`${stack.base}/healthz`)).status === 200, 15_000, 'origin back');
+});
+
+test('the haproxy stats page loads in headless Chromium and shows both frontends and their backends', async () => {
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run'],
+  });
+  try {
+    const context = await browser.newContext({ httpCredentials: { username: 'admin', password: stack.env.HAPROXY_STATS_PASSWORD } });
+    const page = await context.newPage();
+    const response = await page.goto(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/stats`);
+    assert.equal(response?.status(), 200);
+    const text = await page.textContent('body');
+    for (const name of ['fe_images', 'fe_avatars', 'be_images', 'be_avatars']) assert.ok(text?.includes(name), name);
+    const screenshot = path.join(stack.dir, 'stats.png');
+    await page.screenshot({ path: screenshot, fullPage: true });
+    assert.ok(fs.statSync(screenshot).size > 10_000);
+    fs.copyFileSync(screenshot, path.join(process.env.TMPDIR || '/tmp', 'haproxy-stats.png'));
+  } finally {
+    await browser.close();
+  }
+});
