@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 
 const env = process.env;
-const host = env.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : env.LISTEN_ADDRESS;
+const host = env.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : String(env.LISTEN_ADDRESS);
 const auth = `Basic ${Buffer.from(`${env.HAPROXY_STATS_USER}:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`;
 
 /** @param {string} url @param {Record<string, string>} [headers] @param {number[]} [ok] */
