@@ -93,7 +93,8 @@ export function templateValues(config) {
     NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
     NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map((/** @type {string} */ range) => `  set_real_ip_from ${range};`).join('\n'),
     NGINX_TLS: tls,
-    REDIS_BIND: config.LISTEN_ADDRESS === '0.0.0.0' ? '0.0.0.0' : config.LISTEN_ADDRESS,
+    REDIS_BIND: config.LISTEN_ADDRESS,
+    REACH_ADDRESS: config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS,
   };
 }
 

@@ -1,0 +1,32 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { ROOT, TEMPLATES } from '../render.js';
+
+test('docker-compose.yml is valid (Debian\'s docker-compose config, no engine needed)', () => {
+  const out = execFileSync('docker-compose', ['-f', path.join(ROOT, 'docker-compose.yml'), 'config'], {
+    env: { ...process.env, GRAFANA_ADMIN_PASSWORD: 'validate-only' }, encoding: 'utf8',
+  });
+  for (const service of ['render', 'nginx', 'varnish', 'haproxy', 'redis', 'origin', 'avatar-resolver', 'purge-service', 'prometheus', 'grafana', 'mtail', 'varnish-exporter', 'nginx-exporter', 'redis-exporter']) {
+    assert.match(out, new RegExp(`^  ${service}:$`, 'm'), service);
+  }
+  const published = [...out.matchAll(/^\s+- (?:published: )?["']?(\d+):?/gm)];
+  assert.equal((out.match(/^    ports:$/gm) || []).length, 1, 'only nginx publishes a port');
+  assert.ok(published.length >= 1);
+});
+
+test('compose uses the same config templates as the native stack, rendered by the same script', () => {
+  const compose = fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
+  assert.match(compose, /node infra\/render\.js/);
+  for (const [, target] of TEMPLATES.filter(([source]) => !source.includes('supervisord') && !source.includes('errors'))) {
+    if (target === 'redis.conf' || target === 'nginx.conf' || target === 'haproxy.cfg') assert.ok(compose.includes(`/stack/conf/${target}`), target);
+  }
+  const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  assert.match(dockerfile, /npm ci --omit=dev/, 'the image installs with npm ci like the launcher');
+  assert.match(dockerfile, /^USER node$/m, 'non-root');
+  assert.match(fs.readFileSync(path.join(ROOT, 'infra/stack'), 'utf8'), /npm ci /);
+  const configCopies = ['nginx.conf', 'haproxy.cfg', 'default.vcl'].filter((name) => fs.existsSync(path.join(ROOT, 'infra/docker', name)));
+  assert.deepEqual(configCopies, [], 'no second copy of a config for compose');
+});

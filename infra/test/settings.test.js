@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { test } from 'node:test';
+import { loadConfig } from '../../lib/src/config.js';
+import { renderEnvExample, withSettingsTable } from '../env-example.js';
+import { ROOT, resolveSettings, substitute } from '../render.js';
+import { allSettings } from '../settings.js';
+
+test('.env.example and the README settings table are generated from the declarations and current', async () => {
+  assert.equal(fs.readFileSync(`${ROOT}/.env.example`, 'utf8'), await renderEnvExample(), 'run npm run env-example');
+  const readme = fs.readFileSync(`${ROOT}/README.md`, 'utf8');
+  assert.equal(readme, await withSettingsTable(readme), 'run npm run env-example');
+});
+
+test('a bad setting stops start-up with an error naming the variable', async () => {
+  const settings = await allSettings();
+  assert.throws(() => loadConfig(settings, { ORIGIN_PORT: 'eighty' }), /ORIGIN_PORT="eighty": expected a number/);
+  assert.throws(() => loadConfig(settings, { AVATAR_SOURCE: 'ldap' }), /AVATAR_SOURCE="ldap": expected one of local, hive, http/);
+  assert.throws(() => loadConfig(settings, { UPLOAD_MAX_BYTES: 'lots' }), /UPLOAD_MAX_BYTES/);
+  assert.equal(loadConfig(settings, { UPLOAD_MAX_BYTES: '2mb' }).UPLOAD_MAX_BYTES, 2 * 1024 * 1024);
+});
+
+test('the renderer derives shared values once and refuses unknown template variables', async () => {
+  const config = await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', NGINX_PORT: '9999', REDIS_PORT: '7777' });
+  assert.equal(config.PUBLIC_URL, 'http://127.0.0.1:9999');
+  assert.equal(config.REDIS_URL, 'redis://127.0.0.1:7777/0');
+  assert.deepEqual(config.PURGE_VARNISH_NODES, ['127.0.0.1:6081']);
+  const explicit = await resolveSettings({ ENV_FILE: '/nonexistent', PUBLIC_URL: 'https://images.example.com' });
+  assert.equal(explicit.PUBLIC_URL, 'https://images.example.com');
+  assert.throws(() => substitute('listen ${NGINX_PROT};', { NGINX_PORT: '1' }, 'nginx.conf'), /no value for \$\{NGINX_PROT\}/);
+});
