@@ -54,6 +54,7 @@ export async function startOrigin(env = {}) {
       proc = await startService('origin/bin/origin', settings, port);
     },
     output: () => proc.output(),
+    pid: () => /** @type {number} */ (proc.child.pid),
     async stop() {
       await proc.stop();
       await Promise.all([redis.stop(), site.close(), hive.close()]);

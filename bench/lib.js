@@ -1,0 +1,126 @@
+// What every benchmark shares: the machine it ran on, percentiles, a closed-loop load driver,
+// RSS sampling of a process, and the report (Markdown for people, JSON for tools).
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Pool } from 'undici';
+
+export const REPORTS = path.join(path.dirname(new URL(import.meta.url).pathname), 'reports');
+
+/** @param {string} command @param {string[]} args */
+function version(command, args) {
+  try {
+    return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0].trim();
+  } catch (err) {
+    return String(/** @type {any} */ (err).stderr || 'not found').split('\n')[0].trim();
+  }
+}
+
+export async function machine() {
+  const sharp = (await import('sharp')).default;
+  return {
+    cpu: os.cpus()[0]?.model, cores: os.availableParallelism(), memory_gib: Math.round(os.totalmem() / 2 ** 30), os: `${os.type()} ${os.release()}`,
+    node: process.version, sharp: sharp.versions.sharp, libvips: sharp.versions.vips,
+    nginx: version('nginx', ['-v']), varnish: version('varnishd', ['-V']), haproxy: version('haproxy', ['-v']), redis: version('redis-server', ['--version']),
+  };
+}
+
+/** @param {number[]} values @param {number} q */
+export function percentile(values, q) {
+  if (!values.length) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+/** min / median / max of repeated runs. @param {number[]} values */
+export function spread(values) {
+  return { min: Math.min(...values), median: percentile(values, 0.5), max: Math.max(...values) };
+}
+
+/**
+ * Closed-loop load: `concurrency` workers each send the next request as soon as the last answered.
+ * @param {{ origin: string, paths: string[], concurrency: number, headers?: Record<string, string> }} options
+ */
+export async function drive({ origin, paths, concurrency, headers = {} }) {
+  const pool = new Pool(origin, { connections: concurrency, pipelining: 1 });
+  const latencies = [];
+  /** @type {Record<string, number>} */
+  const statuses = {};
+  let next = 0;
+  let bytes = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < paths.length) {
+      const requestPath = paths[next++];
+      const sent = performance.now();
+      const response = await pool.request({ method: 'GET', path: requestPath, headers });
+      for await (const chunk of response.body) bytes += chunk.length;
+      latencies.push(performance.now() - sent);
+      statuses[response.statusCode] = (statuses[response.statusCode] || 0) + 1;
+    }
+  }));
+  const seconds = (performance.now() - started) / 1000;
+  await pool.close();
+  return { requests: paths.length, seconds, rps: paths.length / seconds, p50_ms: percentile(latencies, 0.5), p99_ms: percentile(latencies, 0.99), bytes, statuses, latencies };
+}
+
+/** Samples a process's resident memory (with its children) until stopped; returns the peak in MB. @param {number} pid */
+export function sampleRss(pid) {
+  let peak = 0;
+  const read = () => {
+    try {
+      const pages = Number(fs.readFileSync(`/proc/${pid}/statm`, 'utf8').split(' ')[1]);
+      peak = Math.max(peak, (pages * 4096) / 2 ** 20);
+    } catch {
+      // the process is gone
+    }
+  };
+  read();
+  const timer = setInterval(read, 20);
+  return { stop: () => { clearInterval(timer); read(); return Math.round(peak); }, reset: () => { peak = 0; } };
+}
+
+/** Runs wrk and parses its summary. @param {{ url: string, connections: number, seconds: number, threads?: number, script?: string }} options */
+export function wrk({ url, connections, seconds, threads = 2, script }) {
+  const args = ['-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url];
+  const out = execFileSync('wrk', args, { encoding: 'utf8' });
+  const unit = (/** @type {string} */ text) => {
+    const match = /([\d.]+)(us|ms|s)/.exec(text);
+    if (!match) return NaN;
+    return Number(match[1]) * { us: 0.001, ms: 1, s: 1000 }[/** @type {'us'|'ms'|'s'} */ (match[2])];
+  };
+  const line = (/** @type {string} */ name) => (new RegExp(`^\\s+${name}\\s+(\\S+)`, 'm').exec(out) || [])[1] || '';
+  const non2xx = Number((/Non-2xx or 3xx responses: (\d+)/.exec(out) || [])[1] || 0);
+  const errors = (/Socket errors: (.*)/.exec(out) || [])[1] || 'none';
+  return { command: `wrk ${args.join(' ')}`, rps: Number((/Requests\/sec:\s+([\d.]+)/.exec(out) || [])[1]), p50_ms: unit(line('50%')), p99_ms: unit(line('99%')), non2xx, errors };
+}
+
+/**
+ * Writes bench/reports/<date>-<name>.md and .json.
+ * @param {string} name @param {{ title: string, command: string, machine: any, sections: Array<{ heading: string, text?: string, table?: { columns: string[], rows: Array<Array<string | number>> } }>, data: any }} report
+ */
+export function writeReport(name, report) {
+  fs.mkdirSync(REPORTS, { recursive: true });
+  const date = new Date().toISOString().slice(0, 10);
+  const lines = [`# ${report.title}`, '', `Run ${new Date().toISOString()} with \`${report.command}\`.`, '', '## Machine', '', '```', JSON.stringify(report.machine, null, 2), '```', ''];
+  for (const section of report.sections) {
+    lines.push(`## ${section.heading}`, '');
+    if (section.text) lines.push(section.text, '');
+    if (section.table) {
+      lines.push(`| ${section.table.columns.join(' | ')} |`, `|${section.table.columns.map(() => '---').join('|')}|`);
+      for (const row of section.table.rows) lines.push(`| ${row.map((cell) => (typeof cell === 'number' ? round(cell) : cell)).join(' | ')} |`);
+      lines.push('');
+    }
+  }
+  const base = path.join(REPORTS, `${date}-${name}`);
+  fs.writeFileSync(`${base}.md`, lines.join('\n'));
+  fs.writeFileSync(`${base}.json`, `${JSON.stringify({ ...report, date }, (key, value) => (key === 'latencies' ? undefined : value), 2)}\n`);
+  return `${base}.md`;
+}
+
+/** @param {number} value */
+export function round(value) {
+  if (!Number.isFinite(value)) return String(value);
+  return Math.abs(value) >= 100 ? Math.round(value) : Math.round(value * 100) / 100;
+}

@@ -1,0 +1,29 @@
+// npm run bench [-- --quick]: every benchmark in turn, one report bench/reports/<date>.md and its JSON twin.
+import fs from 'node:fs';
+import path from 'node:path';
+import { benchAvatar } from './avatar.js';
+import { benchEdge } from './edge.js';
+import { benchOrigin } from './origin.js';
+import { benchPurge } from './purge.js';
+import { REPORTS, machine } from './lib.js';
+
+const quick = process.argv.includes('--quick');
+const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
+const SCENARIOS = { origin: benchOrigin, edge: benchEdge, avatar: benchAvatar, purge: benchPurge };
+
+const results = {};
+const sections = [];
+for (const [name, run] of Object.entries(SCENARIOS)) {
+  if (only.length && !only.includes(name)) continue;
+  process.stderr.write(`bench ${name}…\n`);
+  const result = await run();
+  results[name] = result;
+  sections.push(...result.sections.map((/** @type {any} */ section) => ({ ...section, heading: `${name}: ${section.heading}` })));
+}
+const { writeReport } = await import('./lib.js');
+const file = writeReport('all', { title: 'Benchmarks', command: `npm run bench${quick ? ' -- --quick' : ''}${only.length ? ` ${only.join(' ')}` : ''}`, machine: await machine(), sections, data: results });
+const dated = path.join(REPORTS, `${new Date().toISOString().slice(0, 10)}.md`);
+fs.renameSync(file, dated);
+fs.renameSync(file.replace(/\.md$/, '.json'), dated.replace(/\.md$/, '.json'));
+process.stdout.write(`${fs.readFileSync(dated, 'utf8')}\n`);
+process.exit(0);
