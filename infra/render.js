@@ -47,8 +47,10 @@ export async function resolveSettings(env = process.env) {
   if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = [`${config.VARNISH_HOST}:${config.VARNISH_PORT}`];
   if (!config.ORIGIN_SERVERS.length) config.ORIGIN_SERVERS = [`${reach}:${config.ORIGIN_PORT}`];
   if (!config.AVATAR_SERVERS.length) config.AVATAR_SERVERS = [`${reach}:${config.AVATAR_RESOLVER_PORT}`];
+  // haproxy admits what the origin can hold (its slots and its own queue) plus room for cache hits, so the
+  // origin's queue decides: small requests first, degraded encodings, and an immediate 503 past it
   const slots = config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
-  if (!config.HAPROXY_ORIGIN_MAXCONN) config.HAPROXY_ORIGIN_MAXCONN = slots * 4;
+  if (!config.HAPROXY_ORIGIN_MAXCONN) config.HAPROXY_ORIGIN_MAXCONN = slots + config.TRANSFORM_QUEUE_MAX + 32;
   return config;
 }
 

@@ -12,7 +12,7 @@ export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
  * @typedef {import('./transform.js').Request} Want
  * @typedef {{ fetch?: number, queue?: number, transform?: number }} Timings
  * @typedef {{ variantKey: string, format: import('./transform.js').OutputFormat, degraded: boolean,
- *   file?: string, data?: Buffer, timings: Timings }} Variant
+ *   file?: string, size?: number, data?: Buffer, timings: Timings }} Variant
  */
 
 /**
@@ -114,7 +114,7 @@ export function createImages(deps) {
     const cached = variants.get(key);
     metrics.cache.inc({ level: 'variant', result: cached ? 'hit' : 'miss' });
     if (cached) {
-      return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, file: cached.path, timings: {} };
+      return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, file: cached.path, size: cached.size, timings: {} };
     }
     return flight('transform', key, () => makeVariant(source, want, key));
   }

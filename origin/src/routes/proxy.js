@@ -67,6 +67,7 @@ export function proxyRoute({ images, config, metrics }) {
       });
       if (want.format === 'auto') res.vary('Accept');
       if (result.file) {
+        metrics.bytes.inc({ direction: 'out' }, result.size || 0);
         res.sendFile(result.file, { etag: false, lastModified: false, cacheControl: false }, (err) => err && next(err));
       } else {
         metrics.bytes.inc({ direction: 'out' }, /** @type {Buffer} */ (result.data).length);

@@ -1,0 +1,207 @@
+// The bad-input campaign: the corpus through the proxy and the upload routes, URL fuzzing of every route,
+// SSRF targets in every spelling (a canary server counts what reaches it), signature and HMAC tampering.
+// Expectation for every case: a 4xx JSON error or a correct image; never a 5xx, never a crash, never a
+// request to a forbidden address. Used by test/bad-input-campaign.test.js (asserting) and the bench (report).
+import http from 'node:http';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
+import { base58Url } from '@stack/lib';
+import { challengeHash } from '../origin/src/keys.js';
+import { sign } from '../purge-service/src/signature.js';
+import { decode } from '../test/support/images.js';
+import { buildCorpus } from './corpus.js';
+
+/** A server that must never be reached: it counts every request. */
+export async function startCanary() {
+  let hits = 0;
+  const server = http.createServer((_req, res) => {
+    hits += 1;
+    res.end('canary');
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(null)));
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+  return { port, hits: () => hits, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+/** Serves the corpus by name, as a remote site would (reached as "localhost", the one allowed private host). @param {import('./corpus.js').Case[]} cases @param {number} canaryPort */
+export async function startCorpusServer(cases, canaryPort) {
+  const byName = new Map(cases.map((entry) => [entry.name, entry]));
+  const server = http.createServer((req, res) => {
+    const name = decodeURIComponent((req.url || '/').slice(1));
+    if (name === 'redirect-to-canary') return res.writeHead(302, { location: `http://127.0.0.1:${canaryPort}/x.jpg` }).end();
+    const entry = byName.get(name);
+    if (!entry) return res.writeHead(404).end();
+    return res.writeHead(200, { 'content-type': entry.type, 'content-length': entry.body.length }).end(entry.body);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(null)));
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+  return { base: `http://localhost:${port}`, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+/** Random text from an alphabet, deterministic per seed. @param {number} seed @param {number} length @param {string} alphabet */
+function randomText(seed, length, alphabet) {
+  let state = seed;
+  let out = '';
+  for (let i = 0; i < length; i += 1) {
+    state = (state * 1103515245 + 12345) % 2 ** 31;
+    out += alphabet[state % alphabet.length];
+  }
+  return out;
+}
+
+/**
+ * @param {{ base: string, corpus: import('./corpus.js').Case[], corpusBase: string, canaryPort: number, uploadToken: string,
+ *   hmacKey: string, hiveKey: Uint8Array, account: string }} options
+ */
+export async function runCampaign({ base, corpus, corpusBase, canaryPort, uploadToken, hmacKey, hiveKey, account }) {
+  /** @type {Record<string, { cases: number, images: number, errors4xx: number, problems: string[] }>} */
+  const classes = {};
+  /**
+   * @param {string} klass @param {string} label @param {Response} response
+   * @param {{ expect?: 'image'|'error'|'either'|'any', width?: number, height?: number }} [want]
+   */
+  async function judge(klass, label, response, want = { expect: 'any' }) {
+    const entry = classes[klass] || (classes[klass] = { cases: 0, images: 0, errors4xx: 0, problems: [] });
+    entry.cases += 1;
+    const body = Buffer.from(await response.arrayBuffer());
+    const type = response.headers.get('content-type') || '';
+    if (response.status >= 500) return entry.problems.push(`${label}: ${response.status} ${body.toString().slice(0, 120)}`);
+    if (response.status >= 400) {
+      let name;
+      try {
+        name = JSON.parse(body.toString()).error?.name;
+      } catch {
+        name = null;
+      }
+      if (!type.startsWith('application/json') || !name) return entry.problems.push(`${label}: ${response.status} without a JSON error`);
+      if (want.expect === 'image') return entry.problems.push(`${label}: expected an image, got ${response.status} ${name}`);
+      entry.errors4xx += 1;
+      return undefined;
+    }
+    if (want.expect === 'error') return entry.problems.push(`${label}: expected a 4xx, got ${response.status}`);
+    if (response.status === 200 && type.startsWith('image/')) {
+      const info = await decode(body).catch(() => null);
+      if (!info) return entry.problems.push(`${label}: a ${type} that does not decode`);
+      if (want.width && (info.width !== want.width || info.height !== want.height)) return entry.problems.push(`${label}: ${info.width}×${info.height}, expected ${want.width}×${want.height}`);
+      entry.images += 1;
+    }
+    return undefined;
+  }
+  const get = (/** @type {string} */ path, /** @type {RequestInit} */ init = {}) => fetch(base + path, { redirect: 'manual', ...init });
+  const proxied = (/** @type {string} */ url, query = 'width=1000&height=1000&mode=fit') => `/p/${base58Url.encode(url)}?${query}`;
+
+  for (const entry of corpus) {
+    await judge(entry.class, `proxy ${entry.name}`, await get(proxied(`${corpusBase}/${entry.name}`)), entry);
+    const form = new FormData();
+    form.append('image_file', new Blob([new Uint8Array(entry.body)]), `${entry.name}.bin`);
+    const upload = await get('/upload', { method: 'POST', headers: { authorization: `Bearer ${uploadToken}` }, body: form });
+    await judge(`upload ${entry.class}`, `upload ${entry.name}`, upload.clone(), { expect: entry.expect === 'image' ? 'any' : entry.expect === 'error' ? 'error' : 'any' });
+    if (upload.status === 200) {
+      const { url } = /** @type {any} */ (await upload.json());
+      await judge(`upload ${entry.class}`, `served ${entry.name}`, await fetch(url));
+    }
+  }
+
+  const alphabet58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
+  for (let seed = 1; seed <= 40; seed += 1) await judge('fuzz /p/ base58', `/p/random ${seed}`, await get(`/p/${randomText(seed, 5 + (seed % 60), alphabet58)}?width=${seed}`));
+  for (let seed = 1; seed <= 40; seed += 1) {
+    const bytes = randomText(seed * 7, 1 + (seed % 40), '%0123456789abcdefABCDEF/._-~?&=#;:@!$\'()*+,');
+    await judge('fuzz paths', `path ${seed}`, await get(`/${bytes.replace(/#/g, '%23')}`));
+  }
+  for (const length of [2000, 7000, 20_000, 100_000]) await judge('fuzz overlong', `overlong ${length}`, await get(`/p/${'z'.repeat(length)}`));
+  const valid = `${corpusBase}/exif-orientation-1`;
+  for (const value of ['0', '-1', '1', '8000', '8001', '99999999', '999999999999', '1e3', 'NaN', '0x10', ' 5', '５', '', '1.5', '%00']) {
+    await judge('fuzz dimensions', `width=${value}`, await get(`/p/${base58Url.encode(valid)}?width=${encodeURIComponent(value)}&height=${encodeURIComponent(value)}`));
+  }
+  for (const query of ['mode=zoom', 'mode=', 'format=bmp', 'format=AVIF', 'format[]=png', 'width=10&width=20', 'mode=cover&mode=fit']) {
+    await judge('fuzz parameters', query, await get(`/p/${base58Url.encode(valid)}?${query}`));
+  }
+  for (const path of ['/0x0/', '/99999x99999/http://x', '/1x1/javascript:alert(1)', '/10x10/%00', '/u/../avatar', '/u/alice/avatar/../../etc', '/u/alice/avatar/huge', `/u/${'a'.repeat(300)}/avatar`, '/u/%00/cover',
+    '/..%2f..%2fetc%2fpasswd', '/%2e%2e/%2e%2e/', '/DQm%00', '/.env', '/.git/config', '/healthz/../admin']) {
+    await judge('fuzz routes', path, await get(path));
+  }
+
+  const port = canaryPort;
+  const ssrf = [`http://127.0.0.1:${port}/`, `http://127.1:${port}/`, `http://0x7f000001:${port}/`, `http://2130706433:${port}/`, `http://0177.0.0.1:${port}/`,
+    `http://127.000.000.001:${port}/`, `http://[::ffff:127.0.0.1]:${port}/`, `http://[::ffff:7f00:1]:${port}/`, `http://[0:0:0:0:0:ffff:127.0.0.1]:${port}/`, `http://[::1]:${port}/`,
+    `http://0.0.0.0:${port}/`, `http://0:${port}/`, `http://localhost.:${port}/`, `http://LOCALHOST.:${port}/`, `http://169.254.169.254/latest/meta-data/`, `http://[fd00:ec2::254]/`,
+    `http://100.100.100.200/`, `http://10.0.0.1/`, `http://192.168.1.1/`, `http://[fe80::1]/`, `http://[64:ff9b::7f00:1]:${port}/`, `${corpusBase}/redirect-to-canary`,
+    `http://user:pass@127.0.0.1:${port}/`, `file:///etc/passwd`, `gopher://127.0.0.1:${port}/`, `ftp://127.0.0.1:${port}/`];
+  for (const target of ssrf) {
+    await judge('ssrf', target, await get(proxied(target, 'width=10')), { expect: 'error' });
+    await judge('ssrf', `legacy ${target}`, await get(`/10x10/${target}`));
+  }
+
+  const image = corpus.find((entry) => entry.name === 'exif-orientation-1')?.body || Buffer.alloc(0);
+  const digest = challengeHash().update(image).digest();
+  const good = secp256k1.sign(digest, hiveKey, { prehash: false, format: 'recovered' });
+  const hiveSignature = Buffer.concat([Buffer.from([good[0] + 31]), good.subarray(1)]);
+  const tamper = (/** @type {number} */ at) => {
+    const copy = Buffer.from(hiveSignature);
+    copy[at] ^= 0x01;
+    return copy.toString('hex');
+  };
+  for (const [label, signature] of [['flipped r', tamper(5)], ['flipped s', tamper(40)], ['bad recovery byte', `00${hiveSignature.subarray(1).toString('hex')}`], ['short', hiveSignature.toString('hex').slice(0, 128)], ['not hex', 'zz'.repeat(65)], ['empty-ish', '0'.repeat(130)]]) {
+    const form = new FormData();
+    form.append('image_file', new Blob([new Uint8Array(image)]), 'x.jpg');
+    await judge('signature tampering', label, await get(`/${account}/${signature}`, { method: 'POST', body: form }), { expect: 'error' });
+  }
+  const body = JSON.stringify({ account });
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const mac = sign(hmacKey, timestamp, Buffer.from(body));
+  const hook = (/** @type {string} */ sent, /** @type {Record<string, string>} */ headers) => get('/hooks/avatar', { method: 'POST', body: sent, headers: { 'content-type': 'application/json', ...headers } });
+  for (const [label, sent, headers] of /** @type {Array<[string, string, Record<string, string>]>} */ ([
+    ['no signature', body, { 'x-timestamp': timestamp }],
+    ['flipped body', body.replace(account, `${account.slice(0, -1)}x`), { 'x-timestamp': timestamp, 'x-signature': `sha256=${mac}` }],
+    ['flipped mac', body, { 'x-timestamp': timestamp, 'x-signature': `sha256=${mac.replace(/^./, (c) => (c === '0' ? '1' : '0'))}` }],
+    ['moved timestamp', body, { 'x-timestamp': String(Number(timestamp) + 1), 'x-signature': `sha256=${mac}` }],
+    ['old timestamp', body, { 'x-timestamp': String(Number(timestamp) - 86400), 'x-signature': `sha256=${sign(hmacKey, String(Number(timestamp) - 86400), Buffer.from(body))}` }],
+    ['sha1 label', body, { 'x-timestamp': timestamp, 'x-signature': `sha1=${mac}` }],
+    ['huge body', 'x'.repeat(100_000), { 'x-timestamp': timestamp, 'x-signature': `sha256=${mac}` }],
+  ])) {
+    await judge('hmac tampering', label, await hook(sent, headers), { expect: 'error' });
+  }
+  return classes;
+}
+
+/** A stack and its stand-ins ready for the campaign: canary, corpus site (as "localhost"), a Hive node with the account. */
+export async function startCampaign() {
+  const { startStack } = await import('../test/support/stack.js');
+  const { startHiveNode } = await import('../test/support/hive-node.js');
+  const { publicKeyString } = await import('../origin/src/hive-auth.js');
+  const key = secp256k1.keygen();
+  const canary = await startCanary();
+  const corpus = await buildCorpus();
+  const site = await startCorpusServer(corpus, canary.port);
+  const hive = await startHiveNode();
+  const authority = { weight_threshold: 1, account_auths: [], key_auths: [[publicKeyString(key.publicKey), 1]] };
+  hive.setAccount({ name: 'campaign', posting: authority, active: authority, json_metadata: '', posting_json_metadata: '' });
+  const stack = await startStack({
+    UPLOAD_TOKENS: 'campaign', PURGE_HMAC_KEYS: 'campaign-key', HIVE_API_URLS: hive.url, LOG_LEVEL: 'warn',
+    FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000',
+  });
+  return {
+    stack,
+    canary,
+    run: () => runCampaign({ base: stack.base, corpus, corpusBase: site.base, canaryPort: canary.port, uploadToken: 'campaign', hmacKey: 'campaign-key', hiveKey: key.secretKey, account: 'campaign' }),
+    async stop() {
+      await stack.stop();
+      await Promise.all([canary.close(), site.close(), hive.close()]);
+    },
+  };
+}
+
+export async function benchBadInput() {
+  const campaign = await startCampaign();
+  try {
+    const classes = await campaign.run();
+    const rows = Object.entries(classes).map(([name, entry]) => [name, entry.cases, entry.images, entry.errors4xx, entry.problems.length]);
+    return {
+      classes, canaryHits: campaign.canary.hits(),
+      sections: [{ heading: 'Bad-input campaign (expectation: a 4xx JSON error or a correct image; never a 5xx, a crash or a forbidden request)',
+        text: `Requests that reached the canary (forbidden addresses): ${campaign.canary.hits()}.`,
+        table: { columns: ['class', 'cases', 'correct images', '4xx JSON errors', 'problems'], rows } }],
+    };
+  } finally {
+    await campaign.stop();
+  }
+}

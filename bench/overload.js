@@ -1,0 +1,105 @@
+// Overload: 10× the transform capacity with 24-megapixel sources, while cache hits and avatar redirects are
+// measured alongside. Shared by test/chaos.test.js (short, asserting) and the benchmark (60 s, reported).
+import fs from 'node:fs';
+import sharp from 'sharp';
+import { Pool } from 'undici';
+import { base58Url } from '@stack/lib';
+import { metricValue } from '../test/support/metrics.js';
+import { photo, solid } from '../test/support/images.js';
+import { waitFor } from '../test/support/ports.js';
+import { startStack } from '../test/support/stack.js';
+import { machine, percentile, sampleRss, writeReport } from './lib.js';
+
+/** @param {string} base @param {Buffer} body @param {string} name @param {string} token */
+export async function uploadTo(base, body, name, token) {
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(body)]), name);
+  const response = await fetch(`${base}/upload`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+  if (response.status !== 200) throw new Error(`upload answered ${response.status}: ${await response.text()}`);
+  return /** @type {{ url: string }} */ (await response.json()).url;
+}
+
+/**
+ * @param {Awaited<ReturnType<typeof startStack>>} stack a stack with UPLOAD_TOKENS=<token> and the rate limit lifted
+ * @param {{ seconds: number, token: string }} options
+ */
+export async function runOverload(stack, { seconds, token }) {
+  const big = await sharp(photo('Path', '1920x1080')).resize(6000, 4000, { fit: 'fill' }).jpeg({ quality: 90 }).toBuffer();
+  const sources = [await uploadTo(stack.base, big, 'big-0.jpg', token), await uploadTo(stack.base, Buffer.concat([big, Buffer.from([0])]), 'big-1.jpg', token)];
+  const hit = await uploadTo(stack.base, await solid(64, 64, 'png'), 'hit.png', token);
+  await fetch(hit).then((r) => r.arrayBuffer());
+  await fetch(`${stack.base}/u/overload-user/avatar`, { redirect: 'manual' });
+  const path = (/** @type {string} */ url, /** @type {string} */ query) => `/p/${base58Url.encode(url)}?${query}`;
+  const pool = new Pool(stack.base, { connections: 512 });
+  const send = async (/** @type {string} */ target) => {
+    const sent = performance.now();
+    const response = await pool.request({ method: 'GET', path: target });
+    await response.body.dump();
+    return { status: response.statusCode, ms: performance.now() - sent, retryAfter: /** @type {string | undefined} */ (response.headers['retry-after']) };
+  };
+  const probeStart = performance.now();
+  await Promise.all(Array.from({ length: 8 }, (_, i) => send(path(sources[i % 2], `width=${400 + i}&format=jpeg`))));
+  const capacity = 8 / ((performance.now() - probeStart) / 1000);
+  const rate = Math.ceil(capacity * 10);
+  const { stdout } = await stack.ctl('pid', 'origin');
+  const rss = sampleRss(Number(String(stdout).trim()));
+  /** @type {{ transforms: Array<{ status: number, ms: number, retryAfter?: string }>, hits: number[], avatars: number[] }} */
+  const results = { transforms: [], hits: [], avatars: [] };
+  const started = performance.now();
+  const fastPaths = (async () => {
+    while (performance.now() - started < seconds * 1000) {
+      results.hits.push((await send(new URL(hit).pathname)).ms);
+      results.avatars.push((await send('/u/overload-user/avatar')).ms);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  const inFlight = [];
+  let sent = 0;
+  while (performance.now() - started < seconds * 1000) {
+    const due = Math.floor(((performance.now() - started) / 1000) * rate);
+    for (; sent < due; sent += 1) inFlight.push(send(path(sources[sent % 2], `width=${500 + sent}&format=jpeg`)).then((result) => results.transforms.push(result)));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  await fastPaths;
+  await Promise.all(inFlight);
+  const peakRss = rss.stop();
+  const drainStart = performance.now();
+  await waitFor(async () => await metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_queue_depth') === 0, 30_000, 'the queue drains');
+  const drainMs = performance.now() - drainStart;
+  const after = await send(path(sources[0], 'width=77'));
+  await pool.close();
+  const rejected = results.transforms.filter((result) => result.status === 503);
+  const served = results.transforms.filter((result) => result.status === 200);
+  return {
+    seconds, capacity, rate, sent: results.transforms.length, served: served.length, rejected: rejected.length,
+    other: results.transforms.length - served.length - rejected.length,
+    rejectionsWithRetryAfter: rejected.filter((result) => result.retryAfter).length,
+    rejectionP99: percentile(rejected.map((result) => result.ms), 0.99), servedP99: percentile(served.map((result) => result.ms), 0.99),
+    hitP99: percentile(results.hits, 0.99), avatarP99: percentile(results.avatars, 0.99), peakRss, drainMs, afterStatus: after.status,
+  };
+}
+
+export async function benchOverload() {
+  const stack = await startStack({ UPLOAD_TOKENS: 'overload', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', LOG_LEVEL: 'warn' });
+  try {
+    const result = await runOverload(stack, { seconds: 60, token: 'overload' });
+    return {
+      ...result,
+      sections: [{
+        heading: 'Overload: 10× the transform capacity for 60 s with 24-megapixel sources (targets: RSS < 512 MB, rejection p99 < 50 ms, hits and avatars p99 < 10 ms, the queue drains)',
+        table: {
+          columns: ['capacity /s', 'offered /s', 'sent', 'served', '503s (with Retry-After)', 'other', '503 p99 ms', 'served p99 ms', 'cache hit p99 ms', 'avatar p99 ms', 'origin peak RSS MB', 'drain ms', 'after'],
+          rows: [[result.capacity, result.rate, result.sent, result.served, `${result.rejected} (${result.rejectionsWithRetryAfter})`, result.other, result.rejectionP99, result.servedP99, result.hitP99, result.avatarP99, result.peakRss, result.drainMs, result.afterStatus]],
+        },
+      }],
+    };
+  } finally {
+    await stack.stop();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const result = await benchOverload();
+  const file = writeReport('overload', { title: 'bench/overload', command: 'node bench/overload.js', machine: await machine(), sections: result.sections, data: result });
+  process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
+}

@@ -1,0 +1,134 @@
+// Faults and overload against a real stack, bounded in time: origin SIGKILLed mid-load, Redis killed,
+// varnish restarted (coalescing), and 10× the transform capacity. The 60 s overload is bench/overload.js.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { base58Url } from '@stack/lib';
+import { sign } from '../purge-service/src/signature.js';
+import { runOverload } from '../bench/overload.js';
+import { solid } from './support/images.js';
+import { metricValue } from './support/metrics.js';
+import { waitFor } from './support/ports.js';
+import { startStack } from './support/stack.js';
+
+/** @type {Awaited<ReturnType<typeof startStack>>} */
+let stack;
+
+before(async () => {
+  // the per-client limit is lifted: here one test process stands for many clients
+  stack = await startStack({ UPLOAD_TOKENS: 'chaos', PURGE_HMAC_KEYS: 'chaos-key', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000' });
+});
+after(() => stack?.stop());
+
+/** @param {Buffer} body @param {string} name */
+async function upload(body, name) {
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(body)]), name);
+  const response = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer chaos' }, body: form });
+  assert.equal(response.status, 200, await response.clone().text());
+  return /** @type {{ url: string }} */ (await response.json()).url;
+}
+
+const originMetrics = () => `http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`;
+const variant = (/** @type {string} */ url, /** @type {string} */ query) => `${stack.base}/p/${base58Url.encode(url)}?${query}`;
+
+/** @param {string} url */
+async function get(url, /** @type {RequestInit} */ init = {}) {
+  const started = performance.now();
+  const response = await fetch(url, init);
+  const body = await response.arrayBuffer();
+  return { status: response.status, ms: performance.now() - started, response, body };
+}
+
+test('origin SIGKILLed mid-load: cached images never fail, uncached ones get clean 503s, recovery within 10 s', async () => {
+  const cached = await upload(await solid(120, 80, 'jpeg'), 'cached.jpg');
+  assert.equal((await get(cached)).status, 200);
+  const source = await upload(await solid(900, 600, 'jpeg'), 'source.jpg');
+  let stop = false;
+  const cachedStatuses = [];
+  const uncachedStatuses = [];
+  let width = 100;
+  const cachedLoop = (async () => { while (!stop) cachedStatuses.push((await get(cached)).status); })();
+  const uncachedLoop = (async () => { while (!stop) uncachedStatuses.push({ at: performance.now(), ...(await get(variant(source, `width=${width++}`))) }); })();
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const killedAt = performance.now();
+  await stack.ctl('signal', 'KILL', 'origin');
+  await waitFor(async () => uncachedStatuses.some((entry) => entry.at > killedAt && entry.status === 503), 10_000, 'a 503 while the origin is down');
+  await waitFor(async () => uncachedStatuses.some((entry) => entry.at > killedAt && entry.status === 200 && uncachedStatuses.some((e) => e.status === 503 && e.at < entry.at)), 15_000, 'recovery');
+  const recovered = uncachedStatuses.find((entry) => entry.at > killedAt && entry.status === 200 && uncachedStatuses.some((e) => e.status === 503 && e.at < entry.at));
+  stop = true;
+  await Promise.all([cachedLoop, uncachedLoop]);
+  assert.ok(cachedStatuses.length > 50 && cachedStatuses.every((status) => status === 200), `cached: ${[...new Set(cachedStatuses)]}`);
+  const down = uncachedStatuses.filter((entry) => entry.status !== 200);
+  assert.ok(down.every((entry) => entry.status === 503 && JSON.parse(Buffer.from(entry.body).toString()).error.name === 'service_unavailable'), `uncached while down: ${[...new Set(down.map((entry) => entry.status))]}`);
+  const recoveryMs = /** @type {any} */ (recovered).at - killedAt;
+  assert.ok(recoveryMs < 10_000, `recovered after ${recoveryMs} ms`);
+  process.stdout.write(`# origin SIGKILL: ${down.length} clean 503s, recovered after ${(recoveryMs / 1000).toFixed(1)} s, ${cachedStatuses.length} cached answers all 200\n`);
+});
+
+test('Redis killed: images keep serving, avatars degrade, webhooks answer 503, and nothing acknowledged is lost', async () => {
+  const image = await upload(await solid(70, 70, 'png'), 'redis.png');
+  await get(image);
+  const { Redis } = await import('ioredis');
+  const redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1', { maxRetriesPerRequest: null });
+  redis.on('error', () => {});
+  const accounts = Array.from({ length: 20 }, (_, i) => `kept-${i}`);
+  const location = async (/** @type {string} */ account) => (await fetch(`${stack.base}/u/${account}/avatar`, { redirect: 'manual' })).headers.get('location');
+  for (const account of accounts) await redis.hset(`avatar:local:${account}`, 'avatar', `https://img.example/${account}-old.png`);
+  const old = await Promise.all(accounts.map(location));
+  for (const account of accounts) await redis.hset(`avatar:local:${account}`, 'avatar', `https://img.example/${account}-new.png`);
+  const webhook = (/** @type {string} */ account) => {
+    const body = JSON.stringify({ account });
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    return fetch(`${stack.base}/hooks/avatar`, { method: 'POST', body, headers: { 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('chaos-key', timestamp, Buffer.from(body))}` } });
+  };
+  const answers = await Promise.all(accounts.map(webhook));
+  assert.deepEqual([...new Set(answers.map((answer) => answer.status))], [202]);
+  await stack.ctl('signal', 'KILL', 'redis'); // right after the 202s: whatever was acknowledged must survive
+  await stack.ctl('stop', 'redis');
+  try {
+    assert.equal((await get(image)).status, 200, 'a cached image');
+    assert.equal((await get(variant(image, 'width=33'))).status, 200, 'a new variant of an upload needs no Redis');
+    const avatar = await fetch(`${stack.base}/u/nobody-known/avatar`, { redirect: 'manual' });
+    assert.equal(avatar.status, 302, 'the resolver degrades to the default avatar');
+    assert.equal(avatar.headers.get('cache-control'), 'public, max-age=60, s-maxage=60');
+    const refused = await webhook('during-outage');
+    assert.equal(refused.status, 503);
+    assert.ok(refused.headers.get('retry-after'));
+  } finally {
+    await stack.ctl('start', 'redis');
+  }
+  try {
+    await waitFor(async () => {
+      const now = await Promise.all(accounts.map(location));
+      return now.every((target, i) => target !== old[i]);
+    }, 30_000, 'every acknowledged change visible through varnish after Redis came back');
+    assert.equal(await redis.xlen('purge:dead'), 0);
+  } finally {
+    redis.disconnect();
+  }
+});
+
+test('varnish restarted: concurrent misses for one URL reach the origin once', async () => {
+  const image = await upload(await solid(640, 480, 'jpeg'), 'herd.jpg');
+  await stack.ctl('restart', 'varnish');
+  await waitFor(async () => (await fetch(`${stack.base}/healthz`)).status === 200, 15_000, 'varnish back');
+  const before = await metricValue(originMetrics(), 'http_request_duration_seconds_count', { route: 'proxy' });
+  const url = variant(image, 'width=321');
+  const answers = await Promise.all(Array.from({ length: 50 }, () => get(url)));
+  assert.deepEqual([...new Set(answers.map((answer) => answer.status))], [200]);
+  const afterCount = await metricValue(originMetrics(), 'http_request_duration_seconds_count', { route: 'proxy' });
+  assert.equal(afterCount - before, 1, 'varnish coalesced 50 misses into one origin request');
+});
+
+test('overload at 10× the transform capacity: fast 503s, flat memory, the fast paths unharmed, the queue drains', async () => {
+  const result = await runOverload(stack, { seconds: 12, token: 'chaos' });
+  process.stdout.write(`# overload ${JSON.stringify(result)}\n`);
+  assert.equal(result.other, 0, 'only 200s and 503s');
+  assert.ok(result.rejected > result.sent / 2, `most of the excess refused: ${result.rejected} of ${result.sent}`);
+  assert.equal(result.rejectionsWithRetryAfter, result.rejected, 'every 503 says when to retry');
+  assert.ok(result.rejectionP99 < 50, `rejection p99 ${result.rejectionP99} ms`);
+  assert.ok(result.peakRss < 512, `origin RSS ${result.peakRss} MB`);
+  assert.ok(result.hitP99 < 10, `cache hit p99 ${result.hitP99} ms`);
+  assert.ok(result.avatarP99 < 10, `avatar p99 ${result.avatarP99} ms`);
+  assert.equal(result.afterStatus, 200, 'new work is served again once the queue drained');
+});
