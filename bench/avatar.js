@@ -23,6 +23,9 @@ export async function benchAvatar() {
     redis.disconnect();
     direct = [];
     edge = [];
+    // one short warm-up of each path first: the first seconds measure V8's JIT, not the service
+    wrk({ url: `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}`, connections: 32, seconds: 2, script });
+    wrk({ url: stack.base, connections: 32, seconds: 2, script });
     for (let repeat = 0; repeat < (quick ? 1 : 3); repeat += 1) {
       direct.push(wrk({ url: `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}`, connections: 32, seconds: quick ? 3 : 8, script }));
       edge.push(wrk({ url: stack.base, connections: 32, seconds: quick ? 3 : 8, script }));

@@ -77,8 +77,9 @@ export function sampleRss(pid) {
     }
   };
   read();
+  const start = Math.round(peak);
   const timer = setInterval(read, 20);
-  return { stop: () => { clearInterval(timer); read(); return Math.round(peak); }, reset: () => { peak = 0; } };
+  return { start, stop: () => { clearInterval(timer); read(); return Math.round(peak); }, reset: () => { peak = 0; } };
 }
 
 /** Runs wrk and parses its summary. @param {{ url: string, connections: number, seconds: number, threads?: number, script?: string }} options */

@@ -39,7 +39,7 @@ async function get(url, /** @type {RequestInit} */ init = {}) {
   return { status: response.status, ms: performance.now() - started, response, body };
 }
 
-test('origin SIGKILLed mid-load: cached images never fail, uncached ones get clean 503s, recovery within 10 s', async () => {
+test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200 or a clean 503, recovery within 10 s', async () => {
   const cached = await upload(await solid(120, 80, 'jpeg'), 'cached.jpg');
   assert.equal((await get(cached)).status, 200);
   const source = await upload(await solid(900, 600, 'jpeg'), 'source.jpg');
@@ -48,21 +48,36 @@ test('origin SIGKILLed mid-load: cached images never fail, uncached ones get cle
   const uncachedStatuses = [];
   let width = 100;
   const cachedLoop = (async () => { while (!stop) cachedStatuses.push((await get(cached)).status); })();
-  const uncachedLoop = (async () => { while (!stop) uncachedStatuses.push({ at: performance.now(), ...(await get(variant(source, `width=${width++}`))) }); })();
+  const uncachedLoop = (async () => {
+    while (!stop) {
+      const at = performance.now();
+      const result = await get(variant(source, `width=${width++}`));
+      uncachedStatuses.push({ at, done: performance.now(), ...result });
+    }
+  })();
   await new Promise((resolve) => setTimeout(resolve, 500));
   const killedAt = performance.now();
-  await stack.ctl('signal', 'KILL', 'origin');
-  await waitFor(async () => uncachedStatuses.some((entry) => entry.at > killedAt && entry.status === 503), 10_000, 'a 503 while the origin is down');
-  await waitFor(async () => uncachedStatuses.some((entry) => entry.at > killedAt && entry.status === 200 && uncachedStatuses.some((e) => e.status === 503 && e.at < entry.at)), 15_000, 'recovery');
-  const recovered = uncachedStatuses.find((entry) => entry.at > killedAt && entry.status === 200 && uncachedStatuses.some((e) => e.status === 503 && e.at < entry.at));
-  stop = true;
-  await Promise.all([cachedLoop, uncachedLoop]);
+  /** @type {any} */
+  let recovered;
+  try {
+    await stack.ctl('signal', 'KILL', 'origin');
+    // supervisord restarts it and haproxy retries the connection: the gap may close without a single 503
+    await waitFor(async () => {
+      recovered = uncachedStatuses.find((entry) => entry.at > killedAt + 50 && entry.status === 200);
+      return recovered && (await stack.ctl('pid', 'origin')).stdout.trim() !== '0';
+    }, 15_000, 'recovery');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  } finally {
+    stop = true;
+    await Promise.all([cachedLoop, uncachedLoop]);
+  }
   assert.ok(cachedStatuses.length > 50 && cachedStatuses.every((status) => status === 200), `cached: ${[...new Set(cachedStatuses)]}`);
   const down = uncachedStatuses.filter((entry) => entry.status !== 200);
+  assert.ok(uncachedStatuses.some((entry) => entry.at > killedAt), 'requests were made across the kill');
   assert.ok(down.every((entry) => entry.status === 503 && JSON.parse(Buffer.from(entry.body).toString()).error.name === 'service_unavailable'), `uncached while down: ${[...new Set(down.map((entry) => entry.status))]}`);
-  const recoveryMs = /** @type {any} */ (recovered).at - killedAt;
+  const recoveryMs = recovered.done - killedAt;
   assert.ok(recoveryMs < 10_000, `recovered after ${recoveryMs} ms`);
-  process.stdout.write(`# origin SIGKILL: ${down.length} clean 503s, recovered after ${(recoveryMs / 1000).toFixed(1)} s, ${cachedStatuses.length} cached answers all 200\n`);
+  process.stdout.write(`# origin SIGKILL: ${down.length} clean 503s, first new variant served ${(recoveryMs / 1000).toFixed(1)} s after the kill, ${cachedStatuses.length} cached answers all 200\n`);
 });
 
 test('Redis killed: images keep serving, avatars degrade, webhooks answer 503, and nothing acknowledged is lost', async () => {

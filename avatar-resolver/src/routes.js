@@ -44,7 +44,7 @@ export function imageRedirect({ resolver, config, metrics }) {
       const location = kind === 'cover'
         ? target(mapping.cover, COVER_SIZE.width, COVER_SIZE.height)
         : target(mapping.avatar, pixels, pixels);
-      res.redirect(302, location);
+      res.status(302).set('Location', location).end();
     } catch (err) {
       next(err);
     }

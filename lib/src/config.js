@@ -3,7 +3,7 @@
 
 /**
  * @typedef {'string'|'int'|'number'|'bool'|'list'|'url'|'bytes'} SettingType
- * @typedef {{ name: string, type: SettingType, default: string, doc: string, choices?: string[], secret?: boolean, min?: number }} Setting
+ * @typedef {{ name: string, type: SettingType, default: string, doc: string, choices?: string[], secret?: boolean, min?: number, max?: number }} Setting
  */
 
 /** @param {string} text */
@@ -32,6 +32,7 @@ function parseValue(setting, raw) {
       if (!Number.isFinite(value)) fail(`expected ${setting.type === 'bytes' ? 'a size like 15mb' : 'a number'}`);
       if (setting.type === 'int' && !Number.isInteger(value)) fail('expected an integer');
       if (setting.min !== undefined && value < setting.min) fail(`must be at least ${setting.min}`);
+      if (setting.max !== undefined && value > setting.max) fail(`must be at most ${setting.max}`);
       return value;
     }
     case 'bool':

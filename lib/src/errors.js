@@ -30,6 +30,9 @@ export function toHttpError(err) {
   const anyErr = /** @type {any} */ (err);
   if (anyErr && anyErr.type === 'entity.too.large') return new HttpError(413, 'payload_too_large', { limit: anyErr.limit });
   if (anyErr && anyErr.type === 'entity.parse.failed') return new HttpError(400, 'invalid_json');
+  // express marks what the client got wrong, e.g. a path segment that is not valid percent-encoding
+  if (err instanceof URIError) return new HttpError(400, 'invalid_path', { reason: 'malformed percent-encoding' });
+  if (anyErr && Number.isInteger(anyErr.status) && anyErr.status >= 400 && anyErr.status < 500) return new HttpError(anyErr.status, 'bad_request');
   return new HttpError(500, 'internal_error');
 }
 
@@ -41,7 +44,8 @@ export function toHttpError(err) {
 export function errorHandler(errorCacheControl = 'no-store') {
   return (err, req, res, _next) => {
     const httpError = toHttpError(err);
-    if (httpError.status >= 500 && !(err instanceof HttpError)) req.log?.error({ err }, 'unhandled error');
+    // logged with the request (requestLogger) as an error line carrying the request id
+    if (httpError.status >= 500 && !(err instanceof HttpError)) res.locals.error = String(/** @type {any} */ (err)?.stack || err);
     if (res.headersSent) {
       res.destroy();
       return;

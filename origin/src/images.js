@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import { HttpError, base58Url } from '@stack/lib';
 import { isKey, sha256Hex } from './keys.js';
+import { TransformQueue } from './queue.js';
 import { plan, probe, transform } from './transform.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
@@ -121,6 +122,8 @@ export function createImages(deps) {
 
   /** @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>} */
   async function makeVariant(source, want, key) {
+    // refused before any fetch, stat or probe: under overload a refusal must stay cheap
+    if (queue.full) throw TransformQueue.overloaded();
     /** @type {Timings} */
     const timings = {};
     const file = await original(source, timings);

@@ -23,6 +23,16 @@ export class TransformQueue {
     return this.small.length + this.large.length;
   }
 
+  /** True when a new task would be refused: checked before any I/O, so a refusal costs nothing. */
+  get full() {
+    return this.running >= this.concurrency && this.depth >= this.maxQueued;
+  }
+
+  /** The 503 a refused task gets. */
+  static overloaded() {
+    return new HttpError(503, 'overloaded', { reason: 'transform_queue_full' }, { 'Retry-After': '2' });
+  }
+
   /**
    * @template T
    * @param {() => Promise<T>} task
@@ -32,9 +42,7 @@ export class TransformQueue {
   async run(task, small) {
     const queuedAt = performance.now();
     if (this.running >= this.concurrency) {
-      if (this.depth >= this.maxQueued) {
-        throw new HttpError(503, 'overloaded', { reason: 'transform_queue_full' }, { 'Retry-After': '2' });
-      }
+      if (this.depth >= this.maxQueued) throw TransformQueue.overloaded();
       await new Promise((resolve) => {
         (small ? this.small : this.large).push(() => resolve(null));
         this.onChange(this);

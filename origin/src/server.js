@@ -10,6 +10,7 @@ import { createFetcher } from './fetch.js';
 import { createHiveAuth } from './hive-auth.js';
 import { createImages } from './images.js';
 import { createOriginMetrics } from './metrics.js';
+import { lowerWorkerPriority } from './nice.js';
 import { TransformQueue } from './queue.js';
 import { createSingleFlight } from './single-flight.js';
 import { FsStore } from './store/fs.js';
@@ -53,12 +54,14 @@ await runService({
     const failures = new FailureCache(redis, { permanentTtl: config.FAILURE_TTL_PERMANENT_S, transientTtl: config.FAILURE_TTL_TRANSIENT_S });
     const flight = createSingleFlight((kind) => metrics.joins.inc({ kind }));
     const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics });
+    const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifyUpload = createHiveAuth(hive);
     const app = createApp({ config, logger, registry, images, store, metrics, redis, verifyUpload, version });
     return {
       app,
       async close() {
+        priority.stop();
         await fetcher.close();
         redis.disconnect();
       },

@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises';
 import sharp from 'sharp';
 import { HttpError } from '@stack/lib';
 
@@ -41,6 +42,7 @@ export async function probe(file, limits) {
   if (width * frameHeight * frames > limits.maxPixels) {
     throw new HttpError(400, 'image_too_large', { width, height: frameHeight, frames, limit_pixels: limits.maxPixels });
   }
+  if (meta.format === 'gif' && !(await endsWithGifTrailer(file))) throw corrupt();
   const swap = (meta.orientation || 1) >= 5;
   return {
     format: meta.format,
@@ -52,6 +54,40 @@ export async function probe(file, limits) {
     isPalette: Boolean(meta.isPalette),
     isAvif: meta.format === 'heif' && meta.compression === 'av1',
   };
+}
+
+const corrupt = () => new HttpError(400, 'invalid_image', { reason: 'corrupt or truncated image' });
+
+/**
+ * libvips decodes a cut GIF without a word (the frames found so far): a complete one ends with the trailer
+ * byte 0x3B, possibly followed by zero padding. @param {string} file
+ */
+async function endsWithGifTrailer(file) {
+  const handle = await fs.open(file, 'r');
+  try {
+    const { size } = await handle.stat();
+    const tail = Buffer.alloc(Math.min(size, 64));
+    await handle.read(tail, 0, tail.length, size - tail.length);
+    let end = tail.length - 1;
+    while (end >= 0 && tail[end] === 0) end -= 1;
+    return end >= 0 && tail[end] === 0x3b;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Decodes every pixel of every frame (at a reduced size, so JPEG decodes at 1/8 scale) and fails on a
+ * truncated or corrupt stream. For uploads: what is stored under a key must be a whole image.
+ * @param {string} file @param {SourceInfo} info
+ */
+export async function verify(file, info) {
+  try {
+    await sharp(file, { failOn: 'truncated', animated: info.frames > 1, limitInputPixels: false, sequentialRead: true })
+      .resize(64, 64, { fit: 'inside' }).raw().toBuffer();
+  } catch {
+    throw corrupt();
+  }
 }
 
 /**
@@ -120,7 +156,7 @@ export async function transform(file, p, options) {
   } catch (err) {
     const message = String(/** @type {Error} */ (err).message);
     if (/timeout/i.test(message)) throw new HttpError(503, 'transform_timeout', {}, { 'Retry-After': '5' });
-    throw new HttpError(400, 'invalid_image', { reason: 'corrupt or truncated image' });
+    throw corrupt();
   }
 }
 

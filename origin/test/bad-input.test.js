@@ -112,6 +112,8 @@ test('keys with path tricks are 404s; unknown methods 405; all JSON', async () =
   for (const path of ['/..%2f..%2fetc%2fpasswd', '/%2e%2e/%2e%2e/etc/passwd', '/DQm..%00/x', '/favicon.ico', `/${'D'.repeat(300)}`]) {
     await expectError(origin.base + path, 404, 'not_found');
   }
+  // not valid percent-encoding: the client's mistake, never a 500
+  for (const path of ["/%93'4", '/%E0%A4%A/x', '/p/%ZZ']) await expectError(origin.base + path, 400, 'invalid_path');
   const response = await expectError(`${origin.base}/p/abc`, 405, 'method_not_allowed', { method: 'DELETE' });
   assert.equal(response.headers.get('allow'), 'GET, HEAD, POST');
   await stillServing();
@@ -142,5 +144,13 @@ test('uploads: 411 without a length, 413 before reading an oversized body, 401 w
   const text = await tokenUpload(origin.base, Buffer.from('hello world, not an image'), 'a.jpg');
   assert.equal(text.status, 400);
   assert.equal((await jsonError(text)).name, 'invalid_image');
+  // only the header of these is whole: what is stored under a key must decode to the last byte
+  const jpeg = await solid(200, 150, 'jpeg');
+  const gif = await animated(64, 48, 3, 'gif');
+  for (const [name, body] of /** @type {Array<[string, Buffer]>} */ ([['cut.jpg', jpeg.subarray(0, Math.floor(jpeg.length * 0.9))], ['cut.gif', gif.subarray(0, Math.floor(gif.length * 0.9))]])) {
+    const cut = await tokenUpload(origin.base, body, name);
+    assert.equal(cut.status, 400, name);
+    assert.deepEqual(await jsonError(cut), { name: 'invalid_image', info: { reason: 'corrupt or truncated image' } });
+  }
   await stillServing();
 });

@@ -6,7 +6,7 @@ import { Transform } from 'node:stream';
 import busboy from 'busboy';
 import { HttpError, isAccountName } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
-import { probe } from '../transform.js';
+import { probe, verify } from '../transform.js';
 
 /** Checks the declared length before reading a byte: 411 without one, 413 when too big. @param {import('express').Request} req @param {number} maxBytes */
 function checkLength(req, maxBytes) {
@@ -97,6 +97,7 @@ async function acceptUpload(deps, kind, authorise, req, res) {
     const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath });
     const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES });
     await authorise(file.digest);
+    await verify(tempPath, info); // after authorisation: only a known uploader spends a decode
     const key = keyFromDigest(file.digest);
     await store.put(key, tempPath);
     metrics.uploads.inc({ kind });
