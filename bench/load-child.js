@@ -1,6 +1,8 @@
 // A load generator in its own process, so that what it measures is not delayed by another generator's event
 // loop: `open` sends requests at a fixed rate whatever the answers (the flood), `probe` sends one request
-// at a time with a pause between them (a user on the fast path). Started by runChild(); prints one JSON line.
+// at a time with a pause between them (a user on the fast path), `mix` replays a prepared list of requests
+// (GETs and uploads, each with a class) at a fixed rate. Started by runChild(): the spec on stdin, one JSON
+// line on stdout.
 import { spawn } from 'node:child_process';
 import { Pool } from 'undici';
 
@@ -8,13 +10,20 @@ import { Pool } from 'undici';
  * @typedef {{ mode: 'open', base: string, templates: string[], rate: number, seconds: number, first: number, span: number }} OpenSpec
  *   request i goes to templates[i % length] with {n} replaced by first + (i % span)
  * @typedef {{ mode: 'probe', base: string, paths: Record<string, string>, seconds: number, pauseMs: number }} ProbeSpec
+ * @typedef {{ path: string, kind: string, upload?: number }} MixRequest upload: index of the body to POST
+ * @typedef {{ mode: 'mix', base: string, requests: MixRequest[], uploads: string[], token: string, rate: number, accept: string }} MixSpec
+ *   uploads: base64 bodies
  * @typedef {{ status: number, ms: number, reason?: string, retryAfter?: string }} Answer
  */
 
-/** @param {Pool} pool @param {string} path @returns {Promise<Answer>} */
-async function send(pool, path) {
+/**
+ * @param {Pool} pool @param {string} path
+ * @param {{ method?: 'GET' | 'POST', headers?: Record<string, string>, body?: Buffer }} [init]
+ * @returns {Promise<Answer>}
+ */
+async function send(pool, path, init = {}) {
   const sent = performance.now();
-  const response = await pool.request({ method: 'GET', path });
+  const response = await pool.request({ method: init.method || 'GET', path, headers: init.headers, body: init.body });
   const text = response.statusCode >= 400 ? await response.body.text() : (await response.body.dump(), '');
   const ms = performance.now() - sent;
   let reason;
@@ -62,15 +71,54 @@ async function probe(spec) {
   return latencies;
 }
 
+/** @param {Buffer} body @param {string} token */
+function multipart(body, token) {
+  const boundary = `----bench${Math.random().toString(16).slice(2)}`;
+  const data = Buffer.concat([
+    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="upload.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`),
+    body, Buffer.from(`\r\n--${boundary}--\r\n`),
+  ]);
+  return { method: /** @type {const} */ ('POST'), body: data, headers: { authorization: `Bearer ${token}`, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(data.length) } };
+}
+
+/** @param {MixSpec} spec @returns {Promise<Record<string, { ms: number[], statuses: Record<string, number> }>>} */
+async function mix(spec) {
+  const pool = new Pool(spec.base, { connections: 256 });
+  const uploads = spec.uploads.map((body) => Buffer.from(body, 'base64'));
+  /** @type {Record<string, { ms: number[], statuses: Record<string, number> }>} */
+  const byKind = {};
+  const record = (/** @type {string} */ kind, /** @type {Answer} */ answer) => {
+    const entry = (byKind[kind] ||= { ms: [], statuses: {} });
+    entry.ms.push(answer.ms);
+    entry.statuses[answer.status] = (entry.statuses[answer.status] || 0) + 1;
+  };
+  /** @type {Promise<void>[]} */
+  const inFlight = [];
+  const started = performance.now();
+  while (inFlight.length < spec.requests.length) {
+    const due = Math.min(spec.requests.length, Math.floor(((performance.now() - started) / 1000) * spec.rate));
+    for (let i = inFlight.length; i < due; i += 1) {
+      const request = spec.requests[i];
+      const init = request.upload === undefined ? { headers: { accept: spec.accept } } : multipart(uploads[request.upload], spec.token);
+      inFlight.push(send(pool, request.path, init).then((answer) => record(request.kind, answer)));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await Promise.all(inFlight);
+  await pool.close();
+  return byKind;
+}
+
 /**
  * Runs a generator in a child process and resolves with what it measured.
- * @template {OpenSpec | ProbeSpec} S
+ * @template {OpenSpec | ProbeSpec | MixSpec} S
  * @param {S} spec
- * @returns {Promise<S extends OpenSpec ? Answer[] : Record<string, number[]>>}
+ * @returns {Promise<S extends OpenSpec ? Answer[] : S extends ProbeSpec ? Record<string, number[]> : Record<string, { ms: number[], statuses: Record<string, number> }>>}
  */
 export function runChild(spec) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [new URL(import.meta.url).pathname, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [new URL(import.meta.url).pathname], { stdio: ['pipe', 'pipe', 'inherit'] });
+    child.stdin.end(JSON.stringify(spec));
     let output = '';
     child.stdout.on('data', (chunk) => { output += chunk; });
     child.on('error', reject);
@@ -79,7 +127,9 @@ export function runChild(spec) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const spec = /** @type {OpenSpec | ProbeSpec} */ (JSON.parse(process.argv[2]));
-  const result = spec.mode === 'open' ? await open(spec) : await probe(spec);
+  let input = '';
+  for await (const chunk of process.stdin) input += chunk;
+  const spec = /** @type {OpenSpec | ProbeSpec | MixSpec} */ (JSON.parse(input));
+  const result = spec.mode === 'open' ? await open(spec) : spec.mode === 'probe' ? await probe(spec) : await mix(spec);
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { benchAvatar } from './avatar.js';
 import { benchBadInput } from './bad-input.js';
+import { benchDay } from './day.js';
 import { benchEdge } from './edge.js';
 import { benchOrigin } from './origin.js';
 import { benchOverload } from './overload.js';
@@ -11,7 +12,7 @@ import { REPORTS, machine } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
-const SCENARIOS = { origin: benchOrigin, edge: benchEdge, avatar: benchAvatar, purge: benchPurge, overload: benchOverload, 'bad-input': benchBadInput };
+const SCENARIOS = { origin: benchOrigin, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, overload: benchOverload, 'bad-input': benchBadInput };
 
 const results = {};
 const sections = [];

@@ -45,6 +45,8 @@ export async function startImageServer() {
     },
     /** @param {string} path */
     hits: (path) => hits.get(path) || 0,
+    /** every request received */
+    hitsTotal: () => [...hits.values()].reduce((sum, count) => sum + count, 0),
     close: () => new Promise((resolve) => server.close(resolve)),
   };
 }

@@ -1,0 +1,163 @@
+// bench/day: a realistic day through the full stack. A Zipf-distributed mix of many photographs (real
+// wallpapers, cropped differently so each is its own image) in a few sizes each, popular avatars, and 1.5%
+// uploads, replayed at a fixed rate by a separate process. Reports the hit ratio of each layer, the origin's
+// transforms per second and p50/p99 per route class as the client saw them.
+//   node bench/day.js [--quick]
+import fs from 'node:fs';
+import sharp from 'sharp';
+import { Redis } from 'ioredis';
+import { base58Url } from '@stack/lib';
+import { startImageServer } from '../test/support/image-server.js';
+import { WALLPAPERS } from '../test/support/images.js';
+import { metricValue } from '../test/support/metrics.js';
+import { startStack } from '../test/support/stack.js';
+import { runChild } from './load-child.js';
+import { machine, percentile, writeReport } from './lib.js';
+
+const quick = process.argv.includes('--quick');
+const SIZES = ['width=320', 'width=640', 'width=1280', 'width=256&height=256&mode=cover'];
+
+/** A deterministic generator (mulberry32), so every run replays the same day. @param {number} seed */
+function random(seed) {
+  let state = seed;
+  return () => {
+    state = (state + 0x6d2b79f5) | 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Draws ranks 0..n-1 with P(rank) ∝ 1 / (rank + 1)^s. @param {number} n @param {number} s @param {() => number} next */
+function zipf(n, s, next) {
+  const cdf = [];
+  let total = 0;
+  for (let rank = 1; rank <= n; rank += 1) cdf.push((total += 1 / rank ** s));
+  return () => {
+    const target = next() * total;
+    let low = 0;
+    let high = n - 1;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (cdf[middle] < target) low = middle + 1;
+      else high = middle;
+    }
+    return low;
+  };
+}
+
+/** `count` distinct photographs: crops of the wallpapers at different offsets and sizes. @param {number} count */
+async function photographs(count) {
+  const sources = fs.readdirSync(WALLPAPERS).map((name) => `${WALLPAPERS}/${name}/contents/images/1920x1080.jpg`).filter((file) => fs.existsSync(file));
+  const images = [];
+  for (let i = 0; i < count; i += 1) {
+    const width = 1200 + ((i * 37) % 600);
+    const height = 800 + ((i * 53) % 280);
+    const left = (i * 13) % (1920 - width + 1);
+    const top = (i * 7) % (1080 - height + 1);
+    images.push(await sharp(sources[i % sources.length]).extract({ left, top, width, height }).jpeg({ quality: 88 }).toBuffer());
+  }
+  return images;
+}
+
+/** @param {{ images: number, accounts: number, requests: number, next: () => number }} plan */
+function dayOfRequests({ images, accounts, requests, next }) {
+  const image = zipf(images, 1.0, next);
+  const account = zipf(accounts, 1.1, next);
+  /** @type {Array<{ kind: string, image?: number, size?: string, account?: number, upload?: number }>} */
+  const day = [];
+  let uploads = 0;
+  for (let i = 0; i < requests; i += 1) {
+    const draw = next();
+    if (draw < 0.015) day.push({ kind: 'upload', upload: uploads++ });
+    else if (draw < 0.3) day.push({ kind: 'avatar', account: account() });
+    else day.push({ kind: 'image', image: image(), size: SIZES[Math.floor(next() * SIZES.length)] });
+  }
+  return { day, uploads };
+}
+
+/** @returns {Promise<any>} */
+export async function benchDay() {
+  const result = await measureDay();
+  return { ...result, sections: daySections(result) };
+}
+
+async function measureDay() {
+  const seconds = quick ? 30 : 180;
+  const rate = 150;
+  const next = random(20261122);
+  const server = await startImageServer();
+  const stack = await startStack({ UPLOAD_TOKENS: 'day', FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', LOG_LEVEL: 'warn' });
+  try {
+    const imageCount = quick ? 150 : 600;
+    const accountCount = 2000;
+    const bodies = await photographs(imageCount);
+    const urls = bodies.map((body, i) => server.add(`photo-${i}.jpg`, body).replace('127.0.0.1', 'localhost'));
+    const redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1');
+    const pipeline = redis.pipeline();
+    for (let i = 0; i < accountCount; i += 1) pipeline.hset(`avatar:local:user-${i}`, 'avatar', urls[i % urls.length]);
+    await pipeline.exec();
+    redis.disconnect();
+    const { day, uploads } = dayOfRequests({ images: imageCount, accounts: accountCount, requests: seconds * rate, next });
+    const uploadBodies = await Promise.all(Array.from({ length: uploads }, (_, i) => sharp({ create: { width: 640, height: 480, channels: 3, background: { r: i % 256, g: (i >> 8) % 256, b: 99 } } }).jpeg().toBuffer()));
+    const requests = day.map((entry) => {
+      if (entry.kind === 'upload') return { kind: 'upload', path: '/upload', upload: entry.upload };
+      if (entry.kind === 'avatar') return { kind: 'avatar', path: `/u/user-${entry.account}/avatar` };
+      return { kind: 'image', path: `/p/${base58Url.encode(urls[/** @type {number} */ (entry.image)])}?${entry.size}&format=auto` };
+    });
+    const origin = `http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`;
+    const resolver = `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_METRICS_PORT}/metrics`;
+    const transformsBefore = await metricValue(origin, 'origin_transforms_total');
+    const started = performance.now();
+    const byKind = await runChild({ mode: 'mix', base: stack.base, requests, uploads: uploadBodies.map((body) => body.toString('base64')), token: 'day', rate, accept: 'image/avif,image/webp,*/*' });
+    const elapsed = (performance.now() - started) / 1000;
+    const varnish = await stack.varnishStats();
+    const layers = {
+      varnish: { hits: varnish('MAIN.cache_hit'), misses: varnish('MAIN.cache_miss'), passes: varnish('MAIN.s_pass') },
+      originVariants: { hits: await metricValue(origin, 'origin_cache_requests_total', { level: 'variant', result: 'hit' }), misses: await metricValue(origin, 'origin_cache_requests_total', { level: 'variant', result: 'miss' }) },
+      originOriginals: { hits: await metricValue(origin, 'origin_cache_requests_total', { level: 'original', result: 'hit' }), misses: await metricValue(origin, 'origin_cache_requests_total', { level: 'original', result: 'miss' }) },
+      resolver: Object.fromEntries(await Promise.all(['memory', 'redis', 'upstream', 'stale', 'default'].map(async (source) => [source, await metricValue(resolver, 'resolver_lookups_total', { source })]))),
+    };
+    const transforms = (await metricValue(origin, 'origin_transforms_total')) - transformsBefore;
+    const fetches = server.hitsTotal();
+    const classes = Object.fromEntries(Object.entries(byKind).map(([kind, entry]) => [kind, { requests: entry.ms.length, statuses: entry.statuses, p50: percentile(entry.ms, 0.5), p99: percentile(entry.ms, 0.99) }]));
+    return { seconds: elapsed, rate, requests: requests.length, images: imageCount, accounts: accountCount, uploads, layers, transforms, fetches, classes };
+  } finally {
+    await stack.stop();
+    await server.close();
+  }
+}
+
+/** @param {{ hits: number, misses: number }} layer */
+const ratio = (layer) => `${((100 * layer.hits) / Math.max(1, layer.hits + layer.misses)).toFixed(1)}% (${layer.hits} / ${layer.hits + layer.misses})`;
+
+/** @param {Awaited<ReturnType<typeof measureDay>>} result */
+export function daySections(result) {
+  const { layers } = result;
+  const resolverTotal = Object.values(layers.resolver).reduce((sum, value) => sum + value, 0);
+  return [{
+    heading: `A realistic day: ${result.requests} requests in ${result.seconds.toFixed(0)} s (${result.rate}/s), ${result.images} photographs × ${SIZES.length} sizes (Zipf s=1.0), ${result.accounts} accounts (Zipf s=1.1), 1.5% uploads, Accept avif/webp`,
+    table: {
+      columns: ['layer', 'hit ratio (hits / lookups)'],
+      rows: [
+        ['varnish', ratio(layers.varnish)],
+        ['origin variant cache (disk)', ratio(layers.originVariants)],
+        ['origin original cache (disk)', ratio(layers.originOriginals)],
+        ['avatar resolver (memory, then Redis)', `${((100 * (layers.resolver.memory + layers.resolver.redis)) / Math.max(1, resolverTotal)).toFixed(1)}% (memory ${layers.resolver.memory}, redis ${layers.resolver.redis}, source ${layers.resolver.upstream}, default ${layers.resolver.default})`],
+      ],
+    },
+  }, {
+    heading: 'Per route class at the edge (as the client saw it)',
+    text: `Origin transforms: ${result.transforms} (${(result.transforms / result.seconds).toFixed(1)}/s); remote fetches of originals: ${result.fetches}.`,
+    table: {
+      columns: ['class', 'requests', 'statuses', 'p50 ms', 'p99 ms'],
+      rows: Object.entries(result.classes).map(([kind, entry]) => [kind, entry.requests, JSON.stringify(entry.statuses), entry.p50, entry.p99]),
+    },
+  }];
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const result = await benchDay();
+  const file = writeReport('day', { title: 'bench/day', command: `node bench/day.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
+}
