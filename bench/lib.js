@@ -1,6 +1,6 @@
 // What every benchmark shares: the machine it ran on, percentiles, a closed-loop load driver,
 // RSS sampling of a process, and the report (Markdown for people, JSON for tools).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,11 +10,10 @@ export const REPORTS = path.join(path.dirname(new URL(import.meta.url).pathname)
 
 /** @param {string} command @param {string[]} args */
 function version(command, args) {
-  try {
-    return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0].trim();
-  } catch (err) {
-    return String(/** @type {any} */ (err).stderr || 'not found').split('\n')[0].trim();
-  }
+  // nginx and varnishd print their version on stderr
+  const result = spawnSync(command, args, { encoding: 'utf8' });
+  if (result.error) return 'not found';
+  return `${result.stdout}${result.stderr}`.trim().split('\n')[0].trim();
 }
 
 export async function machine() {
