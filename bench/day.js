@@ -143,7 +143,8 @@ export function daySections(result) {
         ['varnish', ratio(layers.varnish)],
         ['origin variant cache (disk)', ratio(layers.originVariants)],
         ['origin original cache (disk)', ratio(layers.originOriginals)],
-        ['avatar resolver (memory, then Redis)', `${((100 * (layers.resolver.memory + layers.resolver.redis)) / Math.max(1, resolverTotal)).toFixed(1)}% (memory ${layers.resolver.memory}, redis ${layers.resolver.redis}, source ${layers.resolver.upstream}, default ${layers.resolver.default})`],
+        // what varnish passes on: each account's first request and each expiry (the local source is a Redis hash)
+        ['avatar resolver caches (in-process, then Redis)', `${((100 * (layers.resolver.memory + layers.resolver.redis)) / Math.max(1, resolverTotal)).toFixed(1)}% (in-process ${layers.resolver.memory}, Redis ${layers.resolver.redis}, source ${layers.resolver.upstream}, default ${layers.resolver.default})`],
       ],
     },
   }, {

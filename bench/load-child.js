@@ -13,8 +13,10 @@ import { Pool } from 'undici';
  * @typedef {{ path: string, kind: string, upload?: number }} MixRequest upload: index of the body to POST
  * @typedef {{ mode: 'mix', base: string, requests: MixRequest[], uploads: string[], token: string, rate: number, accept: string }} MixSpec
  *   uploads: base64 bodies
- * @typedef {{ status: number, ms: number, reason?: string, retryAfter?: string }} Answer
+ * @typedef {{ status: number, ms: number, at: number, reason?: string, retryAfter?: string }} Answer at: sent, ms since the generator started
  */
+
+const STARTED = performance.now();
 
 /**
  * @param {Pool} pool @param {string} path
@@ -32,7 +34,7 @@ async function send(pool, path, init = {}) {
   } catch {
     reason = 'not json';
   }
-  return { status: response.statusCode, ms, reason, retryAfter: /** @type {string | undefined} */ (response.headers['retry-after']) };
+  return { status: response.statusCode, ms, at: Math.round(sent - STARTED), reason, retryAfter: /** @type {string | undefined} */ (response.headers['retry-after']) };
 }
 
 /** @param {OpenSpec} spec */

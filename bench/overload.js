@@ -61,7 +61,8 @@ export async function runOverload(stack, { seconds, token }) {
     other: transforms.length - served.length - rejected.length,
     rejectionsWithRetryAfter: rejected.filter((answer) => answer.retryAfter).length,
     rejectedBy: Object.fromEntries([...new Set(rejected.map((answer) => answer.reason))].map((reason) => [reason, rejected.filter((answer) => answer.reason === reason).length])),
-    rejectionP99: percentile(rejected.map((answer) => answer.ms), 0.99), servedP99: percentile(served.map((answer) => answer.ms), 0.99),
+    rejectionP99: percentile(rejected.map((answer) => answer.ms), 0.99),
+    rejectionP99By10s: Array.from({ length: Math.ceil(seconds / 10) }, (_, i) => percentile(rejected.filter((answer) => answer.at >= i * 10_000 && answer.at < (i + 1) * 10_000).map((answer) => answer.ms), 0.99)), servedP99: percentile(served.map((answer) => answer.ms), 0.99),
     hitP99: percentile(fast.hit, 0.99), avatarP99: percentile(fast.avatar, 0.99), probes: fast.hit.length, startRss: rss.start, peakRss, drainMs, afterStatus,
   };
 }
