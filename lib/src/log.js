@@ -1,17 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 
-/** @param {string} service @param {string} level */
+/**
+ * JSON lines on stdout, written asynchronously: stdout is a pipe to the supervisor, and a synchronous write
+ * into a full pipe would stop the event loop until the supervisor catches up (seen under overload: a second).
+ * runService flushes it on the way out, so the last lines are not lost.
+ * @param {string} service @param {string} level
+ */
 export function createLogger(service, level) {
-  return pino({ level, base: { service } });
+  return pino({ level, base: { service } }, pino.destination({ dest: 1, sync: false, minLength: 4096 }));
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /**
  * The request id nginx made (X-Request-Id), or a new one, echoed on the response and kept on the request.
- * nginx's access log is the request log: here each request is logged at debug, and 5xx answers at error,
- * both with the id, so the cost is nothing when those levels are off.
+ * nginx's access log is the request log: here each request is logged at debug, and unhandled errors at
+ * error, both with the id, so the cost is nothing when those levels are off.
  * @param {import('pino').Logger} logger
  * @returns {import('express').RequestHandler}
  */
@@ -24,7 +29,9 @@ export function requestLogger(logger) {
     if (logger.isLevelEnabled('error')) {
       const started = performance.now();
       res.once('finish', () => {
-        const level = res.statusCode >= 500 ? 'error' : 'debug';
+        // an unhandled error is a bug: error. A refusal we chose (503 overloaded, 502 upstream) is counted in
+        // the metrics and logged at debug, or a flood of them would flood the log too.
+        const level = res.locals.error || res.statusCode === 500 ? 'error' : 'debug';
         if (!logger.isLevelEnabled(level)) return;
         logger[level]({ reqId: id, method: req.method, url: req.originalUrl, status: res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10, error: res.locals.error }, 'request');
       });

@@ -37,6 +37,7 @@ export async function runService(spec) {
     metricsServer.close();
     server.closeIdleConnections();
     await parts.close?.();
+    await new Promise((resolve) => logger.flush(() => resolve(null)));
     process.exit(0);
   };
   process.once('SIGTERM', stop);
