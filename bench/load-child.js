@@ -30,27 +30,40 @@ async function send(pool, path, init = {}) {
   const ms = performance.now() - sent;
   let reason;
   try {
-    reason = text ? (JSON.parse(text).error?.info?.reason ?? JSON.parse(text).error?.name) : undefined;
+    const error = text ? JSON.parse(text).error : undefined;
+    reason = error?.info?.reason ?? error?.name;
   } catch {
     reason = 'not json';
   }
   return { status: response.statusCode, ms, at: Math.round(sent - STARTED), reason, retryAfter: /** @type {string | undefined} */ (response.headers['retry-after']) };
 }
 
+/**
+ * Starts request i at i / rate seconds whatever the answers (open loop), until `done(i)`; resolves with
+ * every answer in order.
+ * @template T @param {number} rate @param {(i: number, elapsedMs: number) => boolean} done @param {(i: number) => Promise<T>} start
+ * @returns {Promise<T[]>}
+ */
+async function paced(rate, done, start) {
+  /** @type {Promise<T>[]} */
+  const inFlight = [];
+  const started = performance.now();
+  for (;;) {
+    const elapsedMs = performance.now() - started;
+    const due = Math.floor((elapsedMs / 1000) * rate);
+    let i = inFlight.length;
+    for (; i < due && !done(i, elapsedMs); i += 1) inFlight.push(start(i));
+    if (done(i, elapsedMs)) break;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return Promise.all(inFlight);
+}
+
 /** @param {OpenSpec} spec */
 async function open(spec) {
   const pool = new Pool(spec.base, { connections: 512 });
-  /** @type {Promise<Answer>[]} */
-  const inFlight = [];
-  const started = performance.now();
-  while (performance.now() - started < spec.seconds * 1000) {
-    const due = Math.floor(((performance.now() - started) / 1000) * spec.rate);
-    for (let i = inFlight.length; i < due; i += 1) {
-      inFlight.push(send(pool, spec.templates[i % spec.templates.length].replace('{n}', String(spec.first + (i % spec.span)))));
-    }
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  const answers = await Promise.all(inFlight);
+  const answers = await paced(spec.rate, (_i, elapsedMs) => elapsedMs >= spec.seconds * 1000,
+    (i) => send(pool, spec.templates[i % spec.templates.length].replace('{n}', String(spec.first + (i % spec.span)))));
   await pool.close();
   return answers;
 }
@@ -94,19 +107,11 @@ async function mix(spec) {
     entry.ms.push(answer.ms);
     entry.statuses[answer.status] = (entry.statuses[answer.status] || 0) + 1;
   };
-  /** @type {Promise<void>[]} */
-  const inFlight = [];
-  const started = performance.now();
-  while (inFlight.length < spec.requests.length) {
-    const due = Math.min(spec.requests.length, Math.floor(((performance.now() - started) / 1000) * spec.rate));
-    for (let i = inFlight.length; i < due; i += 1) {
-      const request = spec.requests[i];
-      const init = request.upload === undefined ? { headers: { accept: spec.accept } } : multipart(uploads[request.upload], spec.token);
-      inFlight.push(send(pool, request.path, init).then((answer) => record(request.kind, answer)));
-    }
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  await Promise.all(inFlight);
+  await paced(spec.rate, (i) => i >= spec.requests.length, (i) => {
+    const request = spec.requests[i];
+    const init = request.upload === undefined ? { headers: { accept: spec.accept } } : multipart(uploads[request.upload], spec.token);
+    return send(pool, request.path, init).then((answer) => record(request.kind, answer));
+  });
   await pool.close();
   return byKind;
 }

@@ -41,8 +41,8 @@ export class TransformQueue {
    */
   async run(task, small) {
     const queuedAt = performance.now();
+    if (this.full) throw TransformQueue.overloaded();
     if (this.running >= this.concurrency) {
-      if (this.depth >= this.maxQueued) throw TransformQueue.overloaded();
       await new Promise((resolve) => {
         (small ? this.small : this.large).push(() => resolve(null));
         this.onChange(this);
