@@ -4,6 +4,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
 import { decode, solid } from './support/images.js';
+import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
 
@@ -102,6 +103,9 @@ test('an avatar 302 carries its cache headers, is cached by varnish, and leads t
     method: 'PUT', headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' }, body: JSON.stringify({ avatar }),
   });
   assert.equal(put.status, 200);
+  // the PUT queues a purge of alice's avatars: let it land first, or it could evict the object between the two GETs
+  const purgeMetrics = `http://127.0.0.1:${stack.env.PURGE_SERVICE_METRICS_PORT}/metrics`;
+  await waitFor(async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0, 5000, 'the purge of the admin change');
   const first = await fetch(`${stack.base}/u/alice/avatar/small`, { redirect: 'manual' });
   assert.equal(first.status, 302);
   assert.equal(first.headers.get('cache-control'), 'public, max-age=600, s-maxage=86400, stale-while-revalidate=60');
