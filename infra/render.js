@@ -95,9 +95,23 @@ export function templateValues(config) {
     NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
     NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map((/** @type {string} */ range) => `  set_real_ip_from ${range};`).join('\n'),
     NGINX_TLS: tls,
+    ...varnishSocket(config, dirs.RUN_DIR),
     REDIS_BIND: config.LISTEN_ADDRESS,
     REACH_ADDRESS: config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS,
   };
+}
+
+/**
+ * nginx reaches a co-located varnish over a Unix socket (no TCP stack on either side of the hottest hop);
+ * varnish keeps its TCP port for the purge service, the exporter and health checks. Requests on the socket
+ * have no client address (0.0.0.0), so they can never pass the purgers ACL.
+ * @param {Record<string, any>} config @param {string} runDir
+ */
+function varnishSocket(config, runDir) {
+  if (config.VARNISH_SOCKET === 'off') return { VARNISH_SOCKET_LISTEN: '', NGINX_VARNISH_SERVER: `${config.VARNISH_HOST}:${config.VARNISH_PORT}` };
+  const socket = config.VARNISH_SOCKET || path.join(runDir, 'varnish.sock');
+  // nginx's workers are not varnish's user: the socket is as open as the loopback port beside it
+  return { VARNISH_SOCKET_LISTEN: `-a ${socket},mode=0666`, NGINX_VARNISH_SERVER: `unix:${socket}` };
 }
 
 /**
