@@ -1,6 +1,7 @@
 import express from 'express';
 import { HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
-import { DEFAULT_AVATAR_PATH, adminRouter, defaultAvatar, imageRedirect } from './routes.js';
+import { avatarFastPath } from './fast-path.js';
+import { DEFAULT_AVATAR_PATH, adminRouter, avatarAnswer, defaultAvatar, imageRedirect } from './routes.js';
 
 /**
  * @param {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry,
@@ -11,13 +12,20 @@ export function createApp(deps) {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  const metrics = requestMetrics(deps.registry);
+  const answer = avatarAnswer(deps);
   app.use(requestLogger(deps.logger));
-  app.use(requestMetrics(deps.registry));
+  app.use(metrics);
   app.get('/healthz', healthRoute({ version: deps.version, ready: async () => true }));
   app.get(DEFAULT_AVATAR_PATH, defaultAvatar);
-  app.get('/u/:account/:kind(avatar|cover)/:size?', imageRedirect(deps));
+  app.get('/u/:account/:kind(avatar|cover)/:size?', imageRedirect(answer));
   app.use('/admin/accounts/:account', adminRouter(deps));
   app.all('*', (req, _res, next) => next(new HttpError(req.method === 'GET' || req.method === 'HEAD' ? 404 : 405, req.method === 'GET' || req.method === 'HEAD' ? 'not_found' : 'method_not_allowed')));
   app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));
-  return app;
+  const fast = avatarFastPath({ answer, observe: metrics.observe, logger: deps.logger, errorCacheControl: deps.config.CACHE_CONTROL_NEGATIVE });
+  /** @type {import('node:http').RequestListener} */
+  const listener = (req, res) => {
+    if (!fast(req, res)) app(req, res);
+  };
+  return listener;
 }

@@ -10,12 +10,13 @@ export const DEFAULT_AVATAR_SVG = '<svg xmlns="http://www.w3.org/2000/svg" viewB
 export const DEFAULT_AVATAR_PATH = '/u/-/default.svg';
 
 /**
- * GET /u/<account>/avatar[/small|medium|large] and /u/<account>/cover: a 302 to the origin's resize URL.
+ * The answer to /u/<account>/avatar[/small|medium|large] and /u/<account>/cover: the headers of a 302 to
+ * the origin's resize URL, or a thrown HttpError (a 404 carries the account's xkey, so a purge evicts it).
  * @param {{ resolver: ReturnType<typeof import('./resolver.js').createResolver>, config: Record<string, any>,
  *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics> }} deps
- * @returns {import('express').RequestHandler}
+ * @returns {(account: string, kind: string, size: string | undefined) => Promise<Record<string, string>>}
  */
-export function imageRedirect({ resolver, config, metrics }) {
+export function avatarAnswer({ resolver, config, metrics }) {
   const base = config.AVATAR_REDIRECT_BASE.replace(/\/$/, '');
   /** @param {string | null} url @param {number} width @param {number} height */
   const target = (url, width, height) => {
@@ -23,28 +24,35 @@ export function imageRedirect({ resolver, config, metrics }) {
     if (!image) return `${base}${DEFAULT_AVATAR_PATH}`;
     return `${base}/p/${base58Url.encode(image)}?width=${width}&height=${height}`;
   };
+  return async (account, kind, size) => {
+    if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
+    if (kind === 'cover' ? size !== undefined : !((size || 'medium') in AVATAR_SIZES)) {
+      throw new HttpError(400, 'invalid_parameter', { name: 'size', allowed: Object.keys(AVATAR_SIZES) });
+    }
+    const started = performance.now();
+    const { mapping, source } = await resolver.resolve(account);
+    const ms = performance.now() - started;
+    metrics.lookupDuration.observe({ source }, ms / 1000);
+    const found = { xkey: `avatar:${account}`, 'Server-Timing': `lookup;dur=${ms.toFixed(3)};desc="${source}"` };
+    if (!mapping) throw new HttpError(404, 'no_such_account', { account }, found);
+    const degraded = source === 'stale' || source === 'default';
+    const pixels = AVATAR_SIZES[/** @type {keyof typeof AVATAR_SIZES} */ (size || 'medium')];
+    const location = kind === 'cover' ? target(mapping.cover, COVER_SIZE.width, COVER_SIZE.height) : target(mapping.avatar, pixels, pixels);
+    return { ...found, 'Cache-Control': degraded ? config.CACHE_CONTROL_DEGRADED_REDIRECT : config.CACHE_CONTROL_REDIRECT, Location: location };
+  };
+}
+
+/**
+ * GET /u/<account>/<kind>/<size?> in Express: every form the fast path (fast-path.js) leaves to it.
+ * @param {ReturnType<typeof avatarAnswer>} answer
+ * @returns {import('express').RequestHandler}
+ */
+export function imageRedirect(answer) {
   return async (req, res, next) => {
-    const { account, kind } = req.params;
-    const size = req.params.size || 'medium';
+    const { account, kind, size } = req.params;
     res.locals.route = kind;
     try {
-      if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
-      if (kind === 'cover' ? req.params.size : !(size in AVATAR_SIZES)) {
-        throw new HttpError(400, 'invalid_parameter', { name: 'size', allowed: Object.keys(AVATAR_SIZES) });
-      }
-      const started = performance.now();
-      const { mapping, source } = await resolver.resolve(account);
-      const ms = performance.now() - started;
-      metrics.lookupDuration.observe({ source }, ms / 1000);
-      res.set({ xkey: `avatar:${account}`, 'Server-Timing': `lookup;dur=${ms.toFixed(3)};desc="${source}"` });
-      if (!mapping) throw new HttpError(404, 'no_such_account', { account });
-      const degraded = source === 'stale' || source === 'default';
-      res.set('Cache-Control', degraded ? config.CACHE_CONTROL_DEGRADED_REDIRECT : config.CACHE_CONTROL_REDIRECT);
-      const pixels = AVATAR_SIZES[/** @type {keyof typeof AVATAR_SIZES} */ (size)];
-      const location = kind === 'cover'
-        ? target(mapping.cover, COVER_SIZE.width, COVER_SIZE.height)
-        : target(mapping.avatar, pixels, pixels);
-      res.status(302).set('Location', location).end();
+      res.status(302).set(await answer(account, kind, size)).end();
     } catch (err) {
       next(err);
     }

@@ -73,6 +73,33 @@ test('invalid names and sizes are 400s and never reach the upstream', async () =
   assert.equal(resolver.hive.calls.length, before);
 });
 
+test('the fast path answers exactly as Express does: redirects, 404s, 400s, request ids and metrics', async () => {
+  // the canonical form takes the fast path; the same URL with a trailing slash goes through Express
+  /** @param {Response} response */
+  const shape = (response) => {
+    const headers = Object.fromEntries([...response.headers].filter(([name]) => !['date', 'x-request-id'].includes(name)));
+    headers['server-timing'] = (headers['server-timing'] || '').replace(/dur=[\d.]+/, 'dur=N').replace(/desc="\w+"/, 'desc="S"');
+    return { status: response.status, headers };
+  };
+  const metric = (/** @type {string} */ route, /** @type {string} */ status) => metricValue(resolver.metricsUrl, 'http_request_duration_seconds_count', { route, status });
+  /** @type {Array<[string, number]>} */
+  const cases = [['/u/alice/avatar/small', 302], ['/u/alice/cover', 302], ['/u/nobody/avatar', 404], ['/u/a..b/avatar', 400]];
+  for (const [path, status] of cases) {
+    const route = path.includes('cover') ? 'cover' : 'avatar';
+    const counted = await metric(route, String(status));
+    const fast = await resolver.get(path, { headers: { 'x-request-id': 'fast-1' } });
+    const express = await resolver.get(`${path}/`, { headers: { 'x-request-id': 'express-1' } });
+    assert.equal(fast.status, status, path);
+    assert.deepEqual(shape(fast), shape(express), path);
+    assert.deepEqual([fast.headers.get('x-request-id'), express.headers.get('x-request-id')], ['fast-1', 'express-1']);
+    assert.equal(await fast.text(), await express.text(), path);
+    assert.equal(await metric(route, String(status)) - counted, 2, `${path}: both counted`);
+  }
+  const head = await resolver.get('/u/alice/avatar', { method: 'HEAD' });
+  assert.equal(head.status, 302);
+  assert.equal(await head.text(), '');
+});
+
 test('200 concurrent requests for 50 distinct accounts make a handful of upstream calls', async () => {
   const before = resolver.hive.calls.length;
   const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => resolver.get(`/u/user-${i % 50}/avatar`)));

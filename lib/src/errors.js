@@ -37,22 +37,33 @@ export function toHttpError(err) {
 }
 
 /**
- * Express error middleware: JSON body, `no-store` on 5xx (never cache a failure).
+ * Status, headers and JSON body of the answer to anything thrown: `no-store` on 5xx and 429 (never cache a
+ * failure), `errorCacheControl` on other 4xx. `unhandled` holds the stack of an error that is a bug.
+ * @param {unknown} err @param {string} [errorCacheControl]
+ */
+export function errorAnswer(err, errorCacheControl = 'no-store') {
+  const httpError = toHttpError(err);
+  const cacheControl = httpError.status >= 500 || httpError.status === 429 ? 'no-store' : errorCacheControl;
+  const unhandled = httpError.status >= 500 && !(err instanceof HttpError) ? String(/** @type {any} */ (err)?.stack || err) : undefined;
+  return { httpError, headers: { ...httpError.headers, 'Cache-Control': cacheControl }, unhandled };
+}
+
+/**
+ * Express error middleware: the JSON body of errorAnswer.
  * @param {string} [errorCacheControl] Cache-Control for 4xx answers
  * @returns {import('express').ErrorRequestHandler}
  */
 export function errorHandler(errorCacheControl = 'no-store') {
   return (err, req, res, _next) => {
-    const httpError = toHttpError(err);
+    const { httpError, headers, unhandled } = errorAnswer(err, errorCacheControl);
     // logged with the request (requestLogger) as an error line carrying the request id
-    if (httpError.status >= 500 && !(err instanceof HttpError)) res.locals.error = String(/** @type {any} */ (err)?.stack || err);
+    if (unhandled) res.locals.error = unhandled;
     if (res.headersSent) {
       res.destroy();
       return;
     }
     res.status(httpError.status);
-    res.set(httpError.headers);
-    res.set('Cache-Control', httpError.status >= 500 || httpError.status === 429 ? 'no-store' : errorCacheControl);
+    res.set(headers);
     res.removeHeader('ETag');
     res.json(httpError);
   };

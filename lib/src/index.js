@@ -1,6 +1,6 @@
 export { loadConfig, envExample, commonSettings, sharedSettings, hiveSettings, purgeQueueSettings } from './config.js';
-export { HttpError, toHttpError, errorHandler } from './errors.js';
-export { createLogger, requestLogger } from './log.js';
+export { HttpError, toHttpError, errorAnswer, errorHandler } from './errors.js';
+export { createLogger, logRequest, requestIdOf, requestLogger } from './log.js';
 export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
 export { connectRedis, redisReady } from './redis.js';
 export { runService } from './service.js';

@@ -13,28 +13,38 @@ export function createLogger(service, level) {
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
+/** The request id nginx made (X-Request-Id) when it is well formed, else a new one. @param {import('node:http').IncomingMessage} req */
+export function requestIdOf(req) {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
 /**
- * The request id nginx made (X-Request-Id), or a new one, echoed on the response and kept on the request.
- * nginx's access log is the request log: here each request is logged at debug, and unhandled errors at
- * error, both with the id, so the cost is nothing when those levels are off.
+ * One answered request: an unhandled error is a bug, logged at error; a refusal we chose (503 overloaded,
+ * 502 upstream) is counted in the metrics and logged at debug, or a flood of them would flood the log too.
+ * @param {import('pino').Logger} logger
+ * @param {{ reqId: string, method?: string, url?: string, status: number, started: number, error?: string }} request
+ */
+export function logRequest(logger, { started, ...request }) {
+  const level = request.error || request.status === 500 ? 'error' : 'debug';
+  if (logger.isLevelEnabled(level)) logger[level]({ ...request, ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
+}
+
+/**
+ * The request id, echoed on the response and kept on the request. nginx's access log is the request log:
+ * here each request is logged at debug, and unhandled errors at error, both with the id, so the cost is
+ * nothing when those levels are off.
  * @param {import('pino').Logger} logger
  * @returns {import('express').RequestHandler}
  */
 export function requestLogger(logger) {
   return (req, res, next) => {
-    const given = req.headers['x-request-id'];
-    const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    const id = requestIdOf(req);
     res.setHeader('X-Request-Id', id);
     res.locals.requestId = id;
     if (logger.isLevelEnabled('error')) {
       const started = performance.now();
-      res.once('finish', () => {
-        // an unhandled error is a bug: error. A refusal we chose (503 overloaded, 502 upstream) is counted in
-        // the metrics and logged at debug, or a flood of them would flood the log too.
-        const level = res.locals.error || res.statusCode === 500 ? 'error' : 'debug';
-        if (!logger.isLevelEnabled(level)) return;
-        logger[level]({ reqId: id, method: req.method, url: req.originalUrl, status: res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10, error: res.locals.error }, 'request');
-      });
+      res.once('finish', () => logRequest(logger, { reqId: id, method: req.method, url: req.originalUrl, status: res.statusCode, started, error: res.locals.error }));
     }
     next();
   };
