@@ -117,7 +117,17 @@ export function createImages(deps) {
     if (cached) {
       return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, file: cached.path, size: cached.size, timings: {} };
     }
-    return flight('transform', key, () => makeVariant(source, want, key));
+    const made = () => flight('transform', key, () => makeVariant(source, want, key));
+    if (!flight.has('transform', key)) return made();
+    // joining a transform in flight is waiting like a queued request, so it holds a place in the queue
+    // (refused when it is full): otherwise duplicates, which varnish sends while an earlier 503 for the same
+    // URL is hit-for-miss, pile up on the origin's connections until haproxy queues everything behind them
+    const release = queue.reserve();
+    try {
+      return await made();
+    } finally {
+      release();
+    }
   }
 
   /** @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>} */
@@ -127,16 +137,22 @@ export function createImages(deps) {
     /** @type {Timings} */
     const timings = {};
     const file = await original(source, timings);
-    const info = await probe(file, limits);
-    const degrade = queue.depth >= config.TRANSFORM_DEGRADE_DEPTH;
+    const release = queue.reserve();
+    /** @type {ReturnType<typeof plan>} */
+    let p;
+    try {
+      p = plan(await probe(file, limits), want, queue.depth >= config.TRANSFORM_DEGRADE_DEPTH);
+    } catch (err) {
+      release();
+      throw err;
+    }
     const small = Math.max(want.width || 0, want.height || 0) <= config.SMALL_BOX && Boolean(want.width || want.height);
-    const p = plan(info, want, degrade);
     const { value, waitMs } = await queue.run(async () => {
       const started = performance.now();
       const output = await transform(file, p, encoder);
       timings.transform = performance.now() - started;
       return output;
-    }, small);
+    }, small, release);
     timings.queue = waitMs;
     metrics.queueWait.observe(waitMs / 1000);
     metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);

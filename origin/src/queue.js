@@ -17,6 +17,7 @@ export class TransformQueue {
     this.small = [];
     /** @type {Array<() => void>} */
     this.large = [];
+    this.reserved = 0;
   }
 
   get depth() {
@@ -25,7 +26,23 @@ export class TransformQueue {
 
   /** True when a new task would be refused: checked before any I/O, so a refusal costs nothing. */
   get full() {
-    return this.running >= this.concurrency && this.depth >= this.maxQueued;
+    return this.running >= this.concurrency && this.depth + this.reserved >= this.maxQueued;
+  }
+
+  /**
+   * Holds a place for a task still preparing (probing its original on the libuv pool), so that a burst
+   * arriving while one place is free cannot all pass the full check, pile up on the pool, and be refused
+   * only afterwards, slowly. Returns the release; run() takes a reservation's place when given it.
+   * @returns {() => void}
+   */
+  reserve() {
+    if (this.full) throw TransformQueue.overloaded();
+    this.reserved += 1;
+    let held = true;
+    return () => {
+      if (held) this.reserved -= 1;
+      held = false;
+    };
   }
 
   /** The 503 a refused task gets. */
@@ -37,10 +54,12 @@ export class TransformQueue {
    * @template T
    * @param {() => Promise<T>} task
    * @param {boolean} small
+   * @param {() => void} [release] the task's reservation, exchanged for its place in the queue
    * @returns {Promise<{ value: T, waitMs: number }>}
    */
-  async run(task, small) {
+  async run(task, small, release) {
     const queuedAt = performance.now();
+    release?.();
     if (this.full) throw TransformQueue.overloaded();
     if (this.running >= this.concurrency) {
       await new Promise((resolve) => {

@@ -12,7 +12,7 @@ export function createSingleFlight(onJoin) {
    * @param {() => Promise<T>} work
    * @returns {Promise<T>}
    */
-  return function run(kind, key, work) {
+  function run(kind, key, work) {
     const fullKey = `${kind}:${key}`;
     const running = inFlight.get(fullKey);
     if (running) {
@@ -22,5 +22,8 @@ export function createSingleFlight(onJoin) {
     const promise = work().finally(() => inFlight.delete(fullKey));
     inFlight.set(fullKey, promise);
     return promise;
-  };
+  }
+  /** Whether work for the key is in progress (a call now would join it). @param {string} kind @param {string} key */
+  const has = (kind, key) => inFlight.has(`${kind}:${key}`);
+  return Object.assign(run, { has });
 }

@@ -17,6 +17,11 @@ before(async () => {
 });
 after(() => origin.stop());
 
+/** @param {() => Promise<boolean>} check */
+async function waitUntil(check) {
+  for (let i = 0; i < 500 && !(await check()); i += 1) await new Promise((resolve) => { setTimeout(resolve, 5); });
+}
+
 test('20 concurrent requests for one new variant share one fetch and one transform', async () => {
   const url = origin.site.add('shared.jpg', await solid(1200, 800, 'jpeg'));
   const slow = `${origin.site.base}/slow/300/shared.jpg`;
@@ -52,6 +57,18 @@ test('past the queue bound the answer is an immediate 503 with Retry-After, and 
   assert.ok(await metricValue(origin.metricsUrl, 'origin_rejections_total', { reason: 'overloaded' }) >= rejected.length);
   const after = await fetch(origin.proxied(big, { width: 77 }));
   assert.equal(after.status, 200);
+});
+
+test('with the queue full, a duplicate of a queued variant is refused too: joiners hold a queue place', async () => {
+  // varnish sends duplicates while an earlier 503 for the URL is hit-for-miss: they must not pile up here
+  const asked = Array.from({ length: 5 }, (_, i) => origin.proxied(big, { width: 2000 + i, format: 'png' }));
+  const pending = asked.map((url) => fetch(url).then(async (response) => ({ status: response.status, body: await response.arrayBuffer() })));
+  await waitUntil(async () => await metricValue(origin.metricsUrl, 'origin_queue_depth') === 4);
+  const duplicate = await fetch(asked[4]);
+  assert.equal(duplicate.status, 503);
+  assert.equal(/** @type {any} */ (await duplicate.json()).error.info.reason, 'transform_queue_full');
+  assert.deepEqual((await Promise.all(pending)).map((answer) => answer.status), [200, 200, 200, 200, 200]);
+  assert.equal((await fetch(asked[4])).status, 200, 'made once, then served from the variant cache');
 });
 
 test('under a deep queue, avif is encoded as WebP with a short Cache-Control', async () => {
