@@ -84,12 +84,15 @@ export function sampleRss(pid) {
 /**
  * Runs wrk and parses its summary. wrk runs in a session of its own (setsid): Linux schedules each session as
  * one group, so wrk and the stack each get half of the CPU, like a client machine and a server machine,
- * whatever the number of threads on either side.
- * @param {{ url: string, connections: number, seconds: number, threads?: number, script?: string }} options
+ * whatever the number of threads on either side. `sharedSession` runs it in this process's session instead,
+ * the stack's (./infra/stack up keeps supervisord in its caller's session): one scheduling group, where the
+ * CPU is shared thread by thread, without the group time slices that add to the latency of each side.
+ * @param {{ url: string, connections: number, seconds: number, threads?: number, script?: string, sharedSession?: boolean }} options
  */
-export function wrk({ url, connections, seconds, threads = 2, script }) {
+export function wrk({ url, connections, seconds, threads = 2, script, sharedSession = false }) {
   const args = ['-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url];
-  const out = execFileSync('setsid', ['--wait', 'wrk', ...args], { encoding: 'utf8' });
+  const command = sharedSession ? ['wrk', ...args] : ['setsid', '--wait', 'wrk', ...args];
+  const out = execFileSync(command[0], command.slice(1), { encoding: 'utf8' });
   const unit = (/** @type {string} */ text) => {
     const match = /([\d.]+)(us|ms|s)/.exec(text);
     if (!match) return NaN;
@@ -98,7 +101,7 @@ export function wrk({ url, connections, seconds, threads = 2, script }) {
   const line = (/** @type {string} */ name) => (new RegExp(`^\\s+${name}\\s+(\\S+)`, 'm').exec(out) || [])[1] || '';
   const non2xx = Number((/Non-2xx or 3xx responses: (\d+)/.exec(out) || [])[1] || 0);
   const errors = (/Socket errors: (.*)/.exec(out) || [])[1] || 'none';
-  return { command: `setsid --wait wrk ${args.join(' ')}`, rps: Number((/Requests\/sec:\s+([\d.]+)/.exec(out) || [])[1]), p50_ms: unit(line('50%')), p99_ms: unit(line('99%')), non2xx, errors };
+  return { command: command.join(' '), rps: Number((/Requests\/sec:\s+([\d.]+)/.exec(out) || [])[1]), p50_ms: unit(line('50%')), p99_ms: unit(line('99%')), non2xx, errors };
 }
 
 /**
