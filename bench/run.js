@@ -7,12 +7,13 @@ import { benchDay } from './day.js';
 import { benchEdge } from './edge.js';
 import { benchOrigin } from './origin.js';
 import { benchOverload } from './overload.js';
+import { benchPeers } from './peers.js';
 import { benchPurge } from './purge.js';
 import { REPORTS, machine } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
-const SCENARIOS = { origin: benchOrigin, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, overload: benchOverload, 'bad-input': benchBadInput };
+const SCENARIOS = { origin: benchOrigin, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, overload: benchOverload, 'bad-input': benchBadInput };
 
 const results = {};
 const sections = [];

@@ -2,6 +2,7 @@
 // at a given concurrency: the bar the service is measured against. Prints JSON.
 //   node bench/sharp-inprocess.js <format> <concurrency> <count> <file>...
 import sharp from 'sharp';
+import { jpegOptions } from '../origin/src/transform.js';
 import { percentile } from './lib.js';
 
 sharp.cache(false);
@@ -12,7 +13,7 @@ const count = Number(countText);
 /** @param {string} file */
 function work(file) {
   const image = sharp(file, { limitInputPixels: 50_000_000, sequentialRead: true }).rotate().resize({ width: 512, height: 512, fit: 'inside', withoutEnlargement: true });
-  const encoded = format === 'webp' ? image.webp({ quality: 80, effort: 4 }) : image.flatten({ background: '#ffffff' }).jpeg({ quality: 80, progressive: true, mozjpeg: true });
+  const encoded = format === 'webp' ? image.webp({ quality: 80, effort: 4 }) : image.flatten({ background: '#ffffff' }).jpeg(jpegOptions(80, process.env.JPEG_TRELLIS === 'true'));
   return encoded.toBuffer();
 }
 
@@ -24,7 +25,8 @@ await Promise.all(Array.from({ length: concurrency }, async () => {
   while (next < count) {
     const file = files[next++ % files.length];
     const sent = performance.now();
-    bytes += (await work(file)).length;
+    const out = await work(file);
+    bytes += out.length;
     latencies.push(performance.now() - sent);
   }
 }));

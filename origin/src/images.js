@@ -31,7 +31,7 @@ export function createImages(deps) {
   const unwrapHosts = new Set(config.UNWRAP_HOSTS);
   const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
   const encoder = {
-    maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY,
+    maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegTrellis: config.JPEG_TRELLIS,
     webpQuality: config.WEBP_QUALITY, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT,
   };
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
+import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { animated, decode, oriented, photo, solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
@@ -69,6 +70,28 @@ test('fit keeps the aspect ratio inside the box and encodes the asked format', a
     assert.deepEqual([info.width, info.height], [512, 320]);
     assert.equal(response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
     assert.match(response.headers.get('xkey') || '', /^img:[0-9a-f]{64}$/);
+  }
+});
+
+test('JPEG is progressive; JPEG_TRELLIS=true trades encode time for a smaller file of the same picture', async () => {
+  const trellis = await startOrigin({ JPEG_TRELLIS: 'true' });
+  try {
+    const source = trellis.site.add('path.jpg', fs.readFileSync(photo('Path', '1920x1080')));
+    const plain = await image(origin.proxied(photoUrl, { width: 512, height: 512, mode: 'fit', format: 'jpeg' }));
+    const small = await image(trellis.proxied(source, { width: 512, height: 512, mode: 'fit', format: 'jpeg' }));
+    for (const { body } of [plain, small]) {
+      const meta = await sharp(body).metadata();
+      assert.equal(meta.isProgressive, true);
+      assert.deepEqual([meta.width, meta.height], [512, 320]);
+    }
+    assert.ok(small.body.length < plain.body.length * 0.95, `trellis ${small.body.length} B, plain ${plain.body.length} B`);
+    // the same picture: the mean absolute difference of the two decodings stays small
+    const [a, b] = await Promise.all([plain.body, small.body].map((body) => sharp(body).raw().toBuffer()));
+    let difference = 0;
+    for (let i = 0; i < a.length; i += 1) difference += Math.abs(a[i] - b[i]);
+    assert.ok(difference / a.length < 3, `mean difference ${difference / a.length}`);
+  } finally {
+    await trellis.stop();
   }
 });
 

@@ -1,0 +1,228 @@
+// bench/peers: our origin against thumbor (the fastest open-source peer measured on this machine) on the
+// same work in the same run, alternating: uncached variants of real photographs, 512×512 fit, JPEG q80 and
+// WebP q80, at concurrency 2/4/8; then what each sends for that work: bytes and SSIM against an unencoded
+// reference, and thumbor's SSIM once its quality is lowered until its files are as small as ours.
+//   node bench/peers.js [--quick]
+// Thumbor is installed from PyPI into bench/.peers/ (not committed) the first time.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import ssimModule from 'ssim.js';
+import { base58Url } from '@stack/lib';
+import { startOrigin } from '../origin/test/harness.js';
+import { photo } from '../test/support/images.js';
+import { freePort } from '../test/support/ports.js';
+import { drive, machine, percentile, round, sampleRss, spread, writeReport } from './lib.js';
+
+const quick = process.argv.includes('--quick');
+const THUMBOR_VERSION = '7.8.0';
+const PEERS = path.join(path.dirname(new URL(import.meta.url).pathname), '.peers');
+const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
+const REQUESTS = quick ? 40 : 90;
+const REPEATS = quick ? 1 : 3;
+const CONCURRENCIES = [2, 4, 8];
+const FORMATS = /** @type {const} */ (['jpeg', 'webp']);
+const { ssim } = /** @type {any} */ (ssimModule);
+
+export async function benchPeers() {
+  const thumborBin = installThumbor();
+  const files = PHOTOS.map((name) => photo(name, '1920x1080'));
+  // one single-process thumbor per core, each on its own port, the load spread evenly over them: thumbor's
+  // own --processes shares one listening socket, and a handful of keepalive connections often all land on
+  // one process (half the machine idle); this is how its documentation deploys it behind nginx
+  const thumbor = await startThumbors(thumborBin, files, os.availableParallelism());
+  const origin = await startOrigin({ LOG_LEVEL: 'warn', TRANSFORM_QUEUE_MAX: '128' });
+  try {
+    const sources = files.map((file, i) => origin.site.add(`photo-${i}.jpg`, fs.readFileSync(file)));
+    // our originals are fetched once (the store keeps them); thumbor reads them from local files
+    for (const source of sources) await fetch(origin.proxied(source, { width: 8 })).then((r) => r.arrayBuffer());
+    let box = 0;
+    // a new box height each request: a new variant, the same pixels (fit inside 512 × 512+)
+    const paths = {
+      origin: (/** @type {string} */ format) => Array.from({ length: REQUESTS }, (_, i) => `/p/${base58Url.encode(sources[i % sources.length])}?width=512&height=${512 + (box += 1)}&mode=fit&format=${format}`),
+      thumbor: (/** @type {string} */ format) => Array.from({ length: REQUESTS }, (_, i) => `/unsafe/fit-in/512x${512 + (box += 1)}/filters:format(${format})/photo-${i % files.length}.jpg`),
+    };
+    const originRss = sampleRss(origin.pid());
+    const runs = [];
+    for (const format of FORMATS) {
+      for (const concurrency of CONCURRENCIES) {
+        const entry = { format, concurrency, origin: /** @type {any[]} */ ([]), thumbor: /** @type {any[]} */ ([]) };
+        for (let repeat = 0; repeat < REPEATS; repeat += 1) {
+          originRss.reset();
+          entry.origin.push({ ...await drive({ origin: origin.base, paths: paths.origin(format), concurrency }), peak_rss_mb: originRss.stop() });
+          const thumborRss = thumbor.pids.map((pid) => sampleRss(pid));
+          entry.thumbor.push({ ...await driveSpread(thumbor.bases, paths.thumbor(format), concurrency), peak_rss_mb: thumborRss.reduce((sum, rss) => sum + rss.stop(), 0) });
+        }
+        runs.push(entry);
+      }
+    }
+    const quality = await compareOutput(files, sources, origin, thumbor.bases[0]);
+    return summarise(runs, quality);
+  } finally {
+    await origin.stop();
+    thumbor.stop();
+  }
+}
+
+/** Thumbor in its own virtualenv under bench/.peers, installed once. @returns {string} the thumbor command */
+function installThumbor() {
+  const venv = path.join(PEERS, `thumbor-${THUMBOR_VERSION}`);
+  const bin = path.join(venv, 'bin', 'thumbor');
+  if (fs.existsSync(bin)) return bin;
+  fs.mkdirSync(PEERS, { recursive: true });
+  const run = (/** @type {string} */ command, /** @type {string[]} */ args) => spawnSync(command, args, { stdio: 'inherit' }).status === 0;
+  if (!run('python3', ['-m', 'venv', venv])) {
+    // Debian splits venv out of python3
+    if (!run('apt-get', ['install', '-y', '--no-install-recommends', 'python3-venv']) || !run('python3', ['-m', 'venv', venv])) throw new Error('cannot make a Python virtualenv: apt-get install python3-venv');
+  }
+  if (!run(path.join(venv, 'bin', 'pip'), ['install', '--quiet', `thumbor==${THUMBOR_VERSION}`])) throw new Error(`pip install thumbor==${THUMBOR_VERSION} failed`);
+  return bin;
+}
+
+/**
+ * Thumbor configured for the same work as the origin: local files (no fetch), no storage or result storage
+ * (every variant made anew), JPEG q80 progressive, WebP q80, EXIF orientation applied; `count` instances.
+ * @param {string} bin @param {string[]} files @param {number} count
+ */
+async function startThumbors(bin, files, count) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'thumbor-'));
+  fs.mkdirSync(path.join(dir, 'images'));
+  files.forEach((file, i) => fs.copyFileSync(file, path.join(dir, 'images', `photo-${i}.jpg`)));
+  fs.writeFileSync(path.join(dir, 'thumbor.conf'), [
+    "LOADER = 'thumbor.loaders.file_loader'",
+    `FILE_LOADER_ROOT_PATH = '${path.join(dir, 'images')}'`,
+    "STORAGE = 'thumbor.storages.no_storage'",
+    'RESULT_STORAGE = None',
+    'QUALITY = 80', 'WEBP_QUALITY = 80', 'PROGRESSIVE_JPEG = True', 'RESPECT_ORIENTATION = True', 'ALLOW_UNSAFE_URL = True', '',
+  ].join('\n'));
+  const children = [];
+  const bases = [];
+  for (let i = 0; i < count; i += 1) {
+    const port = await freePort();
+    children.push(spawn(bin, ['-c', path.join(dir, 'thumbor.conf'), '-i', '127.0.0.1', '-p', String(port), '-l', 'error'], { stdio: 'ignore' }));
+    bases.push(`http://127.0.0.1:${port}`);
+  }
+  for (const [i, base] of bases.entries()) {
+    for (let wait = 0; !(await fetch(`${base}/healthcheck`).then((r) => r.ok, () => false)); wait += 1) {
+      if (wait > 100 || children[i].exitCode !== null) throw new Error('thumbor did not start');
+      await new Promise((resolve) => { setTimeout(resolve, 200); });
+    }
+  }
+  return {
+    bases, pids: children.map((child) => /** @type {number} */ (child.pid)),
+    stop: () => { for (const child of children) child.kill(); fs.rmSync(dir, { recursive: true, force: true }); },
+  };
+}
+
+/**
+ * The closed-loop load of `drive`, its connections spread evenly over several servers.
+ * @param {string[]} bases @param {string[]} paths @param {number} concurrency
+ */
+async function driveSpread(bases, paths, concurrency) {
+  const results = await Promise.all(bases.map((base, i) => drive({
+    origin: base, paths: paths.filter((_, j) => j % bases.length === i), concurrency: Math.max(1, Math.round(concurrency / bases.length)),
+  })));
+  const latencies = results.flatMap((result) => result.latencies);
+  const seconds = Math.max(...results.map((result) => result.seconds));
+  return { requests: paths.length, seconds, rps: paths.length / seconds, p50_ms: percentile(latencies, 0.5), p99_ms: percentile(latencies, 0.99), bytes: results.reduce((sum, result) => sum + result.bytes, 0), latencies };
+}
+
+/**
+ * What each sends for one variant of every photo: bytes, and SSIM against the source resized without
+ * encoding (same dimensions). Then thumbor's quality is lowered until its files weigh what ours do.
+ * @param {string[]} files @param {string[]} sources @param {any} origin @param {string} thumbor
+ */
+async function compareOutput(files, sources, origin, thumbor) {
+  const results = [];
+  for (const format of FORMATS) {
+    const ours = await Promise.all(sources.map((source) => body(`${origin.base}/p/${base58Url.encode(source)}?width=512&height=512&mode=fit&format=${format}`)));
+    const theirs = async (/** @type {number} */ q) => Promise.all(files.map((_, i) => body(`${thumbor}/unsafe/fit-in/512x512/filters:format(${format}):quality(${q})/photo-${i}.jpg`)));
+    const defaults = await theirs(80);
+    const target = total(ours);
+    // the highest thumbor quality whose files are no larger than ours (binary search over 1..80)
+    let low = 1;
+    let high = 80;
+    while (low < high) {
+      const mid = Math.ceil((low + high) / 2);
+      if (total(await theirs(mid)) <= target) low = mid; else high = mid - 1;
+    }
+    const matched = await theirs(low);
+    results.push({
+      format,
+      origin: { quality: 80, kb: total(ours) / files.length / 1024, ssim: await meanSsim(files, ours) },
+      thumbor: { quality: 80, kb: total(defaults) / files.length / 1024, ssim: await meanSsim(files, defaults) },
+      thumborMatched: { quality: low, kb: total(matched) / files.length / 1024, ssim: await meanSsim(files, matched) },
+    });
+  }
+  return results;
+}
+
+/** @param {string} url */
+async function body(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`${url}: ${response.status}`);
+  return Buffer.from(await response.arrayBuffer());
+}
+
+/** @param {Buffer[]} buffers */
+function total(buffers) {
+  return buffers.reduce((sum, buffer) => sum + buffer.length, 0);
+}
+
+/** Mean SSIM of encoded outputs against each source resized to the output's size, unencoded. @param {string[]} files @param {Buffer[]} outputs */
+async function meanSsim(files, outputs) {
+  let sum = 0;
+  for (let i = 0; i < files.length; i += 1) {
+    const decoded = await sharp(outputs[i]).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+    const { width, height } = decoded.info;
+    const reference = await sharp(files[i]).rotate().resize(width, height, { fit: 'fill' }).ensureAlpha().raw().toBuffer();
+    sum += ssim({ data: new Uint8ClampedArray(reference), width, height }, { data: new Uint8ClampedArray(decoded.data), width, height }).mssim;
+  }
+  return sum / files.length;
+}
+
+/** @param {any[]} runs @param {any[]} quality */
+function summarise(runs, quality) {
+  const cell = (/** @type {any[]} */ list) => {
+    const rps = spread(list.map((r) => r.rps));
+    return `${round(rps.min)} / ${round(rps.median)} / ${round(rps.max)}`;
+  };
+  const median = (/** @type {any[]} */ list, /** @type {string} */ key) => spread(list.map((r) => r[key])).median;
+  const rows = runs.map((run) => [run.format, run.concurrency, cell(run.origin), median(run.origin, 'p99_ms'), Math.max(...run.origin.map((/** @type {any} */ r) => r.peak_rss_mb)),
+    cell(run.thumbor), median(run.thumbor, 'p99_ms'), Math.max(...run.thumbor.map((/** @type {any} */ r) => r.peak_rss_mb)), `${Math.round((median(run.origin, 'rps') / median(run.thumbor, 'rps')) * 100)}%`]);
+  /** @type {Record<string, { origin: number, thumbor: number, ratio: number }>} */
+  const best = {};
+  for (const format of FORMATS) {
+    const mine = runs.filter((run) => run.format === format);
+    const ours = Math.max(...mine.map((run) => median(run.origin, 'rps')));
+    const theirs = Math.max(...mine.map((run) => median(run.thumbor, 'rps')));
+    best[format] = { origin: ours, thumbor: theirs, ratio: ours / theirs };
+  }
+  return {
+    best, runs: runs.map((run) => ({ ...run, origin: run.origin.map(strip), thumbor: run.thumbor.map(strip) })), quality,
+    sections: [
+      { heading: `Uncached variants: origin vs thumbor ${THUMBOR_VERSION} (same run, alternating)`,
+        text: `${REQUESTS} requests per run, ${REPEATS} runs each; req/s as min / median / max. Both read the photographs locally (our origin from its store of fetched originals, thumbor with its file loader), neither keeps results; thumbor runs as ${os.availableParallelism()} single-process instances (one per core, as its documentation deploys it) with the connections spread evenly over them; Pillow decodes JPEG in draft mode (scaled by libjpeg).`,
+        table: { columns: ['format', 'concurrency', 'origin req/s', 'origin p99 ms', 'origin peak RSS MB', 'thumbor req/s', 'thumbor p99 ms', 'thumbor peak RSS MB', 'origin / thumbor'], rows } },
+      { heading: 'Best concurrency of each: origin / thumbor (the bar: ≥ 100%)', table: { columns: ['format', 'origin req/s', 'thumbor req/s', 'ratio'], rows: Object.entries(best).map(([format, b]) => [format, b.origin, b.thumbor, `${Math.round(b.ratio * 100)}%`]) } },
+      { heading: 'What is sent for the same variant: mean size and SSIM against the source resized unencoded (1 = identical)',
+        text: 'One 512 × 512 fit variant of each photograph. "Thumbor, size-matched" lowers thumbor\'s quality until its files are no larger than ours: quality at equal size.',
+        table: { columns: ['format', 'origin q80 KB', 'origin SSIM', 'thumbor q80 KB', 'thumbor SSIM', 'thumbor size-matched q', 'KB', 'SSIM'],
+          rows: quality.map((q) => [q.format, q.origin.kb, q.origin.ssim.toFixed(4), q.thumbor.kb, q.thumbor.ssim.toFixed(4), q.thumborMatched.quality, q.thumborMatched.kb, q.thumborMatched.ssim.toFixed(4)]) } },
+    ],
+  };
+}
+
+/** @param {any} run */
+function strip({ latencies, ...rest }) {
+  return rest;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const result = await benchPeers();
+  const file = writeReport('peers', { title: 'bench/peers', command: `node bench/peers.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
+  process.exit(0);
+}
