@@ -1,20 +1,22 @@
-// In-process sharp doing the origin's work (decode, rotate, 512×512 fit, encode) on the same files,
-// at a given concurrency: the bar the service is measured against. Prints JSON.
+// In-process sharp doing the origin's work on the same files, at a given concurrency, with the origin's
+// own steps (probe the header, plan, decode → rotate → 512×512 fit → encode) and nothing else (no HTTP,
+// no store, no queue): the bar the service is measured against. Prints JSON.
 //   node bench/sharp-inprocess.js <format> <concurrency> <count> <file>...
 import sharp from 'sharp';
-import { jpegOptions } from '../origin/src/transform.js';
+import { plan, probe, transform } from '../origin/src/transform.js';
 import { percentile } from './lib.js';
 
 sharp.cache(false);
 const [format, concurrencyText, countText, ...files] = process.argv.slice(2);
 const concurrency = Number(concurrencyText);
 const count = Number(countText);
+const OPTIONS = { maxPixels: 50_000_000, timeoutS: 30, jpegQuality: 80, jpegTrellis: process.env.JPEG_TRELLIS === 'true', webpQuality: 80, avifQuality: 50, avifEffort: 4 };
 
 /** @param {string} file */
-function work(file) {
-  const image = sharp(file, { limitInputPixels: 50_000_000, sequentialRead: true }).rotate().resize({ width: 512, height: 512, fit: 'inside', withoutEnlargement: true });
-  const encoded = format === 'webp' ? image.webp({ quality: 80, effort: 4 }) : image.flatten({ background: '#ffffff' }).jpeg(jpegOptions(80, process.env.JPEG_TRELLIS === 'true'));
-  return encoded.toBuffer();
+async function work(file) {
+  const source = await probe(file, { maxPixels: OPTIONS.maxPixels, maxFrames: 300 });
+  const steps = plan(source, { width: 512, height: 512, mode: 'fit', format, accept: '' }, false);
+  return (await transform(file, steps, OPTIONS)).data;
 }
 
 const latencies = [];

@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import icc from 'icc';
 import sharp from 'sharp';
 import { HttpError } from '@stack/lib';
 
@@ -9,10 +10,10 @@ const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp'
 /** @typedef {'jpeg'|'png'|'webp'|'gif'|'avif'} OutputFormat */
 /**
  * @typedef {{ format: string, width: number, height: number, frames: number, orientation: number,
- *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean }} SourceInfo
+ *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean, srgbProfile: boolean }} SourceInfo
  * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'' }} Request
  * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
- *   animated: boolean, degraded: boolean, palette: boolean }} Plan
+ *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean }} Plan
  */
 
 /** @param {OutputFormat} format */
@@ -53,7 +54,23 @@ export async function probe(file, limits) {
     hasAlpha: Boolean(meta.hasAlpha),
     isPalette: Boolean(meta.isPalette),
     isAvif: meta.format === 'heif' && meta.compression === 'av1',
+    srgbProfile: isSrgb(meta.icc),
   };
+}
+
+/**
+ * An embedded profile that is sRGB itself (cameras and editors tag most photographs so): converting
+ * through it to sRGB changes nothing but costs a quarter of a photograph's transform, so it is skipped.
+ * Any other profile (Display P3, Adobe RGB, CMYK) is applied. @param {Buffer|undefined} profile
+ */
+function isSrgb(profile) {
+  if (!profile) return false;
+  try {
+    const parsed = icc.parse(profile);
+    return parsed.colorSpace === 'RGB' && /\bsRGB\b/.test(parsed.description || '');
+  } catch {
+    return false;
+  }
 }
 
 const corrupt = () => new HttpError(400, 'invalid_image', { reason: 'corrupt or truncated image' });
@@ -118,6 +135,7 @@ export function plan(source, want, degrade) {
     animated: animated && (format === 'webp' || format === 'gif'),
     degraded,
     palette: source.format === 'png' && source.isPalette,
+    ignoreIcc: source.srgbProfile,
   };
 }
 
@@ -147,6 +165,7 @@ export async function transform(file, p, options) {
     animated: p.animated,
     sequentialRead: true,
     failOn: 'error',
+    ignoreIcc: p.ignoreIcc,
   }).timeout({ seconds: options.timeoutS });
   if (!p.animated) image = image.rotate();
   image = image.resize({ width: p.width, height: p.height, fit: p.fit, position: 'centre', withoutEnlargement: true });

@@ -95,6 +95,21 @@ test('JPEG is progressive; JPEG_TRELLIS=true trades encode time for a smaller fi
   }
 });
 
+test('colour profiles: an sRGB-tagged source keeps its colours, a Display P3 one is converted to sRGB', async () => {
+  const colour = { r: 192, g: 64, b: 32 };
+  const pixel = async (/** @type {Buffer} */ data) => [...(await sharp(data).removeAlpha().extract({ left: 8, top: 8, width: 1, height: 1 }).raw().toBuffer())];
+  for (const profile of ['srgb', 'p3']) {
+    // withIccProfile converts the pixels into the profile's space and tags them: both show the same colour
+    const source = await sharp({ create: { width: 32, height: 32, channels: 3, background: colour } }).withIccProfile(profile).png().toBuffer();
+    const stored = await pixel(await sharp(source, { ignoreIcc: true }).png().toBuffer());
+    if (profile === 'p3') assert.ok(Math.abs(stored[0] - colour.r) > 8, `P3 numbers differ from sRGB ones: ${stored}`);
+    const { body } = await image(origin.proxied(origin.site.add(`tagged-${profile}.png`, source), { width: 16, height: 16, format: 'png' }));
+    const shown = await pixel(body);
+    assert.ok(shown.every((value, i) => Math.abs(value - [colour.r, colour.g, colour.b][i]) <= 3), `${profile}: ${shown}`);
+    assert.equal((await sharp(body).metadata()).icc, undefined);
+  }
+});
+
 test('cover crops to exactly the box; a missing dimension keeps the aspect ratio; no size gives the default box', async () => {
   let { info } = await image(origin.proxied(photoUrl, { width: 300, height: 300 }));
   assert.deepEqual([info.format, info.width, info.height], ['jpeg', 300, 300]);

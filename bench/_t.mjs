@@ -1,0 +1,15 @@
+import sharp from 'sharp';
+import fs from 'node:fs';
+sharp.cache(false);
+sharp.concurrency(1);
+const name = process.argv[2] || 'Autumn';
+const f = fs.readFileSync(`/usr/share/wallpapers/${name}/contents/images/1920x1080.jpg`);
+const time = async (label, fn) => { await fn(); const t = performance.now(); for (let i = 0; i < 10; i++) await fn(); console.log(label.padEnd(36), ((performance.now() - t) / 10).toFixed(1), 'ms'); };
+await time('metadata', () => sharp(f).metadata());
+await time('full decode raw', () => sharp(f).raw().toBuffer());
+await time('full decode ignoreIcc', () => sharp(f, { ignoreIcc: true }).raw().toBuffer());
+await time('fit 512 ignoreIcc', () => sharp(f, { ignoreIcc: true }).resize(512, 512, { fit: 'inside' }).raw().toBuffer());
+await time('fit 512', () => sharp(f).resize(512, 512, { fit: 'inside' }).raw().toBuffer());
+await time('640x400 nearest', () => sharp(f).resize(640, 400, { kernel: 'nearest' }).raw().toBuffer());
+await time('320x200 nearest', () => sharp(f).resize(320, 200, { kernel: 'nearest' }).raw().toBuffer());
+await time('160x100 nearest', () => sharp(f).resize(160, 100, { kernel: 'nearest' }).raw().toBuffer());
