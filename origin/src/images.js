@@ -23,10 +23,16 @@ export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
  *   originals: import('./cache/disk-lru.js').DiskLru, variants: import('./cache/disk-lru.js').DiskLru,
  *   failures: import('./cache/failures.js').FailureCache, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
  *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
- *   metrics: import('./metrics.js').OriginMetrics }} deps
+ *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger }} deps
  */
 export function createImages(deps) {
-  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics } = deps;
+  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger } = deps;
+  /**
+   * Variants answered but not yet on disk: the answer does not wait for the cache write, and until the
+   * file lands a request for the same variant is served from here instead of transforming it again.
+   * @type {Map<string, { format: import('./transform.js').OutputFormat, data: Buffer }>}
+   */
+  const writing = new Map();
   const ownHost = new URL(config.PUBLIC_URL).host;
   const unwrapHosts = new Set(config.UNWRAP_HOSTS);
   const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
@@ -113,10 +119,12 @@ export function createImages(deps) {
   async function variant(source, want) {
     const key = variantKey(source, want);
     const cached = variants.get(key);
-    metrics.cache.inc({ level: 'variant', result: cached ? 'hit' : 'miss' });
+    const fresh = cached ? null : writing.get(key);
+    metrics.cache.inc({ level: 'variant', result: cached || fresh ? 'hit' : 'miss' });
     if (cached) {
       return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, file: cached.path, size: cached.size, timings: {} };
     }
+    if (fresh) return { variantKey: key, format: fresh.format, degraded: false, data: fresh.data, timings: {} };
     const made = () => flight('transform', key, () => makeVariant(source, want, key));
     if (!flight.has('transform', key)) return made();
     // joining a transform in flight is waiting like a queued request, so it holds a place in the queue
@@ -160,8 +168,16 @@ export function createImages(deps) {
     if (p.degraded) metrics.degraded.inc();
     // A degraded answer is stored under the key of what it really is (a WebP), never under the avif/auto key.
     const storeKey = p.degraded ? variantKey(source, { ...want, format: 'webp' }) : key;
-    await variants.putBuffer(storeKey, EXTENSIONS[p.format], value.data);
+    keep(storeKey, p.format, value.data);
     return { variantKey: key, format: p.format, degraded: p.degraded, data: value.data, timings };
+  }
+
+  /** Writes a variant to the result cache in the background. @param {string} key @param {import('./transform.js').OutputFormat} format @param {Buffer} data */
+  function keep(key, format, data) {
+    writing.set(key, { format, data });
+    variants.putBuffer(key, EXTENSIONS[format], data)
+      .catch((err) => logger.warn({ err, key }, 'variant not cached'))
+      .finally(() => writing.delete(key));
   }
 
   return { resolveSource, variant };

@@ -53,7 +53,7 @@ await runService({
     });
     const failures = new FailureCache(redis, { permanentTtl: config.FAILURE_TTL_PERMANENT_S, transientTtl: config.FAILURE_TTL_TRANSIENT_S });
     const flight = createSingleFlight((kind) => metrics.joins.inc({ kind }));
-    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics });
+    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger });
     const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifyUpload = createHiveAuth(hive);

@@ -15,6 +15,8 @@ export class DiskLru {
     this.totalBytes = 0;
     /** @type {Map<string, { ext: string, size: number }>} */
     this.entries = new Map();
+    /** shard directories known to exist: one mkdir per shard, not per file */
+    this.shards = new Set();
   }
 
   async init() {
@@ -54,20 +56,29 @@ export class DiskLru {
 
   /** Moves a finished temp file into the cache. @param {string} key @param {string} ext @param {string} tempFile */
   async putFile(key, ext, tempFile) {
-    const target = this.pathFor(key, ext);
-    await fs.mkdir(path.dirname(target), { recursive: true });
-    await fs.rename(tempFile, target);
-    const { size } = await fs.stat(target);
-    this.remember(key, ext, size);
-    await this.evict();
-    return target;
+    const { size } = await fs.stat(tempFile);
+    return this.place(key, ext, tempFile, size);
   }
 
   /** @param {string} key @param {string} ext @param {Buffer} data */
   async putBuffer(key, ext, data) {
     const temp = this.tempPath();
     await fs.writeFile(temp, data);
-    return this.putFile(key, ext, temp);
+    return this.place(key, ext, temp, data.length);
+  }
+
+  /** @param {string} key @param {string} ext @param {string} tempFile @param {number} size */
+  async place(key, ext, tempFile, size) {
+    const target = this.pathFor(key, ext);
+    const shard = path.dirname(target);
+    if (!this.shards.has(shard)) {
+      await fs.mkdir(shard, { recursive: true });
+      this.shards.add(shard);
+    }
+    await fs.rename(tempFile, target);
+    this.remember(key, ext, size);
+    await this.evict();
+    return target;
   }
 
   /** @param {string} key @param {string} ext @param {number} size */
