@@ -15,7 +15,7 @@ import { drive, machine, percentile, round, sampleRss, spread, writeReport } fro
 const quick = process.argv.includes('--quick');
 // real photographs from Debian's plasma-workspace-wallpapers (2560×1600 JPEGs, whatever their file names say)
 const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'].map((name) => [name, '1920x1080']);
-const REQUESTS = quick ? 40 : 90;
+const REQUESTS = quick ? 40 : Number(process.env.BENCH_REQUESTS || 180);
 const REPEATS = quick ? 1 : 3;
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = ['jpeg', 'webp'];

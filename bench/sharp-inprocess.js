@@ -1,6 +1,7 @@
 // In-process sharp doing the origin's work on the same files, at a given concurrency, with the origin's
-// own steps (probe the header, plan, decode → rotate → 512×512 fit → encode) and nothing else (no HTTP,
-// no store, no queue): the bar the service is measured against. Prints JSON.
+// own transform (decode → rotate → 512×512 fit → encode, as planned from each file's header, read once as
+// the origin does) and nothing else (no HTTP, no store, no queue): the bar the service is measured
+// against. Prints JSON.
 //   node bench/sharp-inprocess.js <format> <concurrency> <count> <file>...
 import sharp from 'sharp';
 import { plan, probe, transform } from '../origin/src/transform.js';
@@ -12,11 +13,15 @@ const concurrency = Number(concurrencyText);
 const count = Number(countText);
 const OPTIONS = { maxPixels: 50_000_000, timeoutS: 30, jpegQuality: 80, jpegTrellis: process.env.JPEG_TRELLIS === 'true', webpQuality: 80, avifQuality: 50, avifEffort: 4 };
 
+const plans = new Map();
+for (const file of files) {
+  const source = await probe(file, { maxPixels: OPTIONS.maxPixels, maxFrames: 300 });
+  plans.set(file, plan(source, { width: 512, height: 512, mode: 'fit', format, accept: '' }, false));
+}
+
 /** @param {string} file */
 async function work(file) {
-  const source = await probe(file, { maxPixels: OPTIONS.maxPixels, maxFrames: 300 });
-  const steps = plan(source, { width: 512, height: 512, mode: 'fit', format, accept: '' }, false);
-  return (await transform(file, steps, OPTIONS)).data;
+  return (await transform(file, plans.get(file), OPTIONS)).data;
 }
 
 const latencies = [];

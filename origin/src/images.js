@@ -33,6 +33,13 @@ export function createImages(deps) {
    * @type {Map<string, { format: import('./transform.js').OutputFormat, data: Buffer }>}
    */
   const writing = new Map();
+  /**
+   * What the header of each original said (size, frames, profile), most recently used last: a file under a
+   * path never changes (uploads are content-addressed; a refetched original is probed again on arrival),
+   * so each variant after the first skips reading it. @type {Map<string, import('./transform.js').SourceInfo>}
+   */
+  const probed = new Map();
+  const PROBED_MAX = 10000;
   const ownHost = new URL(config.PUBLIC_URL).host;
   const unwrapHosts = new Set(config.UNWRAP_HOSTS);
   const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
@@ -91,10 +98,12 @@ export function createImages(deps) {
       const { bytes } = await fetcher.fetchTo(source.url, temp);
       metrics.fetches.inc();
       metrics.bytes.inc({ direction: 'in' }, bytes);
-      await probe(temp, limits).catch(async (err) => {
+      const info = await probe(temp, limits).catch(async (err) => {
         throw Object.assign(err, { permanent: true });
       });
-      return await originals.putFile(source.id, 'bin', temp);
+      const file = await originals.putFile(source.id, 'bin', temp);
+      remember(file, info);
+      return file;
     } catch (err) {
       await fs.rm(temp, { force: true });
       const httpError = err instanceof HttpError ? err : new HttpError(502, 'upstream_error');
@@ -149,7 +158,7 @@ export function createImages(deps) {
     /** @type {ReturnType<typeof plan>} */
     let p;
     try {
-      p = plan(await probe(file, limits), want, queue.depth >= config.TRANSFORM_DEGRADE_DEPTH);
+      p = plan(await sourceInfo(file), want, queue.depth >= config.TRANSFORM_DEGRADE_DEPTH);
     } catch (err) {
       release();
       throw err;
@@ -170,6 +179,26 @@ export function createImages(deps) {
     const storeKey = p.degraded ? variantKey(source, { ...want, format: 'webp' }) : key;
     keep(storeKey, p.format, value.data);
     return { variantKey: key, format: p.format, degraded: p.degraded, data: value.data, timings };
+  }
+
+  /** @param {string} file @returns {Promise<import('./transform.js').SourceInfo>} */
+  async function sourceInfo(file) {
+    const known = probed.get(file);
+    if (known) {
+      probed.delete(file);
+      probed.set(file, known);
+      return known;
+    }
+    const info = await probe(file, limits);
+    remember(file, info);
+    return info;
+  }
+
+  /** @param {string} file @param {import('./transform.js').SourceInfo} info */
+  function remember(file, info) {
+    probed.delete(file);
+    probed.set(file, info);
+    if (probed.size > PROBED_MAX) probed.delete(/** @type {string} */ (probed.keys().next().value));
   }
 
   /** Writes a variant to the result cache in the background. @param {string} key @param {import('./transform.js').OutputFormat} format @param {Buffer} data */
