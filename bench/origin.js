@@ -96,7 +96,13 @@ function summarise(uncached, repeated, memory, memoryPeak) {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const result = await benchOrigin();
-  const file = writeReport('origin', { title: 'bench/origin', command: `node bench/origin.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  // a run with other transform slots than the default is a report of its own, and says so
+  const slots = process.env.TRANSFORM_CONCURRENCY;
+  const file = writeReport(slots ? `origin-slots-${slots}` : 'origin', {
+    title: slots ? `bench/origin with TRANSFORM_CONCURRENCY=${slots}` : 'bench/origin',
+    command: `${slots ? `TRANSFORM_CONCURRENCY=${slots} ` : ''}node bench/origin.js${quick ? ' --quick' : ''}`,
+    machine: await machine(), sections: result.sections, data: result,
+  });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
   process.exit(0);
 }
