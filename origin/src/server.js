@@ -57,7 +57,7 @@ await runService({
     const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifyUpload = createHiveAuth(hive);
-    const app = createApp({ config, logger, registry, images, store, metrics, redis, verifyUpload, version });
+    const app = createApp({ config, logger, registry, images, store, queue, metrics, redis, verifyUpload, version });
     return {
       app,
       async close() {

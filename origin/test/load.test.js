@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 import { decode, photo, solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
-import { jsonError, startOrigin } from './harness.js';
+import { jsonError, startOrigin, tokenUpload } from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
 let origin;
@@ -69,6 +69,23 @@ test('with the queue full, a duplicate of a queued variant is refused too: joine
   assert.equal(/** @type {any} */ (await duplicate.json()).error.info.reason, 'transform_queue_full');
   assert.deepEqual((await Promise.all(pending)).map((answer) => answer.status), [200, 200, 200, 200, 200]);
   assert.equal((await fetch(asked[4])).status, 200, 'made once, then served from the variant cache');
+});
+
+test('an upload\'s decode waits for a transform slot, ahead of large transforms, and is never refused for a full queue', async () => {
+  const asked = Array.from({ length: 5 }, (_, i) => origin.proxied(big, { width: 2100 + i, format: 'png' }));
+  const pending = asked.map((url) => fetch(url).then(async (response) => ({ status: response.status, at: performance.now() })));
+  await waitUntil(async () => await metricValue(origin.metricsUrl, 'origin_queue_depth') === 4);
+  const image = await solid(640, 480, 'png', '#123456');
+  const upload = tokenUpload(origin.base, image, 'busy.png').then((response) => ({ response, at: performance.now() }));
+  await waitUntil(async () => await metricValue(origin.metricsUrl, 'origin_queue_depth') === 5);
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_queue_depth'), 5, 'the upload waits in the queue, past its bound');
+  const { response, at } = await upload;
+  assert.equal(response.status, 200);
+  const stored = await fetch(/** @type {any} */ (await response.json()).url);
+  assert.deepEqual(Buffer.from(await stored.arrayBuffer()), image);
+  const transforms = await Promise.all(pending);
+  assert.deepEqual(transforms.map((answer) => answer.status), [200, 200, 200, 200, 200]);
+  assert.ok(transforms.filter((answer) => answer.at > at).length >= 3, 'the upload went ahead of the queued transforms');
 });
 
 test('under a deep queue, avif is encoded as WebP with a short Cache-Control', async () => {

@@ -8,6 +8,11 @@ import { HttpError, isAccountName } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
 import { probe, verify } from '../transform.js';
 
+/**
+ * @typedef {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
+ *   queue: import('../queue.js').TransformQueue }} UploadDeps
+ */
+
 /** Checks the declared length before reading a byte: 411 without one, 413 when too big. @param {import('express').Request} req @param {number} maxBytes */
 function checkLength(req, maxBytes) {
   const declared = req.headers['content-length'];
@@ -84,20 +89,23 @@ function cleanFilename(name, format) {
 /**
  * The upload pipeline shared by both routes: receive → check it is an image → authorise → store durably.
  * The answer is sent only after the file is fsynced under its key.
- * @param {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics }} deps
+ * @param {UploadDeps} deps
  * @param {string} kind
  * @param {(digest: Buffer) => Promise<void>} authorise
  * @param {import('express').Request} req @param {import('express').Response} res
  */
 async function acceptUpload(deps, kind, authorise, req, res) {
-  const { store, config, metrics } = deps;
+  const { store, config, metrics, queue } = deps;
   const tempPath = store.tempPath();
   try {
     checkLength(req, config.UPLOAD_MAX_BYTES);
     const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath });
     const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES });
     await authorise(file.digest);
-    await verify(tempPath, info); // after authorisation: only a known uploader spends a decode
+    // after authorisation (only a known uploader spends a decode), in a transform slot: decodes at once stay
+    // bounded whatever the mix. Ahead of large transforms and never refused for a busy queue: someone is
+    // waiting on it, it decodes to 64 px, and uploads are rare next to image reads.
+    await queue.run(() => verify(tempPath, info), true, undefined, true);
     const key = keyFromDigest(file.digest);
     await store.put(key, tempPath);
     metrics.uploads.inc({ kind });
@@ -132,8 +140,7 @@ async function takeQuota(redis, account, limit) {
 
 /**
  * POST /<account>/<signature>: the Hive upload.
- * @param {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
- *   redis: import('ioredis').Redis, verifyUpload: (account: string, signature: string, digest: Uint8Array) => Promise<void> }} deps
+ * @param {UploadDeps & { redis: import('ioredis').Redis, verifyUpload: (account: string, signature: string, digest: Uint8Array) => Promise<void> }} deps
  * @returns {import('express').RequestHandler}
  */
 export function hiveUploadRoute(deps) {
@@ -155,7 +162,7 @@ export function hiveUploadRoute(deps) {
 
 /**
  * POST /upload with `Authorization: Bearer <token>`, for sites without Hive accounts.
- * @param {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics }} deps
+ * @param {UploadDeps} deps
  * @returns {import('express').RequestHandler}
  */
 export function tokenUploadRoute(deps) {
