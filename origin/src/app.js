@@ -9,7 +9,7 @@ import { hiveUploadRoute, tokenUploadRoute } from './routes/upload.js';
  * The origin's HTTP surface (images.hive.blog compatible).
  * @param {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry,
  *   images: ReturnType<typeof import('./images.js').createImages>, store: import('./store/fs.js').FsStore,
- *   queue: import('./queue.js').TransformQueue,
+ *   checks: import('./queue.js').TransformQueue,
  *   metrics: import('./metrics.js').OriginMetrics, redis: import('ioredis').Redis,
  *   verifyUpload: (account: string, signature: string, digest: Uint8Array) => Promise<void>, version: string }} deps
  */

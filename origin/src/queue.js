@@ -55,14 +55,12 @@ export class TransformQueue {
    * @param {() => Promise<T>} task
    * @param {boolean} small
    * @param {() => void} [release] the task's reservation, exchanged for its place in the queue
-   * @param {boolean} [neverRefused] waits for a slot however deep the queue (uploads: someone's post is waiting
-   *   on it, and haproxy's maxconn already bounds how many can wait)
    * @returns {Promise<{ value: T, waitMs: number }>}
    */
-  async run(task, small, release, neverRefused = false) {
+  async run(task, small, release) {
     const queuedAt = performance.now();
     release?.();
-    if (this.full && !neverRefused) throw TransformQueue.overloaded();
+    if (this.full) throw TransformQueue.overloaded();
     if (this.running >= this.concurrency) {
       await new Promise((resolve) => {
         (small ? this.small : this.large).push(() => resolve(null));

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { connectRedis, createHiveClient, redisReady, runService } from '@stack/lib';
@@ -57,7 +58,9 @@ await runService({
     const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifyUpload = createHiveAuth(hive);
-    const app = createApp({ config, logger, registry, images, store, queue, metrics, redis, verifyUpload, version });
+    // an upload's check decode has slots of its own (one per core): bounded, and never behind transforms
+    const checks = new TransformQueue({ concurrency: os.availableParallelism(), maxQueued: Number.MAX_SAFE_INTEGER });
+    const app = createApp({ config, logger, registry, images, store, checks, metrics, redis, verifyUpload, version });
     return {
       app,
       async close() {

@@ -10,7 +10,7 @@ import { probe, verify } from '../transform.js';
 
 /**
  * @typedef {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
- *   queue: import('../queue.js').TransformQueue }} UploadDeps
+ *   checks: import('../queue.js').TransformQueue }} UploadDeps
  */
 
 /** Checks the declared length before reading a byte: 411 without one, 413 when too big. @param {import('express').Request} req @param {number} maxBytes */
@@ -95,17 +95,16 @@ function cleanFilename(name, format) {
  * @param {import('express').Request} req @param {import('express').Response} res
  */
 async function acceptUpload(deps, kind, authorise, req, res) {
-  const { store, config, metrics, queue } = deps;
+  const { store, config, metrics, checks } = deps;
   const tempPath = store.tempPath();
   try {
     checkLength(req, config.UPLOAD_MAX_BYTES);
     const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath });
     const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES });
     await authorise(file.digest);
-    // after authorisation (only a known uploader spends a decode), in a transform slot: decodes at once stay
-    // bounded whatever the mix. Ahead of large transforms and never refused for a busy queue: someone is
-    // waiting on it, it decodes to 64 px, and uploads are rare next to image reads.
-    await queue.run(() => verify(tempPath, info), true, undefined, true);
+    // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
+    // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
+    await checks.run(() => verify(tempPath, info), true);
     const key = keyFromDigest(file.digest);
     await store.put(key, tempPath);
     metrics.uploads.inc({ kind });
