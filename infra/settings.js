@@ -43,6 +43,9 @@ export const stackSettings = [
   { name: 'NGINX_EXPORTER_PORT', type: 'int', default: '9113', doc: 'prometheus-nginx-exporter port' },
   { name: 'REDIS_EXPORTER_PORT', type: 'int', default: '9121', doc: 'prometheus-redis-exporter port' },
   { name: 'MTAIL_PORT', type: 'int', default: '3903', doc: 'mtail (edge latency histograms from the nginx access log)' },
+  { name: 'NGINX_LOG_MAX_BYTES', type: 'bytes', default: '256mb', doc: 'nginx\'s access and error logs are rotated past this size (supervisord rotates every other log)' },
+  { name: 'NGINX_LOG_KEEP', type: 'int', default: '4', doc: 'rotated nginx logs kept (.1 … .N)', min: 1 },
+  { name: 'NGINX_LOG_CHECK_S', type: 'int', default: '30', doc: 'how often the nginx log sizes are checked', min: 1 },
   { name: 'GRAFANA_PORT', type: 'int', default: '3000', doc: 'Grafana (compose only)' },
 ];
 

@@ -37,7 +37,7 @@ async function frontendRequests() {
 
 test('the stack came up through the launcher, every component under supervision', async () => {
   const { stdout } = await stack.ctl('status');
-  for (const name of ['nginx', 'varnish', 'haproxy', 'origin', 'avatar-resolver', 'purge-service', 'redis', 'prometheus', 'mtail']) {
+  for (const name of ['nginx', 'varnish', 'haproxy', 'origin', 'avatar-resolver', 'purge-service', 'redis', 'prometheus', 'mtail', 'rotate-logs']) {
     assert.match(stdout, new RegExp(`^${name}\\s+RUNNING`, 'm'), name);
   }
   const again = await stack.stack(['up']);
