@@ -13,7 +13,7 @@ import ssimModule from 'ssim.js';
 import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
 import { photo } from '../test/support/images.js';
-import { freePort } from '../test/support/ports.js';
+import { freePort, waitFor } from '../test/support/ports.js';
 import { drive, machine, percentile, round, sampleRss, spread, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
@@ -105,10 +105,10 @@ async function startThumbors(bin, files, count) {
     bases.push(`http://127.0.0.1:${port}`);
   }
   for (const [i, base] of bases.entries()) {
-    for (let wait = 0; !(await fetch(`${base}/healthcheck`).then((r) => r.ok, () => false)); wait += 1) {
-      if (wait > 100 || children[i].exitCode !== null) throw new Error('thumbor did not start');
-      await new Promise((resolve) => { setTimeout(resolve, 200); });
-    }
+    await waitFor(async () => {
+      if (children[i].exitCode !== null) throw new Error(`exited with ${children[i].exitCode}`);
+      return (await fetch(`${base}/healthcheck`)).ok;
+    }, 20_000, `thumbor on ${base}`);
   }
   return {
     bases, pids: children.map((child) => /** @type {number} */ (child.pid)),

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { metricValue } from './support/metrics.js';
+import { waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
 
 /** @type {Awaited<ReturnType<typeof startStack>>} */
@@ -14,15 +15,6 @@ before(async () => {
   stack = await startStack({ NGINX_LOG_MAX_BYTES: '16kb', NGINX_LOG_KEEP: '2', NGINX_LOG_CHECK_S: '1', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000' });
 });
 after(() => stack.stop());
-
-/** @param {() => Promise<boolean> | boolean} check @param {string} what */
-async function waitUntil(check, what) {
-  for (let i = 0; i < 300; i += 1) {
-    if (await check()) return;
-    await new Promise((resolve) => { setTimeout(resolve, 100); });
-  }
-  assert.fail(`timed out waiting until ${what}`);
-}
 
 test('nginx\'s logs are rotated past their size, the oldest dropped, and mtail loses no request across it', async () => {
   const log = path.join(stack.dir, 'logs', 'nginx-access.log');
@@ -39,12 +31,12 @@ test('nginx\'s logs are rotated past their size, the oldest dropped, and mtail l
     }
     await new Promise((resolve) => { setTimeout(resolve, 1200); });
   }
-  await waitUntil(() => fs.existsSync(`${log}.2`), 'two rotations happened');
+  await waitFor(async () => fs.existsSync(`${log}.2`), 30_000, 'two rotations');
   assert.equal(fs.existsSync(`${log}.3`), false, 'only NGINX_LOG_KEEP rotated files are kept');
   assert.ok(fs.statSync(log).size < 16 * 1024 + 100 * 150, `the live log stays near its bound (${fs.statSync(log).size} bytes)`);
   await (await fetch(`${stack.base}/after-rotation`)).arrayBuffer();
   sent += 1;
-  await waitUntil(async () => (await counted()) - before >= sent, `mtail counted all ${sent} requests`);
+  await waitFor(async () => (await counted()) - before >= sent, 30_000, `mtail to count all ${sent} requests`);
   assert.equal(await counted() - before, sent, 'each request counted once');
   assert.match(fs.readFileSync(log, 'utf8'), /after-rotation/, 'nginx writes to the new file after reopening');
 });

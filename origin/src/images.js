@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { LRUCache } from 'lru-cache';
 import { HttpError, base58Url } from '@stack/lib';
 import { isKey, sha256Hex } from './keys.js';
 import { TransformQueue } from './queue.js';
@@ -34,12 +35,11 @@ export function createImages(deps) {
    */
   const writing = new Map();
   /**
-   * What the header of each original said (size, frames, profile), most recently used last: a file under a
-   * path never changes (uploads are content-addressed; a refetched original is probed again on arrival),
-   * so each variant after the first skips reading it. @type {Map<string, import('./transform.js').SourceInfo>}
+   * What the header of each original said (size, frames, profile): a file under a path never changes
+   * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
+   * after the first skips reading it. @type {LRUCache<string, import('./transform.js').SourceInfo>}
    */
-  const probed = new Map();
-  const PROBED_MAX = 10000;
+  const probed = new LRUCache({ max: 10000 });
   const ownHost = new URL(config.PUBLIC_URL).host;
   const unwrapHosts = new Set(config.UNWRAP_HOSTS);
   const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
@@ -102,7 +102,7 @@ export function createImages(deps) {
         throw Object.assign(err, { permanent: true });
       });
       const file = await originals.putFile(source.id, 'bin', temp);
-      remember(file, info);
+      probed.set(file, info);
       return file;
     } catch (err) {
       await fs.rm(temp, { force: true });
@@ -184,21 +184,10 @@ export function createImages(deps) {
   /** @param {string} file @returns {Promise<import('./transform.js').SourceInfo>} */
   async function sourceInfo(file) {
     const known = probed.get(file);
-    if (known) {
-      probed.delete(file);
-      probed.set(file, known);
-      return known;
-    }
+    if (known) return known;
     const info = await probe(file, limits);
-    remember(file, info);
-    return info;
-  }
-
-  /** @param {string} file @param {import('./transform.js').SourceInfo} info */
-  function remember(file, info) {
-    probed.delete(file);
     probed.set(file, info);
-    if (probed.size > PROBED_MAX) probed.delete(/** @type {string} */ (probed.keys().next().value));
+    return info;
   }
 
   /** Writes a variant to the result cache in the background. @param {string} key @param {import('./transform.js').OutputFormat} format @param {Buffer} data */

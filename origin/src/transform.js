@@ -188,7 +188,7 @@ export async function transform(file, p, options) {
  * a setting, off by default (measured in bench/peers and bench/origin).
  * @param {number} quality @param {boolean} trellis @returns {import('sharp').JpegOptions}
  */
-export function jpegOptions(quality, trellis) {
+function jpegOptions(quality, trellis) {
   if (trellis) return { quality, progressive: true, mozjpeg: true };
   return { quality, progressive: true, optimiseCoding: true, quantisationTable: 3 };
 }
