@@ -54,9 +54,10 @@ before(async () => {
   await mixedTraffic(1);
   await new Promise((resolve) => setTimeout(resolve, 6000));
   await mixedTraffic(2);
-  // two scrapes (5 s apart) after the traffic, and the recording rules evaluated on them
+  // the recording rules evaluated, and two scrapes (5 s apart) after the second round, so that a series the
+  // second round created first (the origin's failure-cache hits) has the two samples a rate needs
   await waitFor(async () => (await query('route:edge_request_duration_seconds:p99')).length >= 2, 30_000, 'edge p99 recorded');
-  await new Promise((resolve) => setTimeout(resolve, 6000));
+  await new Promise((resolve) => setTimeout(resolve, 11_000));
 });
 after(() => stack?.stop());
 
