@@ -87,10 +87,11 @@ export function sampleRss(pid) {
  * whatever the number of threads on either side. `sharedSession` runs it in this process's session instead,
  * the stack's (./infra/stack up keeps supervisord in its caller's session): one scheduling group, where the
  * CPU is shared thread by thread, without the group time slices that add to the latency of each side.
- * @param {{ url: string, connections: number, seconds: number, threads?: number, script?: string, sharedSession?: boolean }} options
+ * `scriptArgs` reach the script's init(args).
+ * @param {{ url: string, connections: number, seconds: number, threads?: number, script?: string, scriptArgs?: string[], sharedSession?: boolean }} options
  */
-export function wrk({ url, connections, seconds, threads = 2, script, sharedSession = false }) {
-  const args = ['-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url];
+export function wrk({ url, connections, seconds, threads = 2, script, scriptArgs = [], sharedSession = false }) {
+  const args = ['-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url, ...(scriptArgs.length ? ['--', ...scriptArgs] : [])];
   const command = sharedSession ? ['wrk', ...args] : ['setsid', '--wait', 'wrk', ...args];
   const out = execFileSync(command[0], command.slice(1), { encoding: 'utf8' });
   const unit = (/** @type {string} */ text) => {
@@ -101,7 +102,17 @@ export function wrk({ url, connections, seconds, threads = 2, script, sharedSess
   const line = (/** @type {string} */ name) => (new RegExp(`^\\s+${name}\\s+(\\S+)`, 'm').exec(out) || [])[1] || '';
   const non2xx = Number((/Non-2xx or 3xx responses: (\d+)/.exec(out) || [])[1] || 0);
   const errors = (/Socket errors: (.*)/.exec(out) || [])[1] || 'none';
-  return { command: command.join(' '), rps: Number((/Requests\/sec:\s+([\d.]+)/.exec(out) || [])[1]), p50_ms: unit(line('50%')), p99_ms: unit(line('99%')), non2xx, errors };
+  const [, requests, read] = /(\d+) requests in [\d.]+\w+, ([\d.]+\w+) read/.exec(out) || [];
+  return {
+    command: command.join(' '), rps: Number((/Requests\/sec:\s+([\d.]+)/.exec(out) || [])[1]), p50_ms: unit(line('50%')), p99_ms: unit(line('99%')), non2xx, errors,
+    requests: Number(requests || 0), bytes: bytesOf(read || '0B'),
+  };
+}
+
+/** wrk's sizes ("6.20MB", "512.00KB") in bytes. @param {string} text */
+function bytesOf(text) {
+  const [, number, unit] = /([\d.]+)(\w+)/.exec(text) || ['', '0', 'B'];
+  return Number(number) * ({ B: 1, KB: 2 ** 10, MB: 2 ** 20, GB: 2 ** 30 }[unit] || 1);
 }
 
 /**

@@ -1,9 +1,10 @@
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import { LRUCache } from 'lru-cache';
 import { HttpError, base58Url } from '@stack/lib';
 import { isKey, sha256Hex } from './keys.js';
 import { TransformQueue } from './queue.js';
-import { plan, probe, transform } from './transform.js';
+import { plan, probe, threadsPerImage, transform } from './transform.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
 /** @param {string} ext */
@@ -40,6 +41,7 @@ export function createImages(deps) {
    * after the first skips reading it. @type {LRUCache<string, import('./transform.js').SourceInfo>}
    */
   const probed = new LRUCache({ max: 10000 });
+  const cores = os.availableParallelism();
   const ownHost = new URL(config.PUBLIC_URL).host;
   const unwrapHosts = new Set(config.UNWRAP_HOSTS);
   const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
@@ -166,7 +168,8 @@ export function createImages(deps) {
     const small = Math.max(want.width || 0, want.height || 0) <= config.SMALL_BOX && Boolean(want.width || want.height);
     const { value, waitMs } = await queue.run(async () => {
       const started = performance.now();
-      const output = await transform(file, p, encoder);
+      const threads = config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
+      const output = await transform(file, p, { ...encoder, threads });
       timings.transform = performance.now() - started;
       return output;
     }, small, release);
