@@ -1,9 +1,10 @@
 // What every benchmark shares: the machine it ran on, percentiles, a closed-loop load driver,
 // RSS sampling of a process, and the report (Markdown for people, JSON for tools).
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { Pool } from 'undici';
 
 export const REPORTS = path.join(path.dirname(new URL(import.meta.url).pathname), 'reports');
@@ -88,12 +89,31 @@ export function sampleRss(pid) {
  * the stack's (./infra/stack up keeps supervisord in its caller's session): one scheduling group, where the
  * CPU is shared thread by thread, without the group time slices that add to the latency of each side.
  * `scriptArgs` reach the script's init(args).
- * @param {{ url: string, connections: number, seconds: number, threads?: number, script?: string, scriptArgs?: string[], sharedSession?: boolean }} options
+ * @param {WrkOptions} options
  */
-export function wrk({ url, connections, seconds, threads = 2, script, scriptArgs = [], sharedSession = false }) {
+export function wrk(options) {
+  const command = wrkCommand(options);
+  return wrkSummary(command, execFileSync(command[0], command.slice(1), { encoding: 'utf8' }));
+}
+
+/** `wrk` without blocking this process: several at once. @param {WrkOptions} options */
+export async function wrkAsync(options) {
+  const command = wrkCommand(options);
+  const { stdout } = await promisify(execFile)(command[0], command.slice(1), { encoding: 'utf8' });
+  return wrkSummary(command, stdout);
+}
+
+/**
+ * @typedef {{ url: string, connections: number, seconds: number, threads?: number, script?: string, scriptArgs?: string[], sharedSession?: boolean }} WrkOptions
+ * @param {WrkOptions} options
+ */
+function wrkCommand({ url, connections, seconds, threads = 2, script, scriptArgs = [], sharedSession = false }) {
   const args = ['-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url, ...(scriptArgs.length ? ['--', ...scriptArgs] : [])];
-  const command = sharedSession ? ['wrk', ...args] : ['setsid', '--wait', 'wrk', ...args];
-  const out = execFileSync(command[0], command.slice(1), { encoding: 'utf8' });
+  return sharedSession ? ['wrk', ...args] : ['setsid', '--wait', 'wrk', ...args];
+}
+
+/** @param {string[]} command @param {string} out */
+function wrkSummary(command, out) {
   const unit = (/** @type {string} */ text) => {
     const match = /([\d.]+)(us|ms|s)/.exec(text);
     if (!match) return NaN;

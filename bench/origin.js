@@ -17,10 +17,10 @@ import { drive, machine, percentile, round, sampleRss, spread, wrk, writeReport 
 const quick = process.argv.includes('--quick');
 // real photographs from Debian's plasma-workspace-wallpapers (2560×1600 JPEGs, whatever their file names say)
 const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'].map((name) => [name, '1920x1080']);
-const SECONDS = quick ? 3 : Number(process.env.BENCH_SECONDS || 5);
-const SCRIPT = path.join(path.dirname(new URL(import.meta.url).pathname), 'variants.lua');
+export const SECONDS = quick ? 3 : Number(process.env.BENCH_SECONDS || 5);
+export const SCRIPT = path.join(path.dirname(new URL(import.meta.url).pathname), 'variants.lua');
 // each wrk run numbers its requests from its own block (bench/variants.lua): no run repeats a variant
-const BLOCK = 2000;
+export const BLOCK = 2000;
 const REPEATS = quick ? 1 : 3;
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = ['jpeg', 'webp'];
@@ -78,16 +78,16 @@ export async function benchOrigin() {
  * @param {Awaited<ReturnType<typeof startOrigin>>} origin @param {ReturnType<typeof sampleRss>} rss
  * @param {{ format: string, concurrency: number, first: number, encoded: string[] }} run
  */
-async function uncachedRun(origin, rss, { format, concurrency, first, encoded }) {
+export async function uncachedRun(origin, rss, { format, concurrency, first, encoded }) {
   const made = () => metricValue(origin.metricsUrl, 'origin_transforms_total', { format });
   const before = await made();
   const threads = Math.min(2, concurrency);
   rss.reset();
-  const result = wrk({ url: origin.base, connections: concurrency, threads, seconds: SECONDS, script: SCRIPT, scriptArgs: [format, String(threads), String(first), ...encoded], sharedSession: true });
+  const result = wrk({ url: origin.base, connections: concurrency, threads, seconds: SECONDS, script: SCRIPT, scriptArgs: [`/p/{source}?width={width}&height={height}&mode=fit&format=${format}`, String(BLOCK / threads), String(first), ...encoded], sharedSession: true });
   const peak = rss.stop();
   await waitFor(async () => (await metricValue(origin.metricsUrl, 'origin_transforms_in_flight')) === 0, 30_000, 'the transforms wrk left behind');
   const transforms = (await made()) - before;
-  if (result.requests >= BLOCK || transforms < result.requests || result.non2xx) {
+  if (result.requests >= BLOCK / threads || transforms < result.requests || result.non2xx) {
     throw new Error(`bench/origin: ${result.requests} answers (${result.non2xx} not 2xx) but ${transforms} transforms: not all new variants`);
   }
   return { ...result, transforms, peak_rss_mb: peak };

@@ -14,13 +14,13 @@ import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
 import { photo } from '../test/support/images.js';
 import { freePort, waitFor } from '../test/support/ports.js';
-import { drive, machine, percentile, round, sampleRss, spread, writeReport } from './lib.js';
+import { machine, round, sampleRss, spread, wrkAsync, writeReport } from './lib.js';
+import { BLOCK, SCRIPT, SECONDS, uncachedRun } from './origin.js';
 
 const quick = process.argv.includes('--quick');
 const THUMBOR_VERSION = '7.8.0';
 const PEERS = path.join(path.dirname(new URL(import.meta.url).pathname), '.peers');
 const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
-const REQUESTS = quick ? 40 : 90;
 const REPEATS = quick ? 1 : 3;
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = /** @type {const} */ (['jpeg', 'webp']);
@@ -38,22 +38,18 @@ export async function benchPeers() {
     const sources = files.map((file, i) => origin.site.add(`photo-${i}.jpg`, fs.readFileSync(file)));
     // our originals are fetched once (the store keeps them); thumbor reads them from local files
     for (const source of sources) await fetch(origin.proxied(source, { width: 8 })).then((r) => r.arrayBuffer());
-    let box = 0;
-    // a new box height each request: a new variant, the same pixels (fit inside 512 × 512+)
-    const paths = {
-      origin: (/** @type {string} */ format) => Array.from({ length: REQUESTS }, (_, i) => `/p/${base58Url.encode(sources[i % sources.length])}?width=512&height=${512 + (box += 1)}&mode=fit&format=${format}`),
-      thumbor: (/** @type {string} */ format) => Array.from({ length: REQUESTS }, (_, i) => `/unsafe/fit-in/512x${512 + (box += 1)}/filters:format(${format})/photo-${i % files.length}.jpg`),
-    };
+    const encoded = sources.map((source) => base58Url.encode(source));
+    let first = 0;
     const originRss = sampleRss(origin.pid());
     const runs = [];
     for (const format of FORMATS) {
       for (const concurrency of CONCURRENCIES) {
         const entry = { format, concurrency, origin: /** @type {any[]} */ ([]), thumbor: /** @type {any[]} */ ([]) };
         for (let repeat = 0; repeat < REPEATS; repeat += 1) {
-          originRss.reset();
-          entry.origin.push({ ...await drive({ origin: origin.base, paths: paths.origin(format), concurrency }), peak_rss_mb: originRss.stop() });
+          entry.origin.push(await uncachedRun(origin, originRss, { format, concurrency, first, encoded }));
           const thumborRss = thumbor.pids.map((pid) => sampleRss(pid));
-          entry.thumbor.push({ ...await driveSpread(thumbor.bases, paths.thumbor(format), concurrency), peak_rss_mb: thumborRss.reduce((sum, rss) => sum + rss.stop(), 0) });
+          entry.thumbor.push({ ...await thumborRun(thumbor.bases, { format, concurrency, first }, files.length), peak_rss_mb: thumborRss.reduce((sum, rss) => sum + rss.stop(), 0) });
+          first += BLOCK;
         }
         runs.push(entry);
       }
@@ -117,16 +113,25 @@ async function startThumbors(bin, files, count) {
 }
 
 /**
- * The closed-loop load of `drive`, its connections spread evenly over several servers.
- * @param {string[]} bases @param {string[]} paths @param {number} concurrency
+ * Thumbor's run: one wrk per instance at the same time, the connections spread evenly over them, asking for
+ * the same boxes as the origin's run (bench/variants.lua). The figures add up; the latencies are the higher
+ * of the instances' (percentiles cannot be merged from two summaries).
+ * @param {string[]} bases @param {{ format: string, concurrency: number, first: number }} run @param {number} photos
  */
-async function driveSpread(bases, paths, concurrency) {
-  const results = await Promise.all(bases.map((base, i) => drive({
-    origin: base, paths: paths.filter((_, j) => j % bases.length === i), concurrency: Math.max(1, Math.round(concurrency / bases.length)),
+async function thumborRun(bases, { format, concurrency, first }, photos) {
+  const names = Array.from({ length: photos }, (_, i) => `photo-${i}.jpg`);
+  const connections = Math.max(1, Math.round(concurrency / bases.length));
+  const results = await Promise.all(bases.map((base, i) => wrkAsync({
+    url: base, connections, threads: 1, seconds: SECONDS, script: SCRIPT, sharedSession: true,
+    // instance i numbers its requests from its own part of the block, cycling through every photograph
+    scriptArgs: [`/unsafe/fit-in/{width}x{height}/filters:format(${format})/{source}`, String(BLOCK), String(first + (i * BLOCK) / bases.length), ...names],
   })));
-  const latencies = results.flatMap((result) => result.latencies);
-  const seconds = Math.max(...results.map((result) => result.seconds));
-  return { requests: paths.length, seconds, rps: paths.length / seconds, p50_ms: percentile(latencies, 0.5), p99_ms: percentile(latencies, 0.99), bytes: results.reduce((sum, result) => sum + result.bytes, 0), latencies };
+  // a thumbor process answers its health check once the requests wrk left behind are done
+  await Promise.all(bases.map((base) => fetch(`${base}/healthcheck`).then((response) => response.arrayBuffer())));
+  const sum = (/** @type {'rps'|'requests'|'bytes'|'non2xx'} */ key) => results.reduce((total, result) => total + result[key], 0);
+  const worst = (/** @type {'p50_ms'|'p99_ms'} */ key) => Math.max(...results.map((result) => result[key]));
+  if (sum('non2xx')) throw new Error(`bench/peers: thumbor answered ${sum('non2xx')} requests with an error`);
+  return { command: results[0].command, rps: sum('rps'), requests: sum('requests'), bytes: sum('bytes'), p50_ms: worst('p50_ms'), p99_ms: worst('p99_ms') };
 }
 
 /**
@@ -201,10 +206,10 @@ function summarise(runs, quality) {
     best[format] = { origin: ours, thumbor: theirs, ratio: ours / theirs };
   }
   return {
-    best, runs: runs.map((run) => ({ ...run, origin: run.origin.map(strip), thumbor: run.thumbor.map(strip) })), quality,
+    best, runs, quality,
     sections: [
       { heading: `Uncached variants: origin vs thumbor ${THUMBOR_VERSION} (same run, alternating)`,
-        text: `${REQUESTS} requests per run, ${REPEATS} runs each; req/s as min / median / max. Both read the photographs locally (our origin from its store of fetched originals, thumbor with its file loader), neither keeps results; thumbor runs as ${os.availableParallelism()} single-process instances (one per core, as its documentation deploys it) with the connections spread evenly over them; Pillow decodes JPEG in draft mode (scaled by libjpeg).`,
+        text: `wrk for ${SECONDS} s per run, ${REPEATS} runs each, every request a new box (bench/variants.lua); req/s as min / median / max. Both read the photographs locally (our origin from its store of fetched originals, thumbor with its file loader), neither keeps results; thumbor runs as ${os.availableParallelism()} single-process instances (one per core, as its documentation deploys it) with the connections spread evenly over them (one wrk each, at the same time; thumbor's p99 is the higher of the two); Pillow decodes JPEG in draft mode (scaled by libjpeg).`,
         table: { columns: ['format', 'concurrency', 'origin req/s', 'origin p99 ms', 'origin peak RSS MB', 'thumbor req/s', 'thumbor p99 ms', 'thumbor peak RSS MB', 'origin / thumbor'], rows } },
       { heading: 'Best concurrency of each: origin / thumbor (the bar: ≥ 100%)', table: { columns: ['format', 'origin req/s', 'thumbor req/s', 'ratio'], rows: Object.entries(best).map(([format, b]) => [format, b.origin, b.thumbor, `${Math.round(b.ratio * 100)}%`]) } },
       { heading: 'What is sent for the same variant: mean size and SSIM against the source resized unencoded (1 = identical)',
@@ -213,11 +218,6 @@ function summarise(runs, quality) {
           rows: quality.map((q) => [q.format, q.origin.kb, q.origin.ssim.toFixed(4), q.thumbor.kb, q.thumbor.ssim.toFixed(4), q.thumborMatched.quality, q.thumborMatched.kb, q.thumborMatched.ssim.toFixed(4)]) } },
     ],
   };
-}
-
-/** @param {any} run */
-function strip({ latencies, ...rest }) {
-  return rest;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
