@@ -6,6 +6,7 @@ import { connectRedis, createHiveClient, redisReady, runService } from '@stack/l
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
 import { FailureCache } from './cache/failures.js';
+import { FileWriter } from './cache/file-writer.js';
 import { settings, transformConcurrency } from './config.js';
 import { createFetcher } from './fetch.js';
 import { createHiveAuth } from './hive-auth.js';
@@ -30,7 +31,8 @@ await runService({
     await redisReady(redis, 2000);
     const store = new FsStore(config.DATA_DIR);
     const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
-    const variants = new DiskLru(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES);
+    const writer = new FileWriter();
+    const variants = new DiskLru(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, writer);
     await Promise.all([store.init(), originals.init(), variants.init()]);
     const concurrency = transformConcurrency(config);
     metrics.concurrency.set(concurrency);
@@ -66,6 +68,7 @@ await runService({
       async close() {
         priority.stop();
         await fetcher.close();
+        await writer.close();
         redis.disconnect();
       },
     };

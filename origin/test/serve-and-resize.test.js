@@ -210,6 +210,18 @@ test('a second size never refetches the original; a repeated variant comes from 
   assert.ok(await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'original', result: 'hit' }) >= 1);
 });
 
+test('a variant just answered is in the result cache after a restart: served from disk, not made again', async () => {
+  const url = origin.site.add('kept.jpg', await solid(640, 480, 'jpeg'));
+  const first = await image(origin.proxied(url, { width: 120 }));
+  assert.equal(first.info.width, 120);
+  await origin.restart(); // SIGTERM: the writes under way land before the process ends
+  const before = await metricValue(origin.metricsUrl, 'origin_transforms_total');
+  const again = await image(origin.proxied(url, { width: 120 }));
+  assert.equal(again.response.headers.get('server-timing'), 'cache;desc=hit');
+  assert.ok(again.body.equals(first.body));
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total') - before, 0);
+});
+
 test('a variant answer carries Server-Timing and the request id it was given', async () => {
   const url = origin.site.add('timing.jpg', await solid(300, 300, 'jpeg'));
   const response = await fetch(origin.proxied(url, { width: 64 }), { headers: { 'x-request-id': 'req-abc-123' } });

@@ -8,10 +8,14 @@ import path from 'node:path';
  * Files are named `<key>.<ext>` so the extension (the content's format) survives a restart.
  */
 export class DiskLru {
-  /** @param {string} dir @param {number} maxBytes */
-  constructor(dir, maxBytes) {
+  /**
+   * @param {string} dir @param {number} maxBytes
+   * @param {import('./file-writer.js').FileWriter} [writer] writes putBuffer's files from its own thread
+   */
+  constructor(dir, maxBytes, writer) {
     this.dir = path.resolve(dir);
     this.maxBytes = maxBytes;
+    this.writer = writer;
     this.totalBytes = 0;
     /** @type {Map<string, { ext: string, size: number }>} */
     this.entries = new Map();
@@ -63,6 +67,13 @@ export class DiskLru {
   /** @param {string} key @param {string} ext @param {Buffer} data */
   async putBuffer(key, ext, data) {
     const temp = this.tempPath();
+    if (this.writer) {
+      const target = this.pathFor(key, ext);
+      await this.writer.write(temp, target, data);
+      this.remember(key, ext, data.length);
+      await this.evict();
+      return target;
+    }
     await fs.writeFile(temp, data);
     return this.place(key, ext, temp, data.length);
   }
