@@ -30,8 +30,9 @@ await runService({
     const redis = connectRedis(config.REDIS_URL, logger);
     await redisReady(redis, 2000);
     const store = new FsStore(config.DATA_DIR);
-    const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
+    // one writer thread for both caches (only variants are written from memory; the thread starts on first use)
     const writer = new FileWriter();
+    const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES, writer);
     const variants = new DiskLru(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, writer);
     await Promise.all([store.init(), originals.init(), variants.init()]);
     const concurrency = transformConcurrency(config);

@@ -10,7 +10,7 @@ import path from 'node:path';
 export class DiskLru {
   /**
    * @param {string} dir @param {number} maxBytes
-   * @param {import('./file-writer.js').FileWriter} [writer] writes putBuffer's files from its own thread
+   * @param {import('./file-writer.js').FileWriter} writer writes putBuffer's files from its own thread
    */
   constructor(dir, maxBytes, writer) {
     this.dir = path.resolve(dir);
@@ -66,16 +66,11 @@ export class DiskLru {
 
   /** @param {string} key @param {string} ext @param {Buffer} data */
   async putBuffer(key, ext, data) {
-    const temp = this.tempPath();
-    if (this.writer) {
-      const target = this.pathFor(key, ext);
-      await this.writer.write(temp, target, data);
-      this.remember(key, ext, data.length);
-      await this.evict();
-      return target;
-    }
-    await fs.writeFile(temp, data);
-    return this.place(key, ext, temp, data.length);
+    const target = this.pathFor(key, ext);
+    const shard = path.dirname(target);
+    await this.writer.write(this.tempPath(), target, data, !this.shards.has(shard));
+    this.shards.add(shard);
+    return this.admit(key, ext, data.length, target);
   }
 
   /** @param {string} key @param {string} ext @param {string} tempFile @param {number} size */
@@ -87,6 +82,11 @@ export class DiskLru {
       this.shards.add(shard);
     }
     await fs.rename(tempFile, target);
+    return this.admit(key, ext, size, target);
+  }
+
+  /** A file now under `target` joins the index; the least recently used go past the bound. @param {string} key @param {string} ext @param {number} size @param {string} target */
+  async admit(key, ext, size, target) {
     this.remember(key, ext, size);
     await this.evict();
     return target;

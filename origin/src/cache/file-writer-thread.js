@@ -1,18 +1,13 @@
-// The FileWriter's thread: temp file, then rename into place; a directory is made once.
+// The FileWriter's thread: temp file, then rename into place (the directory made first when asked).
 import fs from 'node:fs';
 import path from 'node:path';
 import { parentPort } from 'node:worker_threads';
 
-const made = new Set();
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
 
-port.on('message', (/** @type {{ id: number, temp: string, target: string, data: Uint8Array }} */ { id, temp, target, data }) => {
+port.on('message', (/** @type {{ id: number, temp: string, target: string, data: Uint8Array, makeDir: boolean }} */ { id, temp, target, data, makeDir }) => {
   try {
-    const dir = path.dirname(target);
-    if (!made.has(dir)) {
-      fs.mkdirSync(dir, { recursive: true });
-      made.add(dir);
-    }
+    if (makeDir) fs.mkdirSync(path.dirname(target), { recursive: true });
     fs.writeFileSync(temp, data);
     fs.renameSync(temp, target);
     port.postMessage({ id });

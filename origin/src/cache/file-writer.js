@@ -18,15 +18,16 @@ export class FileWriter {
 
   /**
    * @param {string} temp @param {string} target @param {Buffer} data
+   * @param {boolean} makeDir whether `target`'s directory may not exist yet
    * @returns {Promise<void>} settled once the file is under `target`
    */
-  write(temp, target, data) {
+  write(temp, target, data, makeDir) {
     const id = this.nextId++;
     /** @type {{ resolve: () => void, reject: (err: Error) => void }} */
     let settle = { resolve: () => {}, reject: () => {} };
     const done = new Promise((resolve, reject) => { settle = { resolve: () => resolve(undefined), reject }; });
     this.pending.set(id, { ...settle, done });
-    this.thread().postMessage({ id, temp, target, data });
+    this.thread().postMessage({ id, temp, target, data, makeDir });
     return done;
   }
 
