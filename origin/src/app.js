@@ -1,7 +1,7 @@
 import express from 'express';
 import { HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
 import { legacyRoute } from './routes/legacy.js';
-import { proxyRoute } from './routes/proxy.js';
+import { proxyFastPath, proxyRoute } from './routes/proxy.js';
 import { serveRoute } from './routes/serve.js';
 import { hiveUploadRoute, tokenUploadRoute } from './routes/upload.js';
 
@@ -18,8 +18,9 @@ export function createApp(deps) {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  const metrics = requestMetrics(deps.registry);
   app.use(requestLogger(deps.logger));
-  app.use(requestMetrics(deps.registry));
+  app.use(metrics);
 
   const health = healthRoute({ version: deps.version, ready: async () => true });
   app.get(['/healthz', '/.well-known/healthcheck.json', '/'], health);
@@ -34,5 +35,10 @@ export function createApp(deps) {
     next(known ? new HttpError(404, 'not_found') : new HttpError(405, 'method_not_allowed', { method: req.method }, { Allow: 'GET, HEAD, POST' }));
   });
   app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));
-  return app;
+  const fast = proxyFastPath({ ...deps, observe: metrics.observe });
+  /** @type {import('node:http').RequestListener} */
+  const listener = (req, res) => {
+    if (!fast(req, res)) app(req, res);
+  };
+  return listener;
 }

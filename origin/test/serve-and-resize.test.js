@@ -229,3 +229,52 @@ test('a variant answer carries Server-Timing and the request id it was given', a
   assert.equal(response.headers.get('x-request-id'), 'req-abc-123');
   assert.match(response.headers.get('server-timing') || '', /fetch;dur=[\d.]+.*transform;dur=[\d.]+/);
 });
+
+test('a variant answers GET, HEAD and conditional GET alike, new or cached, in any spelling of its URL', async () => {
+  const url = origin.site.add('alike.jpg', await solid(400, 300, 'jpeg'));
+  const target = origin.proxied(url, { width: 80 });
+  const answered = (/** @type {string} */ status) => metricValue(origin.metricsUrl, 'http_request_duration_seconds_count', { route: 'proxy', status });
+  const [ok, notModified] = [await answered('200'), await answered('304')];
+
+  const head = await fetch(target, { method: 'HEAD' }); // a new variant, made for a HEAD
+  assert.equal(head.status, 200);
+  assert.equal(head.headers.get('content-type'), 'image/jpeg');
+  assert.equal((await head.arrayBuffer()).byteLength, 0);
+  const length = Number(head.headers.get('content-length'));
+  const first = await image(target);
+  assert.equal(first.body.length, length);
+  assert.equal(first.info.width, 80);
+  // cached, from disk once the write lands: the same bytes and headers
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const cached = await image(target);
+  assert.ok(cached.body.equals(first.body));
+  assert.equal(cached.response.headers.get('content-length'), String(length));
+  assert.equal(cached.response.headers.get('etag'), first.response.headers.get('etag'));
+  assert.equal(cached.response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+  assert.equal(cached.response.headers.get('xkey'), first.response.headers.get('xkey'));
+  const cachedHead = await fetch(target, { method: 'HEAD' });
+  assert.equal(cachedHead.headers.get('content-length'), String(length));
+
+  const etag = first.response.headers.get('etag') || '';
+  // (fetch adds Cache-Control: no-cache to a conditional request unless it has one)
+  const conditional = await fetch(target, { headers: { 'if-none-match': etag, 'cache-control': 'max-age=0' } });
+  assert.equal(conditional.status, 304);
+  // a filename with percent-escapes after the encoded URL: the same variant
+  const spelled = new URL(target);
+  spelled.pathname += '/caf%C3%A9.jpg';
+  const escaped = await image(spelled.toString());
+  assert.ok(escaped.body.equals(first.body));
+
+  assert.equal(await answered('200') - ok, 5);
+  assert.equal(await answered('304') - notModified, 1);
+});
+
+test('a refused variant is a JSON error with the request id and the negative Cache-Control', async () => {
+  const url = origin.site.add('refused.jpg', await solid(100, 100, 'jpeg'));
+  const response = await fetch(origin.proxied(url, { width: 'abc' }), { headers: { 'x-request-id': 'req-bad-1' } });
+  assert.equal(response.status, 400);
+  assert.equal(response.headers.get('x-request-id'), 'req-bad-1');
+  assert.equal(response.headers.get('content-type'), 'application/json; charset=utf-8');
+  assert.match(response.headers.get('cache-control') || '', /max-age=\d+/);
+  assert.deepEqual(/** @type {any} */ (await response.json()).error.info.name, 'width');
+});

@@ -21,6 +21,10 @@ export class DiskLru {
     this.entries = new Map();
     /** shard directories known to exist: one mkdir per shard, not per file */
     this.shards = new Set();
+    // a random prefix per instance (two caches on one directory by mistake still never share a temp name);
+    // a count after it: randomBytes for each name cost the event loop more than the rest of putBuffer
+    this.tempPrefix = randomBytes(6).toString('hex');
+    this.temps = 0;
   }
 
   async init() {
@@ -45,8 +49,10 @@ export class DiskLru {
     return path.join(this.dir, key.slice(0, 2), `${key}.${ext}`);
   }
 
+  /** A name no other temp file of this cache has: the process's own prefix (tmp/ is emptied on start) and a count. */
   tempPath() {
-    return path.join(this.dir, 'tmp', randomBytes(12).toString('hex'));
+    this.temps += 1;
+    return path.join(this.dir, 'tmp', `${this.tempPrefix}-${this.temps}`);
   }
 
   /** @param {string} key @returns {{ path: string, ext: string, size: number } | null} */
