@@ -12,7 +12,7 @@ import { startOrigin } from '../origin/test/harness.js';
 import { photo } from '../test/support/images.js';
 import { metricValue } from '../test/support/metrics.js';
 import { waitFor } from '../test/support/ports.js';
-import { drive, machine, percentile, round, sampleRss, spread, wrk, writeReport } from './lib.js';
+import { drive, machine, percentile, round, sampleRss, spread, wrk, wrkAsync, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 // real photographs from Debian's plasma-workspace-wallpapers (2560×1600 JPEGs, whatever their file names say)
@@ -22,7 +22,8 @@ export const SCRIPT = path.join(path.dirname(new URL(import.meta.url).pathname),
 const PATHS_SCRIPT = path.join(path.dirname(new URL(import.meta.url).pathname), 'paths.lua');
 // each wrk run numbers its requests from its own block (bench/variants.lua): no run repeats a variant
 export const BLOCK = 2000;
-const REPEATS = quick ? 1 : 3;
+// five runs each: on this shared 2-core VM single runs vary by ±5 %, and the target is a ratio of medians
+const REPEATS = quick ? 1 : 5;
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = ['jpeg', 'webp'];
 
@@ -86,7 +87,8 @@ export async function uncachedRun(origin, rss, { format, concurrency, first, enc
   const before = await made();
   const threads = Math.min(2, concurrency);
   rss.reset();
-  const result = wrk({ url: origin.base, connections: concurrency, threads, seconds: SECONDS, script: SCRIPT, scriptArgs: [`/p/{source}?width={width}&height={height}&mode=fit&format=${format}`, String(BLOCK / threads), String(first), ...encoded], sharedSession: true });
+  // wrkAsync: the RSS sampler (a timer in this process) keeps sampling while wrk runs
+  const result = await wrkAsync({ url: origin.base, connections: concurrency, threads, seconds: SECONDS, script: SCRIPT, scriptArgs: [`/p/{source}?width={width}&height={height}&mode=fit&format=${format}`, String(BLOCK / threads), String(first), ...encoded], sharedSession: true });
   const peak = rss.stop();
   await waitFor(async () => (await metricValue(origin.metricsUrl, 'origin_transforms_in_flight')) === 0, 30_000, 'the transforms wrk left behind');
   const transforms = (await made()) - before;
