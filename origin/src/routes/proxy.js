@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import querystring from 'node:querystring';
+import { pipeline } from 'node:stream';
 import { HttpError, base58Url, errorAnswer, logRequest, requestIdOf } from '@stack/lib';
 import { contentTypeOf } from '../transform.js';
 
@@ -159,7 +160,8 @@ export function proxyFastPath(deps) {
 
 /**
  * A cached variant's file as a 200: headers once the file is open (a file evicted in between is an error
- * answer, not a cut one), then the bytes; a read error after the headers cuts the connection.
+ * answer, not a cut one), then the bytes; a read error after the headers cuts the connection, and a client
+ * gone before the end closes the file.
  * @param {import('node:http').ServerResponse} res @param {string} file @param {number} size
  * @param {Record<string, string>} headers @param {boolean} head
  * @returns {Promise<void>}
@@ -176,8 +178,7 @@ function sendFile(res, file, size, headers, head) {
         resolve();
         return;
       }
-      res.once('close', () => resolve());
-      stream.pipe(res);
+      pipeline(stream, res, () => resolve());
     });
   });
 }
