@@ -149,8 +149,25 @@ export function createImages(deps) {
     }
   }
 
-  /** @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>} */
+  /**
+   * A cached original whose file is gone (deleted by hand, a disk swapped) is fetched again, once, instead
+   * of failing as a bad image. @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>}
+   */
   async function makeVariant(source, want, key) {
+    try {
+      return await makeVariantOnce(source, want, key);
+    } catch (err) {
+      if (/** @type {any} */ (err)?.code !== 'ENOENT' || source.uploadKey) throw err;
+      const cached = originals.get(source.id);
+      if (cached) probed.delete(cached.path);
+      originals.forget(source.id);
+      logger.warn({ id: source.id }, 'cached original missing on disk: fetched again');
+      return makeVariantOnce(source, want, key);
+    }
+  }
+
+  /** @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>} */
+  async function makeVariantOnce(source, want, key) {
     // refused before any fetch, stat or probe: under overload a refusal must stay cheap
     if (queue.full) throw TransformQueue.overloaded();
     /** @type {Timings} */
@@ -201,7 +218,16 @@ export function createImages(deps) {
       .finally(() => writing.delete(key));
   }
 
-  return { resolveSource, variant };
+  /**
+   * A cached variant whose file could not be opened (deleted by hand, a disk swapped): out of the index, so
+   * the next request makes it again instead of failing until a restart. @param {string} key
+   */
+  function forgetVariant(key) {
+    variants.forget(key);
+    logger.warn({ key }, 'cached variant missing on disk: made again');
+  }
+
+  return { resolveSource, variant, forgetVariant };
 }
 
 /** The URL inside a legacy `/<W>x<H>/<url>` path (proxies merge `//` into `/`, so mend the scheme). @param {URL} url */

@@ -30,7 +30,8 @@ export async function probe(file, limits) {
   let meta;
   try {
     meta = await sharp(file, { limitInputPixels: false }).metadata();
-  } catch {
+  } catch (err) {
+    if (isMissing(err)) throw missingSource();
     throw new HttpError(400, 'invalid_image', { reason: 'not a decodable image' });
   }
   if (!meta.format || !INPUT_FORMATS.has(meta.format)) {
@@ -74,6 +75,12 @@ function isSrgb(profile) {
 }
 
 const corrupt = () => new HttpError(400, 'invalid_image', { reason: 'corrupt or truncated image' });
+
+/** sharp's words for a file that is not there (a cached original deleted by hand): not the image's fault. @param {unknown} err */
+const isMissing = (err) => /^Input file is missing/.test(String(/** @type {Error} */ (err)?.message));
+
+/** The error for a source file that is gone; the caller fetches the original again. */
+export const missingSource = () => Object.assign(new Error('source file missing'), { code: 'ENOENT' });
 
 /**
  * libvips decodes a cut GIF without a word (the frames found so far): a complete one ends with the trailer
@@ -187,6 +194,7 @@ export async function transform(file, p, options) {
   } catch (err) {
     const message = String(/** @type {Error} */ (err).message);
     if (/timeout/i.test(message)) throw new HttpError(503, 'transform_timeout', {}, { 'Retry-After': '5' });
+    if (isMissing(err)) throw missingSource();
     throw corrupt();
   }
 }

@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { animated, decode, oriented, photo, solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
+import { waitFor } from '../../test/support/ports.js';
 import { startOrigin, tokenUpload } from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
@@ -277,4 +280,43 @@ test('a refused variant is a JSON error with the request id and the negative Cac
   assert.equal(response.headers.get('content-type'), 'application/json; charset=utf-8');
   assert.match(response.headers.get('cache-control') || '', /max-age=\d+/);
   assert.deepEqual(/** @type {any} */ (await response.json()).error.info.name, 'width');
+});
+
+test('a cached variant whose file was deleted by hand is made again, on the fast path and through Express', async () => {
+  const url = origin.site.add('deleted.jpg', await solid(500, 400, 'jpeg'));
+  const target = origin.proxied(url, { width: 90 });
+  const first = await image(target);
+  const prefix = (first.response.headers.get('etag') || '').replace(/"/g, '');
+  /** Deletes the variant's file once it is on disk. */
+  const removeFile = async () => {
+    const shard = path.join(origin.dataDir, 'variants', prefix.slice(0, 2));
+    await waitFor(async () => fs.existsSync(shard) && fs.readdirSync(shard).some((name) => name.startsWith(prefix)), 5000, 'the variant on disk');
+    for (const name of fs.readdirSync(shard).filter((entry) => entry.startsWith(prefix))) fs.rmSync(path.join(shard, name));
+  };
+  const made = () => metricValue(origin.metricsUrl, 'origin_transforms_total');
+
+  await removeFile();
+  let before = await made();
+  const again = await image(target);
+  assert.ok(again.body.equals(first.body));
+  assert.equal(await made() - before, 1);
+
+  await removeFile(); // a range request goes through Express: the same recovery
+  before = await made();
+  const ranged = await fetch(target, { headers: { range: 'bytes=0-' } });
+  assert.ok(ranged.ok, String(ranged.status));
+  assert.ok(Buffer.from(await ranged.arrayBuffer()).equals(first.body));
+  assert.equal(await made() - before, 1);
+});
+
+test('a cached original whose file was deleted by hand is fetched again, not taken for a bad image', async () => {
+  const url = origin.site.add('gone.jpg', await solid(600, 400, 'jpeg'));
+  await image(origin.proxied(url, { width: 100 }));
+  const id = createHash('sha256').update(new URL(url).toString()).digest('hex');
+  const file = path.join(origin.dataDir, 'originals', id.slice(0, 2), `${id}.bin`);
+  assert.ok(fs.existsSync(file), 'the original is cached');
+  fs.rmSync(file);
+  const again = await image(origin.proxied(url, { width: 120 }));
+  assert.equal(again.info.width, 120);
+  assert.equal(origin.site.hits('/img/gone.jpg'), 2);
 });

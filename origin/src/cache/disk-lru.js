@@ -107,6 +107,14 @@ export class DiskLru {
     this.totalBytes += size;
   }
 
+  /** Drops a key whose file is gone (removed by hand): the next put writes it again. @param {string} key */
+  forget(key) {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    this.totalBytes -= entry.size;
+  }
+
   async evict() {
     for (const [key, entry] of this.entries) {
       if (this.totalBytes <= this.maxBytes) break;

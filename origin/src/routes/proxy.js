@@ -13,6 +13,9 @@ const FORMATS = new Set(['match', 'jpeg', 'png', 'webp', 'avif', 'auto']);
  * @typedef {{ headers: Record<string, string>, variant: import('../images.js').Variant }} ProxyAnswer
  */
 
+/** The bytes a variant's answer carries. @param {import('../images.js').Variant} variant */
+const bytesOf = (variant) => (variant.file ? variant.size || 0 : /** @type {Buffer} */ (variant.data).length);
+
 /**
  * @param {unknown} value @param {string} name @param {number} cap
  * @returns {number | null} null when absent or 0 (keep that dimension)
@@ -59,7 +62,7 @@ export function parseWant(query, accept, config) {
  * @param {ProxyDeps} deps
  * @returns {(encoded: string, query: Record<string, unknown>, accept: string | undefined) => Promise<ProxyAnswer>}
  */
-function proxyAnswer({ images, config, metrics }) {
+function proxyAnswer({ images, config }) {
   return async (encoded, query, accept) => {
     const text = base58Url.decode(encoded);
     if (!text) throw new HttpError(400, 'invalid_url', { reason: 'not base58' });
@@ -76,7 +79,6 @@ function proxyAnswer({ images, config, metrics }) {
       'X-Content-Type-Options': 'nosniff',
     };
     if (want.format === 'auto') headers.Vary = 'Accept';
-    metrics.bytes.inc({ direction: 'out' }, variant.file ? variant.size || 0 : /** @type {Buffer} */ (variant.data).length);
     return { headers, variant };
   };
 }
@@ -89,19 +91,34 @@ function proxyAnswer({ images, config, metrics }) {
  */
 export function proxyRoute(deps) {
   const answer = proxyAnswer(deps);
-  return async (req, res, next) => {
+  return (req, res, next) => {
     res.locals.route = 'proxy';
-    try {
-      const { headers, variant } = await answer(req.params.encoded, req.query, req.headers.accept);
-      res.set(headers);
-      if (variant.file) res.sendFile(variant.file, { etag: false, lastModified: false, cacheControl: false }, (err) => err && next(err));
-      else res.send(variant.data);
-    } catch (err) {
+    const fail = (/** @type {unknown} */ err) => {
       deps.metrics.rejections.inc({ reason: /** @type {any} */ (err).name || 'error' });
       next(err);
-    }
+    };
+    const respond = async (retried = false) => {
+      const { headers, variant } = await answer(req.params.encoded, req.query, req.headers.accept);
+      const sent = () => deps.metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
+      res.set(headers);
+      if (!variant.file) {
+        sent();
+        return res.send(variant.data);
+      }
+      return res.sendFile(variant.file, { etag: false, lastModified: false, cacheControl: false }, (err) => {
+        if (!err) return sent();
+        if (!retried && missing(err) && !res.headersSent) {
+          deps.images.forgetVariant(variant.variantKey);
+          respond(true).catch(fail);
+        } else fail(err);
+      });
+    };
+    respond().catch(fail);
   };
 }
+
+/** A cached file that is not there any more. @param {unknown} err */
+const missing = (err) => /** @type {any} */ (err)?.code === 'ENOENT';
 
 // /p/<base58>, an optional filename, the query: the URLs Hive frontends and varnish send. Anything else
 // (percent-escapes, an empty segment) goes through Express, which answers or refuses it as usual.
@@ -146,14 +163,28 @@ export function proxyFastPath(deps) {
       res.end(body);
       done(httpError.status, unhandled);
     };
-    answer(match[1], querystring.parse(match[2] || ''), headers.accept).then(({ headers: answerHeaders, variant }) => {
+    const query = querystring.parse(match[2] || '');
+    const respond = async (retried = false) => {
+      const { headers: answerHeaders, variant } = await answer(match[1], query, headers.accept);
       const head = req.method === 'HEAD';
-      if (variant.file) return sendFile(res, variant.file, variant.size || 0, { ...answerHeaders, 'X-Request-Id': reqId }, head).then(() => done(200));
+      if (variant.file) {
+        try {
+          await sendFile(res, variant.file, variant.size || 0, { ...answerHeaders, 'X-Request-Id': reqId }, head);
+        } catch (err) {
+          if (retried || !missing(err) || res.headersSent) throw err;
+          deps.images.forgetVariant(variant.variantKey);
+          return respond(true);
+        }
+        metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
+        return done(200);
+      }
       const data = /** @type {Buffer} */ (variant.data);
+      metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
       res.writeHead(200, { ...answerHeaders, 'Content-Length': data.length, 'X-Request-Id': reqId });
       res.end(head ? undefined : data);
       return done(200);
-    }).catch(fail);
+    };
+    respond().catch(fail);
     return true;
   };
 }
