@@ -106,19 +106,26 @@ export function proxyRoute(deps) {
         return res.send(variant.data);
       }
       return res.sendFile(variant.file, { etag: false, lastModified: false, cacheControl: false }, (err) => {
-        if (!err) return sent();
-        if (!retried && missing(err) && !res.headersSent) {
-          deps.images.forgetVariant(variant.variantKey);
-          respond(true).catch(fail);
-        } else fail(err);
+        if (!err) sent();
+        else if (forgetIfMissing(deps, err, variant, retried, res)) respond(true).catch(fail);
+        else fail(err);
       });
     };
     respond().catch(fail);
   };
 }
 
-/** A cached file that is not there any more. @param {unknown} err */
-const missing = (err) => /** @type {any} */ (err)?.code === 'ENOENT';
+/**
+ * Whether to answer again after sending a cached variant failed: its file was gone (deleted by hand, a disk
+ * swapped), nothing was sent yet, and this was the first try. The variant leaves the index, so the second
+ * try makes it again. @param {ProxyDeps} deps @param {unknown} err @param {import('../images.js').Variant} variant
+ * @param {boolean} retried @param {import('node:http').ServerResponse} res
+ */
+function forgetIfMissing(deps, err, variant, retried, res) {
+  if (retried || res.headersSent || /** @type {any} */ (err)?.code !== 'ENOENT') return false;
+  deps.images.forgetVariant(variant.variantKey);
+  return true;
+}
 
 // /p/<base58>, an optional filename, the query: the URLs Hive frontends and varnish send. Anything else
 // (percent-escapes, an empty segment) goes through Express, which answers or refuses it as usual.
@@ -171,17 +178,15 @@ export function proxyFastPath(deps) {
         try {
           await sendFile(res, variant.file, variant.size || 0, { ...answerHeaders, 'X-Request-Id': reqId }, head);
         } catch (err) {
-          if (retried || !missing(err) || res.headersSent) throw err;
-          deps.images.forgetVariant(variant.variantKey);
-          return respond(true);
+          if (forgetIfMissing(deps, err, variant, retried, res)) return respond(true);
+          throw err;
         }
-        metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
-        return done(200);
+      } else {
+        const data = /** @type {Buffer} */ (variant.data);
+        res.writeHead(200, { ...answerHeaders, 'Content-Length': data.length, 'X-Request-Id': reqId });
+        res.end(head ? undefined : data);
       }
-      const data = /** @type {Buffer} */ (variant.data);
       metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
-      res.writeHead(200, { ...answerHeaders, 'Content-Length': data.length, 'X-Request-Id': reqId });
-      res.end(head ? undefined : data);
       return done(200);
     };
     respond().catch(fail);
@@ -190,8 +195,8 @@ export function proxyFastPath(deps) {
 }
 
 /**
- * A cached variant's file as a 200: headers once the file is open (a file evicted in between is an error
- * answer, not a cut one), then the bytes; a read error after the headers cuts the connection, and a client
+ * A cached variant's file as a 200: headers once the file is open (a file gone in between fails before any
+ * header, so the variant can be made again), then the bytes; a read error after the headers cuts the connection, and a client
  * gone before the end closes the file.
  * @param {import('node:http').ServerResponse} res @param {string} file @param {number} size
  * @param {Record<string, string>} headers @param {boolean} head
