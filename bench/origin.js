@@ -12,7 +12,7 @@ import { startOrigin } from '../origin/test/harness.js';
 import { photo } from '../test/support/images.js';
 import { metricValue } from '../test/support/metrics.js';
 import { waitFor } from '../test/support/ports.js';
-import { drive, machine, percentile, round, sampleRss, spread, wrk, wrkAsync, writeReport } from './lib.js';
+import { drive, filesystem, machine, percentile, round, sampleRss, spread, wrk, wrkAsync, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 // real photographs from Debian's plasma-workspace-wallpapers (2560×1600 JPEGs, whatever their file names say)
@@ -26,10 +26,12 @@ export const BLOCK = 2000;
 const REPEATS = quick ? 1 : 5;
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = ['jpeg', 'webp'];
+// where the origin under test keeps its store and caches (every new variant is a file written there)
+const DATA_PARENT = process.env.BENCH_DATA_DIR || os.tmpdir();
 
 export async function benchOrigin() {
   const files = PHOTOS.map(([name, size]) => photo(name, size));
-  const origin = await startOrigin({ LOG_LEVEL: 'warn', TRANSFORM_QUEUE_MAX: '128' });
+  const origin = await startOrigin({ LOG_LEVEL: 'warn', TRANSFORM_QUEUE_MAX: '128' }, { dataParent: DATA_PARENT });
   const sources = files.map((file, i) => origin.site.add(`photo-${i}.jpg`, fs.readFileSync(file)));
   const env = { MALLOC_ARENA_MAX: '2', UV_THREADPOOL_SIZE: String(os.availableParallelism() * 2 + 4) };
   try {
@@ -114,10 +116,12 @@ function summarise(uncached, repeated, memory, memoryPeak) {
     const inProcess = Math.max(...mine.map((entry) => spread(entry.inProcess.map((/** @type {any} */ r) => r.rps)).median));
     best[format] = { service, inProcess, ratio: service / inProcess };
   }
+  const data = filesystem(DATA_PARENT);
+  const journal = data.journal === undefined ? '' : data.journal ? ', with a journal' : ', without a journal';
   return {
-    best, repeated, memory: { ...memory, peak_rss_mb: memoryPeak },
+    best, repeated, memory: { ...memory, peak_rss_mb: memoryPeak }, data,
     sections: [
-      { heading: 'Uncached variants: service vs in-process sharp (same run, alternating)', text: `Service: wrk for ${SECONDS} s per run (\`${uncached[0].service[0].command.replace(/ -- .*/, ' -- …')}\`), every answer a new variant (checked on the origin's transform counter); in-process: the same number of the same transforms. ${REPEATS} runs each; req/s as min / median / max; originals cached (the second level of the store).`,
+      { heading: 'Uncached variants: service vs in-process sharp (same run, alternating)', text: `Service: wrk for ${SECONDS} s per run (\`${uncached[0].service[0].command.replace(/ -- .*/, ' -- …')}\`), every answer a new variant (checked on the origin's transform counter); in-process: the same number of the same transforms. ${REPEATS} runs each; req/s as min / median / max; originals cached (the second level of the store). The origin's store and caches under ${data.dir} (${data.type} on ${data.source}${journal}): each new variant is a file written there.`,
         table: { columns: ['format', 'concurrency', 'service req/s', 'p50 ms', 'p99 ms', 'peak RSS MB', 'KB per answer', 'in-process req/s', 'ratio (median)'], rows } },
       { heading: 'Best concurrency: service / in-process (target ≥ 90%)', table: { columns: ['format', 'service req/s', 'in-process req/s', 'ratio'], rows: Object.entries(best).map(([format, b]) => [format, b.service, b.inProcess, `${Math.round(b.ratio * 100)}%`]) } },
       { heading: 'Repeated variants (result cache)', text: `wrk for ${SECONDS} s, 16 connections, 30 variants in turn (\`${repeated.command.replace(/ -- .*/, ' -- …')}\`).`,
@@ -130,10 +134,13 @@ function summarise(uncached, repeated, memory, memoryPeak) {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const result = await benchOrigin();
   // a run with other transform slots than the default is a report of its own, and says so
+  // so is one with the origin's data elsewhere than the temp directory
   const slots = process.env.TRANSFORM_CONCURRENCY;
-  const file = writeReport(slots ? `origin-slots-${slots}` : 'origin', {
-    title: slots ? `bench/origin with TRANSFORM_CONCURRENCY=${slots}` : 'bench/origin',
-    command: `${slots ? `TRANSFORM_CONCURRENCY=${slots} ` : ''}node bench/origin.js${quick ? ' --quick' : ''}`,
+  const elsewhere = process.env.BENCH_DATA_DIR ? result.data.type : '';
+  const settings = `${slots ? `TRANSFORM_CONCURRENCY=${slots} ` : ''}${elsewhere ? `BENCH_DATA_DIR=${process.env.BENCH_DATA_DIR} ` : ''}`;
+  const file = writeReport(['origin', slots && `slots-${slots}`, elsewhere && `data-${elsewhere}`].filter(Boolean).join('-'), {
+    title: settings ? `bench/origin with ${settings.trim()}` : 'bench/origin',
+    command: `${settings}node bench/origin.js${quick ? ' --quick' : ''}`,
     machine: await machine(), sections: result.sections, data: result,
   });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

@@ -6,7 +6,7 @@ export const settings = [
   ...commonSettings('origin', 8800, 9800),
   ...sharedSettings,
   ...hiveSettings,
-  { name: 'DATA_DIR', type: 'string', default: './data/origin', doc: 'uploads, cached originals and variants live here' },
+  { name: 'DATA_DIR', type: 'string', default: './data/origin', doc: 'uploads, cached originals and variants live here (a file each); put it on a journaled filesystem: ext4 without a journal makes each new file pass over the inodes freed in the last minutes, which costs the origin CPU once the caches evict' },
   { name: 'UPLOAD_MAX_BYTES', type: 'bytes', default: '30mb', doc: 'largest accepted upload (nginx client_max_body_size follows it)' },
   { name: 'UPLOAD_TOKENS', type: 'list', default: '', doc: 'Bearer tokens accepted by POST /upload (comma separated); empty disables it', secret: true },
   { name: 'UPLOAD_QUOTA_PER_WEEK', type: 'int', default: '300', doc: 'uploads per Hive account per week', min: 0 },

@@ -10,14 +10,15 @@ import { startRedis, startService } from '../../test/support/processes.js';
 /**
  * A real origin process with real Redis, a local image site and a local Hive node.
  * @param {Record<string, string>} [env] extra settings
+ * @param {{ dataParent?: string }} [options] where its data directory is made (default: the system's temp directory)
  */
-export async function startOrigin(env = {}) {
+export async function startOrigin(env = {}, { dataParent = os.tmpdir() } = {}) {
   const redis = await startRedis();
   const site = await startImageServer();
   const hive = await startHiveNode();
   const port = await freePort();
   const metricsPort = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'origin-'));
+  const dataDir = fs.mkdtempSync(path.join(dataParent, 'origin-'));
   const base = `http://127.0.0.1:${port}`;
   const settings = {
     ORIGIN_PORT: String(port),
