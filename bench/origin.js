@@ -26,7 +26,8 @@ export const BLOCK = 2000;
 const REPEATS = quick ? 1 : 5;
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = ['jpeg', 'webp'];
-// where the origin under test keeps its store and caches (every new variant is a file written there)
+// where the origin under test keeps its store and caches (every new variant is a file written there); the
+// report says on which filesystem (see filesystem() in lib.js for why it matters on this VM's disk)
 const DATA_PARENT = process.env.BENCH_DATA_DIR || os.tmpdir();
 
 export async function benchOrigin() {
