@@ -33,11 +33,13 @@ export async function machine() {
  * @param {string} dir
  */
 export function filesystem(dir) {
-  const found = spawnSync('findmnt', ['-n', '-o', 'FSTYPE,SOURCE,TARGET', '-T', dir], { encoding: 'utf8' });
-  const [type = 'unknown', source = '', mount = ''] = (found.stdout || '').trim().split(/\s+/);
-  const device = path.basename(source);
-  const journal = type === 'ext4' ? fs.existsSync('/proc/fs/jbd2') && fs.readdirSync('/proc/fs/jbd2').some((name) => name.startsWith(`${device}-`)) : undefined;
-  return { dir, type, source, mount, ...(journal === undefined ? {} : { journal }) };
+  const found = spawnSync('findmnt', ['-n', '-o', 'FSTYPE,SOURCE', '-T', dir], { encoding: 'utf8' });
+  const [type = 'unknown', source = ''] = (found.stdout || '').trim().split(/\s+/);
+  if (type !== 'ext4') return { dir, type, source };
+  // jbd2 names a journal after the kernel's device name (/dev/mapper/vg-root is dm-0 there)
+  const device = path.basename(fs.existsSync(source) ? fs.realpathSync(source) : source);
+  const journal = fs.existsSync('/proc/fs/jbd2') && fs.readdirSync('/proc/fs/jbd2').some((name) => name.startsWith(`${device}-`));
+  return { dir, type, source, journal };
 }
 
 /** @param {number[]} values @param {number} q */
