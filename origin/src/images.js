@@ -15,26 +15,21 @@ export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
  * @typedef {import('./transform.js').Request} Want
  * @typedef {{ fetch?: number, queue?: number, transform?: number }} Timings
  * @typedef {{ variantKey: string, format: import('./transform.js').OutputFormat, degraded: boolean,
- *   file?: string, size?: number, data?: Buffer, timings: Timings }} Variant
+ *   cached?: import('./cache/pack-cache.js').PackEntry, data?: Buffer, timings: Timings }} Variant
+ *   a variant made now (`data`) or from the result cache (`cached`: see readCached, cachedFile)
  */
 
 /**
  * The image pipeline: source → original (store or remote, cached) → variant (cached), with single-flight
  * on both and the failure cache in front.
  * @param {{ config: Record<string, any>, store: import('./store/fs.js').FsStore,
- *   originals: import('./cache/disk-lru.js').DiskLru, variants: import('./cache/disk-lru.js').DiskLru,
+ *   originals: import('./cache/disk-lru.js').DiskLru, variants: import('./cache/pack-cache.js').PackCache,
  *   failures: import('./cache/failures.js').FailureCache, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
  *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
  *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger }} deps
  */
 export function createImages(deps) {
   const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger } = deps;
-  /**
-   * Variants answered but not yet on disk: the answer does not wait for the cache write, and until the
-   * file lands a request for the same variant is served from here instead of transforming it again.
-   * @type {Map<string, { format: import('./transform.js').OutputFormat, data: Buffer }>}
-   */
-  const writing = new Map();
   /**
    * What the header of each original said (size, frames, profile): a file under a path never changes
    * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
@@ -130,12 +125,8 @@ export function createImages(deps) {
   async function variant(source, want) {
     const key = variantKey(source, want);
     const cached = variants.get(key);
-    const fresh = cached ? null : writing.get(key);
-    metrics.cache.inc({ level: 'variant', result: cached || fresh ? 'hit' : 'miss' });
-    if (cached) {
-      return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, file: cached.path, size: cached.size, timings: {} };
-    }
-    if (fresh) return { variantKey: key, format: fresh.format, degraded: false, data: fresh.data, timings: {} };
+    metrics.cache.inc({ level: 'variant', result: cached ? 'hit' : 'miss' });
+    if (cached) return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, cached, timings: {} };
     const made = () => flight('transform', key, () => makeVariant(source, want, key));
     if (!flight.has('transform', key)) return made();
     // joining a transform in flight is waiting like a queued request, so it holds a place in the queue
@@ -210,24 +201,38 @@ export function createImages(deps) {
     return info;
   }
 
-  /** Writes a variant to the result cache in the background. @param {string} key @param {import('./transform.js').OutputFormat} format @param {Buffer} data */
+  /**
+   * Appends a variant to the result cache (one write into the page cache: the answer waits for nothing).
+   * @param {string} key @param {import('./transform.js').OutputFormat} format @param {Buffer} data
+   */
   function keep(key, format, data) {
-    writing.set(key, { format, data });
-    variants.putBuffer(key, EXTENSIONS[format], data)
-      .catch((err) => logger.warn({ err, key }, 'variant not cached'))
-      .finally(() => writing.delete(key));
+    try {
+      variants.put(key, EXTENSIONS[format], data);
+    } catch (err) {
+      logger.warn({ err, key }, 'variant not cached');
+    }
+  }
+
+  /** A cached variant's bytes. @param {import('./cache/pack-cache.js').PackEntry} entry */
+  function readCached(entry) {
+    return variants.read(entry);
+  }
+
+  /** Where a cached variant's bytes are in the cache's files (for range and conditional requests). @param {import('./cache/pack-cache.js').PackEntry} entry */
+  function cachedFile(entry) {
+    return variants.location(entry);
   }
 
   /**
-   * A cached variant whose file could not be opened (deleted by hand, a disk swapped): out of the index, so
-   * the next request makes it again instead of failing until a restart. @param {string} key
+   * A cached variant whose bytes could not be read (its segment deleted or cut by hand, a disk swapped): out
+   * of the index, so the next request makes it again instead of failing until a restart. @param {string} key
    */
   function forgetVariant(key) {
     variants.forget(key);
     logger.warn({ key }, 'cached variant missing on disk: made again');
   }
 
-  return { resolveSource, variant, forgetVariant };
+  return { resolveSource, variant, readCached, cachedFile, forgetVariant };
 }
 
 /** The URL inside a legacy `/<W>x<H>/<url>` path (proxies merge `//` into `/`, so mend the scheme). @param {URL} url */

@@ -6,7 +6,7 @@ import { connectRedis, createHiveClient, redisReady, runService } from '@stack/l
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
 import { FailureCache } from './cache/failures.js';
-import { FileWriter } from './cache/file-writer.js';
+import { PackCache } from './cache/pack-cache.js';
 import { settings, transformConcurrency } from './config.js';
 import { createFetcher } from './fetch.js';
 import { createHiveAuth } from './hive-auth.js';
@@ -30,11 +30,10 @@ await runService({
     const redis = connectRedis(config.REDIS_URL, logger);
     await redisReady(redis, 2000);
     const store = new FsStore(config.DATA_DIR);
-    // one writer thread for both caches (only variants are written from memory; the thread starts on first use)
-    const writer = new FileWriter();
-    const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES, writer);
-    const variants = new DiskLru(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, writer);
-    await Promise.all([store.init(), originals.init(), variants.init()]);
+    const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
+    const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, { warn: (details, message) => logger.warn(details, message) });
+    variants.init();
+    await Promise.all([store.init(), originals.init()]);
     const concurrency = transformConcurrency(config);
     metrics.concurrency.set(concurrency);
     metrics.queueMax.set(config.TRANSFORM_QUEUE_MAX);
@@ -69,7 +68,7 @@ await runService({
       async close() {
         priority.stop();
         await fetcher.close();
-        await writer.close();
+        variants.close();
         redis.disconnect();
       },
     };

@@ -7,7 +7,6 @@ import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { animated, decode, oriented, photo, solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
-import { waitFor } from '../../test/support/ports.js';
 import { startOrigin, tokenUpload } from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
@@ -217,7 +216,7 @@ test('a variant just answered is in the result cache after a restart: served fro
   const url = origin.site.add('kept.jpg', await solid(640, 480, 'jpeg'));
   const first = await image(origin.proxied(url, { width: 120 }));
   assert.equal(first.info.width, 120);
-  await origin.restart(); // SIGTERM: the writes under way land before the process ends
+  await origin.restart();
   const before = await metricValue(origin.metricsUrl, 'origin_transforms_total');
   const again = await image(origin.proxied(url, { width: 120 }));
   assert.equal(again.response.headers.get('server-timing'), 'cache;desc=hit');
@@ -282,26 +281,20 @@ test('a refused variant is a JSON error with the request id and the negative Cac
   assert.deepEqual(/** @type {any} */ (await response.json()).error.info.name, 'width');
 });
 
-test('a cached variant whose file was deleted by hand is made again, on the fast path and through Express', async () => {
+test('a cached variant whose bytes are gone from disk is made again, on the fast path and through Express', async () => {
   const url = origin.site.add('deleted.jpg', await solid(500, 400, 'jpeg'));
   const target = origin.proxied(url, { width: 90 });
   const first = await image(target);
-  const prefix = (first.response.headers.get('etag') || '').replace(/"/g, '');
-  /** Deletes the variant's file once it is on disk. */
-  const removeFile = async () => {
-    const shard = path.join(origin.dataDir, 'variants', prefix.slice(0, 2));
-    await waitFor(async () => fs.existsSync(shard) && fs.readdirSync(shard).some((name) => name.startsWith(prefix)), 5000, 'the variant on disk');
-    for (const name of fs.readdirSync(shard).filter((entry) => entry.startsWith(prefix))) fs.rmSync(path.join(shard, name));
-  };
+  const segments = () => fs.readdirSync(path.join(origin.dataDir, 'variants')).filter((name) => name.endsWith('.pack')).map((name) => path.join(origin.dataDir, 'variants', name));
   const made = () => metricValue(origin.metricsUrl, 'origin_transforms_total');
 
-  await removeFile();
+  for (const file of segments()) fs.truncateSync(file, 0); // cut by hand: the fast path reads short
   let before = await made();
   const again = await image(target);
   assert.ok(again.body.equals(first.body));
   assert.equal(await made() - before, 1);
 
-  await removeFile(); // a range request goes through Express: the same recovery
+  for (const file of segments()) fs.rmSync(file); // deleted by hand: a range request goes through Express, which opens the file
   before = await made();
   const ranged = await fetch(target, { headers: { range: 'bytes=0-' } });
   assert.ok(ranged.ok, String(ranged.status));

@@ -3,26 +3,23 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 
 /**
- * A size-bounded cache of files on disk, least recently used evicted first. The index lives in memory
- * (a Map keeps insertion order: a hit moves the entry to the end) and is rebuilt from the directory on start.
- * Files are named `<key>.<ext>` so the extension (the content's format) survives a restart.
+ * A size-bounded cache of files on disk (the fetched originals: large, written while they stream in, read by
+ * path), least recently used evicted first. The index lives in memory (a Map keeps insertion order: a hit
+ * moves the entry to the end) and is rebuilt from the directory on start. Files are named `<key>.<ext>` so
+ * the extension (the content's format) survives a restart.
  */
 export class DiskLru {
-  /**
-   * @param {string} dir @param {number} maxBytes
-   * @param {import('./file-writer.js').FileWriter} writer writes putBuffer's files from its own thread
-   */
-  constructor(dir, maxBytes, writer) {
+  /** @param {string} dir @param {number} maxBytes */
+  constructor(dir, maxBytes) {
     this.dir = path.resolve(dir);
     this.maxBytes = maxBytes;
-    this.writer = writer;
     this.totalBytes = 0;
     /** @type {Map<string, { ext: string, size: number }>} */
     this.entries = new Map();
     /** shard directories known to exist: one mkdir per shard, not per file */
     this.shards = new Set();
-    // a random prefix per instance (two caches on one directory by mistake still never share a temp name);
-    // a count after it: randomBytes for each name cost the event loop more than the rest of putBuffer
+    // a random prefix per instance (two caches on one directory by mistake still never share a temp name),
+    // a count after it
     this.tempPrefix = randomBytes(6).toString('hex');
     this.temps = 0;
   }
@@ -70,15 +67,6 @@ export class DiskLru {
     return this.place(key, ext, tempFile, size);
   }
 
-  /** @param {string} key @param {string} ext @param {Buffer} data */
-  async putBuffer(key, ext, data) {
-    const target = this.pathFor(key, ext);
-    const shard = path.dirname(target);
-    await this.writer.write(this.tempPath(), target, data, !this.shards.has(shard));
-    this.shards.add(shard);
-    return this.admit(key, ext, data.length, target);
-  }
-
   /** @param {string} key @param {string} ext @param {string} tempFile @param {number} size */
   async place(key, ext, tempFile, size) {
     const target = this.pathFor(key, ext);
@@ -88,11 +76,6 @@ export class DiskLru {
       this.shards.add(shard);
     }
     await fs.rename(tempFile, target);
-    return this.admit(key, ext, size, target);
-  }
-
-  /** A file now under `target` joins the index; the least recently used go past the bound. @param {string} key @param {string} ext @param {number} size @param {string} target */
-  async admit(key, ext, size, target) {
     this.remember(key, ext, size);
     await this.evict();
     return target;

@@ -1,6 +1,4 @@
-import fs from 'node:fs';
 import querystring from 'node:querystring';
-import { pipeline } from 'node:stream';
 import { HttpError, base58Url, errorAnswer, logRequest, requestIdOf } from '@stack/lib';
 import { contentTypeOf } from '../transform.js';
 
@@ -14,7 +12,7 @@ const FORMATS = new Set(['match', 'jpeg', 'png', 'webp', 'avif', 'auto']);
  */
 
 /** The bytes a variant's answer carries. @param {import('../images.js').Variant} variant */
-const bytesOf = (variant) => (variant.file ? variant.size || 0 : /** @type {Buffer} */ (variant.data).length);
+const bytesOf = (variant) => (variant.cached ? variant.cached.size : /** @type {Buffer} */ (variant.data).length);
 
 /**
  * @param {unknown} value @param {string} name @param {number} cap
@@ -101,11 +99,13 @@ export function proxyRoute(deps) {
       const { headers, variant } = await answer(req.params.encoded, req.query, req.headers.accept);
       const sent = () => deps.metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
       res.set(headers);
-      if (!variant.file) {
+      if (!variant.cached) {
         sent();
         return res.send(variant.data);
       }
-      return res.sendFile(variant.file, { etag: false, lastModified: false, cacheControl: false }, (err) => {
+      // send answers the range and conditional requests within the variant's bytes in the cache's file
+      const { file, start, end } = deps.images.cachedFile(variant.cached);
+      return res.sendFile(file, { etag: false, lastModified: false, cacheControl: false, start, end }, (err) => {
         if (!err) sent();
         else if (forgetIfMissing(deps, err, variant, retried, res)) respond(true).catch(fail);
         else fail(err);
@@ -174,49 +174,23 @@ export function proxyFastPath(deps) {
     const respond = async (retried = false) => {
       const { headers: answerHeaders, variant } = await answer(match[1], query, headers.accept);
       const head = req.method === 'HEAD';
-      if (variant.file) {
+      let data = variant.data;
+      if (variant.cached && !head) {
         try {
-          await sendFile(res, variant.file, variant.size || 0, { ...answerHeaders, 'X-Request-Id': reqId }, head);
+          data = await deps.images.readCached(variant.cached);
         } catch (err) {
           if (forgetIfMissing(deps, err, variant, retried, res)) return respond(true);
           throw err;
         }
-      } else {
-        const data = /** @type {Buffer} */ (variant.data);
-        res.writeHead(200, { ...answerHeaders, 'Content-Length': data.length, 'X-Request-Id': reqId });
-        res.end(head ? undefined : data);
       }
+      res.writeHead(200, { ...answerHeaders, 'Content-Length': bytesOf(variant), 'X-Request-Id': reqId });
+      res.end(head ? undefined : data);
       metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
       return done(200);
     };
     respond().catch(fail);
     return true;
   };
-}
-
-/**
- * A cached variant's file as a 200: headers once the file is open (a file gone in between fails before any
- * header, so the variant can be made again), then the bytes; a read error after the headers cuts the connection, and a client
- * gone before the end closes the file.
- * @param {import('node:http').ServerResponse} res @param {string} file @param {number} size
- * @param {Record<string, string>} headers @param {boolean} head
- * @returns {Promise<void>}
- */
-function sendFile(res, file, size, headers, head) {
-  return new Promise((resolve, reject) => {
-    const stream = fs.createReadStream(file);
-    stream.once('error', reject);
-    stream.once('ready', () => {
-      res.writeHead(200, { ...headers, 'Content-Length': size });
-      if (head) {
-        stream.destroy();
-        res.end();
-        resolve();
-        return;
-      }
-      pipeline(stream, res, () => resolve());
-    });
-  });
 }
 
 /** @param {import('../images.js').Timings} timings */

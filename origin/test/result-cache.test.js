@@ -1,0 +1,126 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import sharp from 'sharp';
+import { PackCache } from '../src/cache/pack-cache.js';
+import { decode } from '../../test/support/images.js';
+import { metricValue } from '../../test/support/metrics.js';
+import { startOrigin } from './harness.js';
+
+/** A JPEG of noise: its variants do not compress to nothing. @param {number} width @param {number} height */
+function noise(width, height) {
+  return sharp({ create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).jpeg({ quality: 90 }).toBuffer();
+}
+
+/** @param {string} url */
+async function get(url) {
+  const response = await fetch(url);
+  const body = Buffer.from(await response.arrayBuffer());
+  assert.equal(response.status, 200, `${url}: ${body.toString().slice(0, 200)}`);
+  return { body, timing: response.headers.get('server-timing'), info: await decode(body) };
+}
+
+/** @param {string} dir the origin's data directory @returns {string[]} its result cache's segment files, oldest first */
+function segments(dir) {
+  const variants = path.join(dir, 'variants');
+  return fs.readdirSync(variants).filter((name) => name.endsWith('.pack')).sort().map((name) => path.join(variants, name));
+}
+
+test('after a crash, variants answered before it come from the result cache byte for byte; a torn or corrupt tail is cut off and made again, never served', async () => {
+  const origin = await startOrigin();
+  try {
+    const url = origin.site.add('crash.jpg', await noise(400, 300));
+    const made = () => metricValue(origin.metricsUrl, 'origin_transforms_total');
+    const [a, b, c] = [100, 120, 140].map((width) => origin.proxied(url, { width }));
+    const first = { a: await get(a), b: await get(b), c: await get(c) };
+    await origin.kill(); // SIGKILL: no shutdown of any kind
+
+    const [newest] = segments(origin.dataDir).slice(-1);
+    const bytes = fs.readFileSync(newest);
+    bytes[bytes.length - 1] ^= 0xff; // the last byte of c's record: a sector that never reached the disk
+    // and the start of a record whose end never came (its header says more bytes than follow)
+    fs.writeFileSync(newest, Buffer.concat([bytes, bytes.subarray(0, 200)]));
+
+    await origin.start();
+    assert.ok(fs.statSync(newest).size <= bytes.length - first.c.body.length, 'the segment is cut before c\'s record');
+    let before = await made();
+    for (const [target, was] of /** @type {const} */ ([[a, first.a], [b, first.b]])) {
+      const again = await get(target);
+      assert.equal(again.timing, 'cache;desc=hit');
+      assert.ok(again.body.equals(was.body));
+    }
+    assert.equal(await made() - before, 0);
+    const remade = await get(c);
+    assert.ok(remade.body.equals(first.c.body));
+    assert.equal(await made() - before, 1);
+
+    // appends go on after the cut, and survive the next crash
+    const d = origin.proxied(url, { width: 160 });
+    const fresh = await get(d);
+    await origin.kill();
+    await origin.start();
+    before = await made();
+    const kept = await get(d);
+    assert.equal(kept.timing, 'cache;desc=hit');
+    assert.ok(kept.body.equals(fresh.body));
+    assert.equal(await made() - before, 0);
+  } finally {
+    await origin.stop();
+  }
+});
+
+test('the result cache stays within VARIANTS_CACHE_BYTES on disk; what is asked for stays, what nobody asks for again goes', async () => {
+  const bound = 1024 * 1024;
+  const origin = await startOrigin({ VARIANTS_CACHE_BYTES: String(bound) });
+  try {
+    const url = origin.site.add('many.jpg', await noise(800, 600));
+    const made = () => metricValue(origin.metricsUrl, 'origin_transforms_total');
+    const hot = origin.proxied(url, { width: 200 });
+    const cold = origin.proxied(url, { width: 201 });
+    await get(hot);
+    await get(cold);
+    let written = 0;
+    const before = await made();
+    for (let i = 0; i < 120; i += 1) {
+      const { body } = await get(origin.proxied(url, { width: 300 + i }));
+      written += body.length;
+      if (i % 10 === 9) await get(hot);
+    }
+    assert.ok(written > 2 * bound, `the variants made (${written} bytes) are more than twice the bound`);
+    const onDisk = segments(origin.dataDir).reduce((sum, file) => sum + fs.statSync(file).size, 0);
+    assert.ok(onDisk <= bound, `${onDisk} bytes on disk for a bound of ${bound}`);
+    assert.ok(onDisk > bound / 2, `${onDisk} bytes on disk: the cache is used up to near its bound`);
+
+    // the hot variant, asked for every 10 new ones, was never made again; the cold one, asked once, is
+    assert.equal((await get(hot)).timing, 'cache;desc=hit');
+    assert.equal(await made() - before, 120);
+    assert.notEqual((await get(cold)).timing, 'cache;desc=hit');
+    assert.equal(await made() - before, 121);
+  } finally {
+    await origin.stop();
+  }
+});
+
+test('an origin refuses a result cache directory that another live process holds', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pack-'));
+  const other = spawn('sleep', ['30']);
+  t.after(() => {
+    other.kill();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  fs.writeFileSync(path.join(dir, 'lock'), String(other.pid));
+  assert.throws(() => new PackCache(dir, 1024 * 1024).init(), /in use by process/);
+  other.kill();
+  await new Promise((resolve) => other.once('exit', resolve));
+  const cache = new PackCache(dir, 1024 * 1024);
+  cache.init(); // a lock left by a process that is gone is taken over
+  cache.put('a'.repeat(64), 'jpg', Buffer.from('bytes'));
+  const entry = cache.get('a'.repeat(64));
+  assert.ok(entry);
+  assert.equal((await cache.read(entry)).toString(), 'bytes');
+  cache.close();
+  assert.ok(!fs.existsSync(path.join(dir, 'lock')));
+});
