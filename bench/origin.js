@@ -26,8 +26,8 @@ export const BLOCK = 2000;
 const REPEATS = quick ? 1 : 5;
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = ['jpeg', 'webp'];
-// where the origin under test keeps its store and caches (every new variant is a file written there); the
-// report says on which filesystem (see filesystem() in lib.js for why it matters on this VM's disk)
+// where the origin under test keeps its store and caches (each fetched original a file, the variants appended
+// to segment files); the report says on which filesystem (see filesystem() in lib.js for why it matters)
 const DATA_PARENT = process.env.BENCH_DATA_DIR || os.tmpdir();
 
 export async function benchOrigin() {
@@ -122,7 +122,7 @@ function summarise(uncached, repeated, memory, memoryPeak) {
   return {
     best, repeated, memory: { ...memory, peak_rss_mb: memoryPeak }, data,
     sections: [
-      { heading: 'Uncached variants: service vs in-process sharp (same run, alternating)', text: `Service: wrk for ${SECONDS} s per run (\`${uncached[0].service[0].command.replace(/ -- .*/, ' -- …')}\`), every answer a new variant (checked on the origin's transform counter); in-process: the same number of the same transforms. ${REPEATS} runs each; req/s as min / median / max; originals cached (the second level of the store). The origin's store and caches under ${data.dir} (${data.type} on ${data.source}${journal}): each new variant is a file written there.`,
+      { heading: 'Uncached variants: service vs in-process sharp (same run, alternating)', text: `Service: wrk for ${SECONDS} s per run (\`${uncached[0].service[0].command.replace(/ -- .*/, ' -- …')}\`), every answer a new variant (checked on the origin's transform counter); in-process: the same number of the same transforms. ${REPEATS} runs each; req/s as min / median / max; originals cached (the second level of the store). The origin's store and caches under ${data.dir} (${data.type} on ${data.source}${journal}): each new variant is appended to a segment file there.`,
         table: { columns: ['format', 'concurrency', 'service req/s', 'p50 ms', 'p99 ms', 'peak RSS MB', 'KB per answer', 'in-process req/s', 'ratio (median)'], rows } },
       { heading: 'Best concurrency: service / in-process (target ≥ 90%)', table: { columns: ['format', 'service req/s', 'in-process req/s', 'ratio'], rows: Object.entries(best).map(([format, b]) => [format, b.service, b.inProcess, `${Math.round(b.ratio * 100)}%`]) } },
       { heading: 'Repeated variants (result cache)', text: `wrk for ${SECONDS} s, 16 connections, 30 variants in turn (\`${repeated.command.replace(/ -- .*/, ' -- …')}\`).`,

@@ -34,6 +34,7 @@ export class PackCache {
    */
   constructor(dir, maxBytes, { segmentBytes, warn = () => {} } = {}) {
     this.dir = path.resolve(dir);
+    this.lockFile = path.join(this.dir, 'lock');
     this.maxBytes = maxBytes;
     // a 32nd of the bound: eviction frees that much at a time
     this.segmentBytes = segmentBytes || Math.min(MAX_SEGMENT, Math.max(MIN_SEGMENT, Math.floor(maxBytes / 32)));
@@ -58,38 +59,36 @@ export class PackCache {
     this.evict();
     // variants kept one file each by earlier versions (shard directories, tmp/): a cache, so dropped
     for (const name of names) {
-      if (!SEGMENT.test(name) && name !== 'lock') fs.rm(path.join(this.dir, name), { recursive: true, force: true }, () => {});
+      if (!SEGMENT.test(name) && name !== path.basename(this.lockFile)) fs.rm(path.join(this.dir, name), { recursive: true, force: true }, () => {});
     }
   }
 
   /** Refuses a directory another live process holds (two appending to one segment would interleave records). */
   lock() {
-    const file = path.join(this.dir, 'lock');
     let holder = 0;
     try {
-      holder = Number(fs.readFileSync(file, 'utf8'));
+      holder = Number(fs.readFileSync(this.lockFile, 'utf8'));
     } catch (err) {
       if (/** @type {any} */ (err).code !== 'ENOENT') throw err;
     }
     if (holder && holder !== process.pid && alive(holder)) throw new Error(`${this.dir} is in use by process ${holder}`);
-    fs.writeFileSync(file, String(process.pid));
+    fs.writeFileSync(this.lockFile, String(process.pid));
   }
 
-  /** @param {number} seq */
-  fileOf(seq) {
-    return path.join(this.dir, `${String(seq).padStart(8, '0')}.pack`);
+  /** A segment's file opened with `flags`, not yet indexed. @param {number} seq @param {string} flags @returns {Segment} */
+  segmentOf(seq, flags) {
+    const file = path.join(this.dir, `${String(seq).padStart(8, '0')}.pack`);
+    const fd = fs.openSync(file, flags);
+    return { seq, file, fd, size: fs.fstatSync(fd).size, keys: [], readers: 0, gone: false };
   }
 
   /** @param {number} seq @param {boolean} verify whether to check each record's CRC (segments not yet synced) */
   load(seq, verify) {
-    const file = this.fileOf(seq);
-    const fd = fs.openSync(file, 'r+');
-    /** @type {Segment} */
-    const segment = { seq, file, fd, size: fs.fstatSync(fd).size, keys: [], readers: 0, gone: false };
+    const segment = this.segmentOf(seq, 'r+');
     const end = this.scan(segment, verify);
     if (end < segment.size) {
-      this.warn({ file, kept: end, dropped: segment.size - end }, 'variant cache: a torn or corrupt tail was cut off');
-      fs.ftruncateSync(fd, end);
+      this.warn({ file: segment.file, kept: end, dropped: segment.size - end }, 'variant cache: a torn or corrupt tail was cut off');
+      fs.ftruncateSync(segment.fd, end);
       segment.size = end;
     }
     this.segments.push(segment);
@@ -112,20 +111,24 @@ export class PackCache {
         fs.readSync(segment.fd, data, 0, size, position + HEADER);
         if (crc32(data) !== header.readUInt32BE(44)) break;
       }
-      const key = header.toString('hex', 4, 36);
-      const ext = header.toString('latin1', 36, 40).replace(/\0+$/, '');
-      this.index.set(key, { key, segment, offset: position + HEADER, size, ext });
-      segment.keys.push(key);
+      this.remember(header.toString('hex', 4, 36), header.toString('latin1', 36, 40).replace(/\0+$/, ''), segment, position, size);
       position += HEADER + size;
     }
     return position;
   }
 
+  /**
+   * Indexes the record at `position` of `segment` (a later record of the same key takes its place).
+   * @param {string} key @param {string} ext @param {Segment} segment @param {number} position @param {number} size
+   */
+  remember(key, ext, segment, position, size) {
+    this.index.set(key, { key, segment, offset: position + HEADER, size, ext });
+    segment.keys.push(key);
+  }
+
   /** Starts a new segment for the appends. @param {number} seq @returns {Segment} */
   open(seq) {
-    const file = this.fileOf(seq);
-    /** @type {Segment} */
-    const segment = { seq, file, fd: fs.openSync(file, 'wx+'), size: 0, keys: [], readers: 0, gone: false };
+    const segment = this.segmentOf(seq, 'wx+');
     this.segments.push(segment);
     return segment;
   }
@@ -175,8 +178,7 @@ export class PackCache {
       }
       throw err;
     }
-    this.index.set(key, { key, segment, offset: segment.size + HEADER, size: data.length, ext });
-    segment.keys.push(key);
+    this.remember(key, ext, segment, segment.size, data.length);
     segment.size += bytes;
     this.totalBytes += bytes;
     this.evict();
@@ -234,12 +236,17 @@ export class PackCache {
         if (this.index.get(key)?.segment === segment) this.index.delete(key);
       }
       this.totalBytes -= segment.size;
-      segment.gone = true;
       fs.unlink(segment.file, (err) => {
         if (err && err.code !== 'ENOENT') this.warn({ err, file: segment.file }, 'variant cache: segment not deleted');
       });
-      if (segment.readers === 0) fs.closeSync(segment.fd);
+      this.retire(segment);
     }
+  }
+
+  /** No more reads start on a segment; its file closes now, or after its last reader. @param {Segment} segment */
+  retire(segment) {
+    segment.gone = true;
+    if (segment.readers === 0) fs.closeSync(segment.fd);
   }
 
   /** @param {Segment} segment */
@@ -256,15 +263,11 @@ export class PackCache {
   /** Closes every segment (after its last reader) and gives the directory up. */
   close() {
     this.closed = true;
-    for (const segment of this.segments) {
-      segment.gone = true;
-      if (segment.readers === 0) fs.closeSync(segment.fd);
-    }
+    for (const segment of this.segments) this.retire(segment);
     this.segments = [];
     this.index.clear();
-    const file = path.join(this.dir, 'lock');
     try {
-      if (Number(fs.readFileSync(file, 'utf8')) === process.pid) fs.rmSync(file);
+      if (Number(fs.readFileSync(this.lockFile, 'utf8')) === process.pid) fs.rmSync(this.lockFile);
     } catch {
       // already gone
     }
