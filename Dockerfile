@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # One image recipe for the three Node services (build arg SERVICE), the same install step the native
 # launcher runs (npm ci), without dev dependencies, running as the unprivileged "node" user.
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS deps
 ARG SERVICE=origin

@@ -9,7 +9,8 @@ import { Pool } from 'undici';
 /**
  * @typedef {{ mode: 'open', base: string, templates: string[], rate: number, seconds: number, first: number, span: number }} OpenSpec
  *   request i goes to templates[i % length] with {n} replaced by first + (i % span)
- * @typedef {{ mode: 'probe', base: string, paths: Record<string, string>, seconds: number, pauseMs: number }} ProbeSpec
+ * @typedef {{ mode: 'probe', base: string, paths: Record<string, string>, seconds: number, pauseMs: number, skipMs?: number }} ProbeSpec
+ *   answers to requests sent in the first skipMs are not recorded (a warm-up)
  * @typedef {{ path: string, kind: string, upload?: number }} MixRequest upload: index of the body to POST
  * @typedef {{ mode: 'mix', base: string, requests: MixRequest[], uploads: string[], token: string, rate: number, accept: string }} MixSpec
  *   uploads: base64 bodies
@@ -78,7 +79,7 @@ async function probe(spec) {
     for (const [name, path] of Object.entries(spec.paths)) {
       const answer = await send(pool, path);
       if (answer.status >= 400) throw new Error(`${name} answered ${answer.status}`);
-      latencies[name].push(answer.ms);
+      if (answer.at - started + STARTED >= (spec.skipMs || 0)) latencies[name].push(answer.ms);
     }
     await new Promise((resolve) => setTimeout(resolve, spec.pauseMs));
   }

@@ -22,9 +22,11 @@ export async function uploadTo(base, body, name, token) {
 
 /**
  * @param {Awaited<ReturnType<typeof startStack>>} stack a stack with UPLOAD_TOKENS=<token> and the rate limit lifted
- * @param {{ seconds: number, token: string }} options
+ * @param {{ seconds: number, token: string, warmupSeconds?: number }} options warmupSeconds: the flood and the
+ *   probes run this long first, and latencies of requests sent then are left out (the first connections,
+ *   varnish growing its thread pools, the JIT); status checks count every answer
  */
-export async function runOverload(stack, { seconds, token }) {
+export async function runOverload(stack, { seconds, token, warmupSeconds = 0 }) {
   const big = await sharp(photo('Path', '1920x1080')).resize(6000, 4000, { fit: 'fill' }).jpeg({ quality: 90 }).toBuffer();
   const sources = [await uploadTo(stack.base, big, 'big-0.jpg', token), await uploadTo(stack.base, Buffer.concat([big, Buffer.from([0])]), 'big-1.jpg', token)];
   const hit = await uploadTo(stack.base, await solid(64, 64, 'png'), 'hit.png', token);
@@ -41,13 +43,13 @@ export async function runOverload(stack, { seconds, token }) {
   await Promise.all(Array.from({ length: 8 }, (_, i) => send(path(sources[i % 2], `width=${400 + i}&format=jpeg`))));
   const capacity = 8 / ((performance.now() - probeStart) / 1000);
   const rate = Math.ceil(capacity * 10);
-  const { stdout } = await stack.ctl('pid', 'origin');
-  const rss = sampleRss(Number(String(stdout).trim()));
+  const rss = sampleRss(await stack.pid('origin'));
   // the flood and the fast-path user are separate processes: neither's event loop delays the other's clock
   const [transforms, fast] = await Promise.all([
-    runChild({ mode: 'open', base: stack.base, templates: sources.map((source) => path(source, 'width={n}&format=jpeg')), rate, seconds, first: 320, span: 1600 }), // page widths 320 to 1919
-    runChild({ mode: 'probe', base: stack.base, paths: { hit: new URL(hit).pathname, avatar: '/u/overload-user/avatar' }, seconds, pauseMs: 20 }),
+    runChild({ mode: 'open', base: stack.base, templates: sources.map((source) => path(source, 'width={n}&format=jpeg')), rate, seconds: warmupSeconds + seconds, first: 320, span: 1600 }), // page widths 320 to 1919
+    runChild({ mode: 'probe', base: stack.base, paths: { hit: new URL(hit).pathname, avatar: '/u/overload-user/avatar' }, seconds: warmupSeconds + seconds, pauseMs: 20, skipMs: warmupSeconds * 1000 }),
   ]);
+  const warm = (/** @type {import('./load-child.js').Answer} */ answer) => answer.at >= warmupSeconds * 1000;
   const peakRss = rss.stop();
   const drainStart = performance.now();
   await waitFor(async () => await metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_queue_depth') === 0, 30_000, 'the queue drains');
@@ -61,8 +63,10 @@ export async function runOverload(stack, { seconds, token }) {
     other: transforms.length - served.length - rejected.length,
     rejectionsWithRetryAfter: rejected.filter((answer) => answer.retryAfter).length,
     rejectedBy: Object.fromEntries([...new Set(rejected.map((answer) => answer.reason))].map((reason) => [reason, rejected.filter((answer) => answer.reason === reason).length])),
-    rejectionP99: percentile(rejected.map((answer) => answer.ms), 0.99),
-    rejectionP99By10s: Array.from({ length: Math.ceil(seconds / 10) }, (_, i) => percentile(rejected.filter((answer) => answer.at >= i * 10_000 && answer.at < (i + 1) * 10_000).map((answer) => answer.ms), 0.99)), servedP99: percentile(served.map((answer) => answer.ms), 0.99),
+    warmupSeconds,
+    rejectionP99: percentile(rejected.filter(warm).map((answer) => answer.ms), 0.99),
+    rejectionP99WarmUp: percentile(rejected.filter((answer) => !warm(answer)).map((answer) => answer.ms), 0.99),
+    rejectionP99By10s: Array.from({ length: Math.ceil((warmupSeconds + seconds) / 10) }, (_, i) => percentile(rejected.filter((answer) => answer.at >= i * 10_000 && answer.at < (i + 1) * 10_000).map((answer) => answer.ms), 0.99)), servedP99: percentile(served.filter(warm).map((answer) => answer.ms), 0.99),
     hitP99: percentile(fast.hit, 0.99), avatarP99: percentile(fast.avatar, 0.99), probes: fast.hit.length, startRss: rss.start, peakRss, drainMs, afterStatus,
   };
 }

@@ -4,7 +4,7 @@
 //   node infra/render.js --dir-only      print STACK_DIR only
 //   node infra/render.js --check-prometheus   render into a temp dir and run promtool on it
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -36,7 +36,7 @@ export async function resolveSettings(env = process.env) {
   const given = (/** @type {string} */ name) => explicit[name] !== undefined && explicit[name] !== '';
   const listen = config.LISTEN_ADDRESS;
   const reach = listen === '0.0.0.0' ? '127.0.0.1' : listen;
-  config.STACK_DIR = path.resolve(ROOT, config.STACK_DIR);
+  config.STACK_DIR = runDirectory(path.resolve(ROOT, config.STACK_DIR), given('STACK_DIR'));
   for (const service of ['ORIGIN', 'AVATAR_RESOLVER', 'PURGE_SERVICE']) if (!given(`${service}_HOST`)) config[`${service}_HOST`] = listen;
   if (!given('VARNISH_HOST')) config.VARNISH_HOST = reach;
   if (!given('HAPROXY_HOST')) config.HAPROXY_HOST = reach;
@@ -54,6 +54,34 @@ export async function resolveSettings(env = process.env) {
   return config;
 }
 
+/** Where a root-run stack keeps its files when the checkout is private. */
+export const SHARED_RUN_ROOT = '/var/lib/image-cdn-stack';
+
+/**
+ * Whether users other than the owner can reach `dir`: every existing directory on the way must be
+ * searchable by others (varnish compiles VCL as its own user, nginx's workers connect to the socket).
+ * @param {string} dir
+ */
+export function reachableByOthers(dir) {
+  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+    if (fs.existsSync(at) && !(fs.statSync(at).mode & 0o001)) return false;
+    if (at === path.dirname(at)) return true;
+  }
+}
+
+/**
+ * The run directory. Run as root from a private checkout (a clone in /root, a mktemp -d), the default
+ * `.run` would be out of the daemons' reach: it moves to /var/lib/image-cdn-stack/<checkout>-<hash>, one
+ * per checkout. A STACK_DIR given explicitly is never moved: out of reach, it is an error naming it.
+ * @param {string} dir @param {boolean} explicit
+ */
+function runDirectory(dir, explicit) {
+  if (process.getuid?.() !== 0 || reachableByOthers(dir)) return dir;
+  if (explicit) throw new Error(`STACK_DIR=${dir}: varnish and nginx's workers run as their own users and cannot reach it (a directory on its path is not searchable by others); choose another STACK_DIR`);
+  const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
+  return path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`);
+}
+
 /** @param {Record<string, string | undefined>} env */
 function definedOnly(env) {
   return /** @type {Record<string, string>} */ (Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined)));
@@ -64,7 +92,7 @@ function statsPassword(config) {
   if (config.HAPROXY_STATS_PASSWORD) return config.HAPROXY_STATS_PASSWORD;
   const file = path.join(config.STACK_DIR, 'secrets', 'haproxy-stats-password');
   if (!fs.existsSync(file)) {
-    fs.mkdirSync(config.STACK_DIR, { recursive: true }); // world-readable: varnish compiles VCL as its own user
+    fs.mkdirSync(config.STACK_DIR, { recursive: true });
     fs.mkdirSync(path.dirname(file), { mode: 0o700 });
     fs.writeFileSync(file, randomBytes(18).toString('base64url'), { mode: 0o600 });
   }
@@ -95,10 +123,58 @@ export function templateValues(config) {
     NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
     NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map((/** @type {string} */ range) => `  set_real_ip_from ${range};`).join('\n'),
     NGINX_TLS: tls,
+    NGINX_ERROR_PAGES: nginxErrorPages(),
     ...varnishSocket(config, dirs.RUN_DIR),
     REDIS_BIND: config.LISTEN_ADDRESS,
     REACH_ADDRESS: config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS,
   };
+}
+
+/**
+ * Every status nginx answers on its own (not an upstream's answer, which passes as it is), each in the JSON
+ * error shape of every other layer, with the request id and `no-store` (they are about a request or a
+ * connection, not a resource). [statuses nginx makes, status sent, name, extra headers]
+ * @type {Array<[number[], number, string, Record<string, string>?]>}
+ */
+export const NGINX_ERRORS = [
+  [[400], 400, 'bad_request'],
+  [[401], 401, 'unauthorized'],
+  [[403], 403, 'forbidden'],
+  [[404], 404, 'not_found'],
+  [[405], 405, 'method_not_allowed', { Allow: '"GET, HEAD, POST"' }],
+  [[408], 408, 'request_timeout'],
+  [[411], 411, 'length_required'],
+  [[413], 413, 'payload_too_large'],
+  [[414], 414, 'uri_too_long'],
+  [[416], 416, 'range_not_satisfiable'],
+  [[429], 429, 'too_many_requests', { 'Retry-After': '1' }],
+  // nginx's "Request Header Or Cookie Too Large"
+  [[494], 431, 'request_header_too_large'],
+  // TLS: a bad or missing client certificate, plain HTTP sent to the TLS port
+  [[495, 496], 400, 'bad_client_certificate'],
+  [[497], 400, 'http_request_to_https_port'],
+  [[500], 500, 'internal_error'],
+  [[501], 501, 'not_implemented'],
+  // varnish or the purge service unreachable, or too slow
+  [[502, 503, 504], 503, 'service_unavailable', { 'Retry-After': '5' }],
+  [[505], 505, 'http_version_not_supported'],
+  [[507], 507, 'insufficient_storage'],
+];
+
+/** nginx's error_page lines and the internal locations that answer them. */
+function nginxErrorPages() {
+  return NGINX_ERRORS.map(([codes, status, name, headers]) => {
+    const info = status === 503 ? '{"layer":"nginx"}' : '{}';
+    const extra = Object.entries(headers || {}).map(([header, value]) => `\n      add_header ${header} ${value} always;`).join('');
+    return `    error_page ${codes.join(' ')} =${status} /.errors/${name};
+    location = /.errors/${name} {
+      internal;
+      default_type application/json;
+      add_header X-Request-Id $request_id always;
+      add_header Cache-Control no-store always;${extra}
+      return ${status} '{"error":{"name":"${name}","info":${info}}}';
+    }`;
+  }).join('\n');
 }
 
 /**
@@ -144,6 +220,8 @@ export function renderAll(config) {
   for (const dir of [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, path.join(values.RUN_DIR, 'nginx'), path.join(values.DATA_ROOT, 'redis'), path.join(values.DATA_ROOT, 'prometheus')]) {
     fs.mkdirSync(dir, { recursive: true });
   }
+  // searchable by varnish's users (its workdir is in run/, its VCL in conf/varnish) whatever the umask
+  for (const dir of [config.STACK_DIR, values.CONF_DIR, values.RUN_DIR]) fs.chmodSync(dir, 0o755);
   for (const [template, target] of TEMPLATES) {
     const source = path.join(ROOT, template);
     if (!fs.existsSync(source)) continue;
@@ -155,6 +233,8 @@ export function renderAll(config) {
   for (const file of fs.readdirSync(path.join(ROOT, 'vcl')).filter((name) => name.endsWith('.vcl'))) {
     fs.copyFileSync(path.join(ROOT, 'vcl', file), path.join(values.CONF_DIR, 'varnish', file));
   }
+  fs.chmodSync(path.join(values.CONF_DIR, 'varnish'), 0o755);
+  for (const file of fs.readdirSync(path.join(values.CONF_DIR, 'varnish'))) fs.chmodSync(path.join(values.CONF_DIR, 'varnish', file), 0o644);
   const rules = path.join(ROOT, 'infra', 'prometheus', 'rules');
   if (fs.existsSync(rules)) fs.cpSync(rules, path.join(values.CONF_DIR, 'prometheus', 'rules'), { recursive: true });
   const quote = (/** @type {string} */ value) => `'${value.replace(/'/g, "'\\''")}'`;

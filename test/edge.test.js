@@ -36,7 +36,7 @@ async function frontendRequests() {
 }
 
 test('the stack came up through the launcher, every component under supervision', async () => {
-  const { stdout } = await stack.ctl('status');
+  const stdout = await stack.statusText();
   for (const name of ['nginx', 'varnish', 'haproxy', 'origin', 'avatar-resolver', 'purge-service', 'redis', 'prometheus', 'mtail', 'rotate-logs']) {
     assert.match(stdout, new RegExp(`^${name}\\s+RUNNING`, 'm'), name);
   }

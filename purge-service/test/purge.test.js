@@ -172,7 +172,7 @@ test('Hive mode: account_update2 ops become purges, and after a restart the foll
   const firstBlocks = hive.calls.filter((call) => call.method === 'condenser_api.get_ops_in_block').map((call) => call.params[0]);
   assert.deepEqual(firstBlocks.slice(0, 6), [15, 16, 17, 18, 19, 20], 'block by block from the start block');
 
-  await stack.ctl('signal', 'KILL', 'purge-service');
+  await stack.kill('purge-service');
   const callsBefore = hive.calls.length;
   blocks.set(21, [op('hiveother', 'https://img.example/other.png')]);
   head = 21;
@@ -188,7 +188,7 @@ test('10,000 queued events survive a SIGKILL of the purge service mid-way: none 
   await pipeline.exec();
   const ackedBefore = await metricValue(metricsUrl(), 'purge_events_acked_total');
   await waitFor(async () => await metricValue(metricsUrl(), 'purge_events_acked_total') - ackedBefore >= 1000, 60_000, 'a part processed');
-  await stack.ctl('signal', 'KILL', 'purge-service');
+  await stack.kill('purge-service');
   const leftAtKill = await redis.xlen('purge:events');
   assert.ok(leftAtKill > 0, 'killed with a backlog');
   await waitFor(async () => (await redis.xlen('purge:events')) === 0, 120_000, 'backlog drained after the restart');

@@ -3,10 +3,20 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './ports.js';
+import { freePort, waitFor } from './ports.js';
 import { root } from './processes.js';
 
 const run = promisify(execFile);
+
+/** @param {number} pid */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const PORTS = ['NGINX_PORT', 'NGINX_TLS_PORT', 'NGINX_STATUS_PORT', 'VARNISH_PORT', 'VARNISH_ADMIN_PORT', 'HAPROXY_IMAGES_PORT',
   'HAPROXY_AVATARS_PORT', 'HAPROXY_STATS_PORT', 'ORIGIN_PORT', 'ORIGIN_METRICS_PORT', 'AVATAR_RESOLVER_PORT',
@@ -38,14 +48,33 @@ export async function startStack(settings = {}) {
   }
   const upMs = Date.now() - started;
   const base = `http://127.0.0.1:${env.NGINX_PORT}`;
+  /**
+   * supervisorctl in this stack; throws when it fails (exit status not 0), so a test never goes on as if a
+   * stop, start or signal had happened. `status` exits 3 while a program is down: use `statusText`.
+   * @param {...string} args
+   */
+  const ctl = (...args) => run('supervisorctl', ['-c', path.join(dir, 'conf/supervisord.conf'), ...args]);
   return {
     dir,
     env,
     upMs,
     base,
     stack,
-    /** supervisorctl in this stack. @param {...string} args */
-    ctl: (...args) => run('supervisorctl', ['-c', path.join(dir, 'conf/supervisord.conf'), ...args]).catch((err) => err),
+    ctl,
+    /** The pid of a program (0 when it is not running). @param {string} name */
+    pid: async (name) => Number((await ctl('pid', name)).stdout.trim()) || 0,
+    /**
+     * SIGKILL a program and prove it happened: its pid is gone from the system. With `restarted`, also
+     * wait until supervisord runs it again under a new pid. @param {string} name
+     */
+    async kill(name, { restarted = false } = {}) {
+      const pid = Number((await ctl('pid', name)).stdout.trim());
+      if (!(pid > 0)) throw new Error(`${name} is not running: nothing to kill`);
+      await ctl('signal', 'KILL', name);
+      await waitFor(async () => !alive(pid), 5000, `${name} (pid ${pid}) gone after SIGKILL`);
+      if (restarted) await waitFor(async () => ![0, pid].includes(Number((await ctl('pid', name)).stdout.trim()) || 0), 15_000, `${name} restarted`);
+      return pid;
+    },
     /** varnishstat counters of this stack's varnish. */
     async varnishStats() {
       const { stdout } = await run('varnishstat', ['-n', path.join(dir, 'run/varnish'), '-1', '-j']);
@@ -53,6 +82,8 @@ export async function startStack(settings = {}) {
       const counters = data.counters || data;
       return (/** @type {string} */ name) => Number(counters[name]?.value ?? 0);
     },
+    /** `supervisorctl status` whatever the programs' states. */
+    statusText: async () => (await ctl('status').catch((/** @type {any} */ err) => err)).stdout,
     statsAuth: `Basic ${Buffer.from(`admin:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`,
     /** @param {string} file */
     log: (file) => fs.readFileSync(path.join(dir, 'logs', file), 'utf8'),

@@ -1,0 +1,169 @@
+// The public front as a client meets it at the byte level: every answer nginx makes itself is the JSON error
+// shape with a request id, slow clients are cut off by explicit timeouts, the TLS listener serves HTTP/2,
+// and client addresses come from X-Forwarded-For only when a trusted proxy sends it.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import tls from 'node:tls';
+import { waitFor } from './support/ports.js';
+import { startStack } from './support/stack.js';
+
+/** @type {Awaited<ReturnType<typeof startStack>>} */
+let stack;
+let certDir = '';
+
+before(async () => {
+  certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tls-'));
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
+    '-keyout', path.join(certDir, 'key.pem'), '-out', path.join(certDir, 'cert.pem')], { stdio: 'ignore' });
+  stack = await startStack({
+    NGINX_TLS_CERT: path.join(certDir, 'cert.pem'), NGINX_TLS_KEY: path.join(certDir, 'key.pem'),
+    NGINX_CLIENT_HEADER_TIMEOUT_S: '2', NGINX_CLIENT_BODY_TIMEOUT_S: '2', UPLOAD_TOKENS: 'nginx-token',
+  });
+});
+after(async () => {
+  await stack?.stop();
+  fs.rmSync(certDir, { recursive: true, force: true });
+});
+
+/**
+ * Sends `chunks` (a pause of `pauseMs` after each but the last) and reads until nginx closes the connection.
+ * `halfClose`: then says it has nothing more to send (so nginx's lingering close does not wait for a body).
+ * @param {string[]} chunks
+ * @param {{ port?: number, secure?: boolean, pauseMs?: number, localAddress?: string, halfClose?: boolean }} [options]
+ */
+function exchange(chunks, { port = Number(stack.env.NGINX_PORT), secure = false, pauseMs = 0, localAddress, halfClose = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const socket = secure
+      ? tls.connect({ port, host: '127.0.0.1', rejectUnauthorized: false, ALPNProtocols: ['http/1.1'] })
+      : net.connect({ port, host: '127.0.0.1', localAddress });
+    let received = Buffer.alloc(0);
+    socket.on('data', (chunk) => { received = Buffer.concat([received, chunk]); });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(parse(received, performance.now() - started)));
+    socket.once(secure ? 'secureConnect' : 'connect', async () => {
+      for (const [i, chunk] of chunks.entries()) {
+        if (socket.destroyed) return;
+        socket.write(chunk);
+        if (i < chunks.length - 1) await new Promise((done) => setTimeout(done, pauseMs));
+      }
+      if (halfClose) socket.end();
+    });
+    socket.setTimeout(30_000, () => socket.destroy(new Error('no close after 30 s')));
+  });
+}
+
+/** @param {Buffer} raw @param {number} ms */
+function parse(raw, ms) {
+  const text = raw.toString('latin1');
+  const end = text.indexOf('\r\n\r\n');
+  if (end < 0) return { status: 0, headers: {}, body: '', ms };
+  const [statusLine, ...lines] = text.slice(0, end).split('\r\n');
+  /** @type {Record<string, string>} */
+  const headers = {};
+  for (const line of lines) headers[line.slice(0, line.indexOf(':')).toLowerCase()] = line.slice(line.indexOf(':') + 1).trim();
+  return { status: Number(statusLine.split(' ')[1]), headers, body: text.slice(end + 4), ms };
+}
+
+/** @param {{ status: number, headers: Record<string, string>, body: string }} answer @param {number} status @param {string} name */
+function assertJsonError(answer, status, name) {
+  assert.equal(answer.status, status, `${name}: ${answer.status} ${answer.body.slice(0, 200)}`);
+  assert.match(answer.headers['content-type'] || '', /^application\/json/, `${name}: content type`);
+  assert.match(answer.headers['x-request-id'] || '', /^[0-9a-f]{32}$/, `${name}: request id`);
+  assert.deepEqual(JSON.parse(answer.body), { error: { name, info: status === 503 ? { layer: 'nginx' } : {} } });
+}
+
+const host = 'Host: cdn.test\r\nConnection: close\r\n';
+
+test('every answer nginx makes itself is the JSON error shape with a request id', async () => {
+  const cases = [
+    ['a request without Host', 'GET /x HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 'bad_request'],
+    ['a request line nginx cannot parse', 'GET /x HTTP/1.1 junk\r\n\r\n', 400, 'bad_request'],
+    ['PURGE from the public side', `PURGE /x HTTP/1.1\r\n${host}\r\n`, 405, 'method_not_allowed'],
+    ['a webhook body past its limit', `POST /hooks/avatar HTTP/1.1\r\n${host}Content-Length: 100000\r\n\r\n`, 413, 'payload_too_large'],
+    ['a URI past the header buffers', `GET /${'a'.repeat(9000)} HTTP/1.1\r\n${host}\r\n`, 414, 'uri_too_long'],
+    ['a header past the header buffers', `GET /x HTTP/1.1\r\n${host}X-Big: ${'b'.repeat(9000)}\r\n\r\n`, 431, 'request_header_too_large'],
+    ['an obfuscated Transfer-Encoding', `POST /upload HTTP/1.1\r\n${host}Transfer-Encoding: xchunked\r\n\r\n`, 501, 'not_implemented'],
+    ['HTTP/2.0 on an HTTP/1 port', `GET /x HTTP/2.0\r\n${host}\r\n`, 505, 'http_version_not_supported'],
+    ['the error locations themselves', `GET /.errors/bad_request HTTP/1.1\r\n${host}\r\n`, 404, 'not_found'],
+  ];
+  for (const [what, request, status, name] of cases) {
+    // nginx refuses it before the body: without the half-close its lingering close would wait 5 s for one
+    const answer = /** @type {any} */ (await exchange([String(request)], { halfClose: status === 413 }));
+    assertJsonError(answer, Number(status), String(name));
+    process.stdout.write(`# ${what}: ${status} ${name} (${Math.round(answer.ms)} ms)\n`);
+  }
+  assertJsonError(/** @type {any} */ (await exchange([`GET /x HTTP/1.1\r\n${host}\r\n`], { port: Number(stack.env.NGINX_TLS_PORT), halfClose: true })), 400, 'http_request_to_https_port');
+});
+
+test('nginx\'s 503 when an upstream is down is JSON with Retry-After, and it is never cached', async () => {
+  await stack.ctl('stop', 'purge-service');
+  try {
+    const answer = /** @type {any} */ (await exchange([`POST /hooks/avatar HTTP/1.1\r\n${host}Content-Length: 2\r\n\r\n{}`]));
+    assertJsonError(answer, 503, 'service_unavailable');
+    assert.equal(answer.headers['retry-after'], '5');
+    assert.equal(answer.headers['cache-control'], 'no-store');
+  } finally {
+    await stack.ctl('start', 'purge-service');
+  }
+});
+
+test('slow clients are cut off by the explicit timeouts, not the defaults\' 60 s', async () => {
+  // headers trickling in: the connection is closed at the header timeout (2 s here), no answer owed
+  const headers = /** @type {any} */ (await exchange(['GET /x HTTP/1.1\r\n', 'Host: cdn.test\r\n', 'X-Slow: 1\r\n', 'X-Slow: 2\r\n', 'X-Slow: 3\r\n', 'X-Slow: 4\r\n', 'X-Slow: 5\r\n'], { pauseMs: 1500 }));
+  assert.equal(headers.status, 0);
+  assert.ok(headers.ms > 1500 && headers.ms < 10_000, `closed after ${headers.ms} ms`);
+  // a body that stops: cut off at the body timeout (the upload streams to the origin, which has begun to
+  // answer, so nginx closes; were it buffered, the answer would be a JSON 408)
+  const body = /** @type {any} */ (await exchange([`POST /upload HTTP/1.1\r\n${host}Authorization: Bearer nginx-token\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: 100000\r\n\r\n--x\r\n`]));
+  assert.ok(body.ms > 1500 && body.ms < 10_000, `cut off after ${body.ms} ms`);
+  if (body.status !== 0) assertJsonError(body, 408, 'request_timeout');
+});
+
+test('the TLS listener serves HTTP/2 and HTTP/1.1 with the same answers', async () => {
+  const port = Number(stack.env.NGINX_TLS_PORT);
+  const alpn = await new Promise((resolve, reject) => {
+    const socket = tls.connect({ port, host: '127.0.0.1', rejectUnauthorized: false, ALPNProtocols: ['h2', 'http/1.1'] }, () => {
+      resolve(socket.alpnProtocol);
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
+  assert.equal(alpn, 'h2');
+  const { connect } = await import('node:http2');
+  const session = connect(`https://127.0.0.1:${port}`, { rejectUnauthorized: false });
+  try {
+    const answer = await new Promise((resolve, reject) => {
+      const request = session.request({ ':path': '/healthz' });
+      let body = '';
+      /** @type {Record<string, any>} */
+      let headers = {};
+      request.on('response', (received) => { headers = received; });
+      request.on('data', (chunk) => { body += chunk; });
+      request.on('end', () => resolve({ headers, body }));
+      request.on('error', reject);
+    });
+    assert.equal(/** @type {any} */ (answer).headers[':status'], 200);
+    assert.equal(JSON.parse(/** @type {any} */ (answer).body).ok, true);
+    assert.match(/** @type {any} */ (answer).headers['x-request-id'], /^[0-9a-f]{32}$/);
+  } finally {
+    session.close();
+  }
+  const http1 = /** @type {any} */ (await exchange([`GET /healthz HTTP/1.1\r\n${host}\r\n`], { port, secure: true }));
+  assert.equal(http1.status, 200);
+});
+
+test('client addresses: X-Forwarded-For is believed from a trusted proxy only', async () => {
+  const trusted = /** @type {any} */ (await exchange([`GET /healthz HTTP/1.1\r\n${host}X-Forwarded-For: 203.0.113.7\r\n\r\n`]));
+  // 127.0.0.2 is loopback but not in NGINX_TRUSTED_PROXIES (127.0.0.1/32, ::1/128): its header is not believed
+  const untrusted = /** @type {any} */ (await exchange([`GET /healthz HTTP/1.1\r\n${host}X-Forwarded-For: 198.51.100.9\r\n\r\n`], { localAddress: '127.0.0.2' }));
+  const line = (/** @type {string} */ id) => stack.log('nginx-access.log').split('\n').find((entry) => entry.includes(id)) || '';
+  await waitFor(async () => line(trusted.headers['x-request-id']) && line(untrusted.headers['x-request-id']), 5000, 'access log flush');
+  assert.match(line(trusted.headers['x-request-id']), / 203\.0\.113\.7 "GET \/healthz"/);
+  assert.match(line(untrusted.headers['x-request-id']), / 127\.0\.0\.2 "GET \/healthz"/);
+});
