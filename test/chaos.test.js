@@ -86,6 +86,15 @@ test('Redis killed: images keep serving, avatars degrade, webhooks answer 503, a
   const { Redis } = await import('ioredis');
   const redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1', { maxRetriesPerRequest: null });
   redis.on('error', () => {});
+  try {
+    await redisOutage(image, redis);
+  } finally {
+    redis.disconnect(); // a client left connecting would keep this file's process alive after a failure
+  }
+});
+
+/** @param {string} image @param {import('ioredis').Redis} redis */
+async function redisOutage(image, redis) {
   const accounts = Array.from({ length: 20 }, (_, i) => `kept-${i}`);
   const location = async (/** @type {string} */ account) => (await fetch(`${stack.base}/u/${account}/avatar`, { redirect: 'manual' })).headers.get('location');
   for (const account of accounts) await redis.hset(`avatar:local:${account}`, 'avatar', `https://img.example/${account}-old.png`);
@@ -114,16 +123,13 @@ test('Redis killed: images keep serving, avatars degrade, webhooks answer 503, a
   } finally {
     await stack.ctl('start', 'redis');
   }
-  try {
-    await waitFor(async () => {
-      const now = await Promise.all(accounts.map(location));
-      return now.every((target, i) => target !== old[i]);
-    }, 30_000, 'every acknowledged change visible through varnish after Redis came back');
-    assert.equal(await redis.xlen('purge:dead'), 0);
-  } finally {
-    redis.disconnect();
-  }
-});
+  await waitFor(async () => {
+    const now = await Promise.all(accounts.map(location));
+    return now.every((target, i) => target !== old[i]);
+  }, 30_000, 'every acknowledged change visible through varnish after Redis came back');
+  assert.equal(await redis.xlen('purge:dead'), 0);
+}
+
 
 test('varnish restarted: concurrent misses for one URL reach the origin once', async () => {
   const image = await upload(await solid(640, 480, 'jpeg'), 'herd.jpg');

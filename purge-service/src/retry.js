@@ -14,8 +14,11 @@ export async function retry(work, { attempts, baseMs, maxMs, onRetry = () => {} 
       if (attempt >= attempts) throw err;
       onRetry(err, attempt);
       const backoff = Math.min(maxMs, baseMs * 2 ** (attempt - 1));
-      const wait = Math.max(/** @type {any} */ (err)?.retryAfterMs || 0, backoff * (0.5 + Math.random() / 2));
-      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, maxMs)));
+      // a server's Retry-After is honoured even past maxMs (asking again sooner only earns another
+      // refusal), up to 5 minutes (a broken one must not park a worker for a day)
+      const retryAfter = Math.min(/** @type {any} */ (err)?.retryAfterMs || 0, 300_000);
+      const wait = Math.max(retryAfter, Math.min(maxMs, backoff * (0.5 + Math.random() / 2)));
+      await new Promise((resolve) => setTimeout(resolve, wait));
     }
   }
 }

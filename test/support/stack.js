@@ -54,6 +54,14 @@ export async function startStack(settings = {}) {
    * @param {...string} args
    */
   const ctl = (...args) => run('supervisorctl', ['-c', path.join(dir, 'conf/supervisord.conf'), ...args]);
+  /** The pid of a program, 0 when it is not running (supervisorctl then exits 7). @param {string} name */
+  const pid = async (name) => {
+    const { stdout } = await ctl('pid', name).catch((/** @type {any} */ err) => {
+      if (err.code === 7) return err;
+      throw err;
+    });
+    return Number(String(stdout).trim()) || 0;
+  };
   return {
     dir,
     env,
@@ -61,19 +69,18 @@ export async function startStack(settings = {}) {
     base,
     stack,
     ctl,
-    /** The pid of a program (0 when it is not running). @param {string} name */
-    pid: async (name) => Number((await ctl('pid', name)).stdout.trim()) || 0,
+    pid,
     /**
      * SIGKILL a program and prove it happened: its pid is gone from the system. With `restarted`, also
      * wait until supervisord runs it again under a new pid. @param {string} name
      */
     async kill(name, { restarted = false } = {}) {
-      const pid = Number((await ctl('pid', name)).stdout.trim());
-      if (!(pid > 0)) throw new Error(`${name} is not running: nothing to kill`);
+      const before = await pid(name);
+      if (!before) throw new Error(`${name} is not running: nothing to kill`);
       await ctl('signal', 'KILL', name);
-      await waitFor(async () => !alive(pid), 5000, `${name} (pid ${pid}) gone after SIGKILL`);
-      if (restarted) await waitFor(async () => ![0, pid].includes(Number((await ctl('pid', name)).stdout.trim()) || 0), 15_000, `${name} restarted`);
-      return pid;
+      await waitFor(async () => !alive(before), 5000, `${name} (pid ${before}) gone after SIGKILL`);
+      if (restarted) await waitFor(async () => ![0, before].includes(await pid(name)), 15_000, `${name} restarted`);
+      return before;
     },
     /** varnishstat counters of this stack's varnish. */
     async varnishStats() {
