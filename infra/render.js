@@ -76,7 +76,8 @@ export function reachableByOthers(dir) {
  * @param {string} dir @param {boolean} explicit
  */
 function runDirectory(dir, explicit) {
-  if (process.getuid?.() !== 0 || reachableByOthers(dir)) return dir;
+  // the run directory itself is made searchable when rendered: what matters is the way to it
+  if (process.getuid?.() !== 0 || reachableByOthers(path.dirname(dir))) return dir;
   if (explicit) throw new Error(`STACK_DIR=${dir}: varnish and nginx's workers run as their own users and cannot reach it (a directory on its path is not searchable by others); choose another STACK_DIR`);
   const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
   return path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`);

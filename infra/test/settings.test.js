@@ -29,3 +29,20 @@ test('the renderer derives shared values once and refuses unknown template varia
   assert.equal(explicit.PUBLIC_URL, 'https://images.example.com');
   assert.throws(() => substitute('listen ${NGINX_PROT};', { NGINX_PORT: '1' }, 'nginx.conf'), /no value for \$\{NGINX_PROT\}/);
 });
+
+test('a run directory varnish\'s users cannot reach is refused when given, and never rendered into', { skip: process.getuid?.() !== 0 && 'as root only (then the daemons run as their own users)' }, async () => {
+  const { reachableByOthers } = await import('../render.js');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const hidden = fs.mkdtempSync(path.join(os.tmpdir(), 'private-')); // 0700, as mktemp -d or /root
+  try {
+    assert.equal(reachableByOthers(hidden), false);
+    assert.equal(reachableByOthers(os.tmpdir()), true);
+    await assert.rejects(resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: path.join(hidden, 'run') }), /STACK_DIR=.*cannot reach it/);
+    // the directory itself may be private: rendering makes it searchable
+    const own = await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: hidden });
+    assert.equal(own.STACK_DIR, hidden);
+  } finally {
+    fs.rmSync(hidden, { recursive: true, force: true });
+  }
+});

@@ -133,6 +133,9 @@ function classify(err) {
   const code = anyErr?.code || anyErr?.cause?.code || anyErr?.name;
   if (code === 'EFORBIDDEN') return fetchError(403, 'forbidden_target', true);
   if (code === 'ENOTFOUND') return fetchError(404, 'upstream_not_found', true, { reason: 'unknown host' });
-  if (/Timeout|ETIMEDOUT|AbortError/.test(String(code))) return fetchError(504, 'upstream_timeout', false);
+  // undici's UND_ERR_HEADERS_TIMEOUT, UND_ERR_BODY_TIMEOUT, UND_ERR_CONNECT_TIMEOUT; the only abort is the
+  // total timeout's signal (UND_ERR_ABORTED, or its reason: a DOMException named TimeoutError, code 23)
+  const names = [anyErr?.code, anyErr?.name, anyErr?.cause?.code, anyErr?.cause?.name].join(' ');
+  if (/timeout|ETIMEDOUT|abort/i.test(names)) return fetchError(504, 'upstream_timeout', false);
   return fetchError(502, 'upstream_error', false, { reason: String(code || 'connection failed') });
 }

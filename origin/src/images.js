@@ -4,7 +4,7 @@ import { LRUCache } from 'lru-cache';
 import { HttpError, base58Url } from '@stack/lib';
 import { isKey, sha256Hex } from './keys.js';
 import { TransformQueue } from './queue.js';
-import { plan, probe, threadsPerImage, transform } from './transform.js';
+import { plan, probe, threadsPerImage, transform, transformTimeout } from './transform.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
 /** @param {string} ext */
@@ -174,21 +174,35 @@ export function createImages(deps) {
       throw err;
     }
     const small = Math.max(want.width || 0, want.height || 0) <= config.SMALL_BOX && Boolean(want.width || want.height);
-    const { value, waitMs } = await queue.run(async () => {
+    // libvips checks its timeout while it computes pixels, not inside an encoder (a large AVIF encode ran
+    // for minutes past it): the answer is a 503 at the timeout, while the work keeps its slot until it really
+    // ends (the bound on concurrent transforms holds) and its result still goes to the result cache
+    /** @type {(err: Error) => void} */
+    let expire = () => {};
+    const expired = new Promise((_resolve, reject) => { expire = reject; });
+    const done = queue.run(async () => {
       const started = performance.now();
-      const threads = config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
-      const output = await transform(file, p, { ...encoder, threads });
-      timings.transform = performance.now() - started;
-      return output;
-    }, small, release);
-    timings.queue = waitMs;
-    metrics.queueWait.observe(waitMs / 1000);
-    metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);
-    metrics.transforms.inc({ format: p.format });
-    if (p.degraded) metrics.degraded.inc();
-    // A degraded answer is stored under the key of what it really is (a WebP), never under the avif/auto key.
-    const storeKey = p.degraded ? variantKey(source, { ...want, format: 'webp' }) : key;
-    keep(storeKey, p.format, value.data);
+      const timer = setTimeout(() => expire(transformTimeout()), config.TRANSFORM_TIMEOUT_S * 1000);
+      try {
+        const threads = config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
+        const output = await transform(file, p, { ...encoder, threads });
+        timings.transform = performance.now() - started;
+        return output;
+      } finally {
+        clearTimeout(timer);
+      }
+    }, small, release).then(({ value, waitMs }) => {
+      timings.queue = waitMs;
+      metrics.queueWait.observe(waitMs / 1000);
+      metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);
+      metrics.transforms.inc({ format: p.format });
+      if (p.degraded) metrics.degraded.inc();
+      // A degraded answer is stored under the key of what it really is (a WebP), never under the avif/auto key.
+      keep(p.degraded ? variantKey(source, { ...want, format: 'webp' }) : key, p.format, value.data);
+      return value;
+    });
+    done.catch(() => {}); // answered already when it expired
+    const value = await Promise.race([done, expired]);
     return { variantKey: key, format: p.format, degraded: p.degraded, data: value.data, timings };
   }
 

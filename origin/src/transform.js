@@ -74,6 +74,8 @@ function isSrgb(profile) {
   }
 }
 
+/** A transform that took longer than TRANSFORM_TIMEOUT_S. */
+export const transformTimeout = () => new HttpError(503, 'transform_timeout', {}, { 'Retry-After': '5' });
 const corrupt = () => new HttpError(400, 'invalid_image', { reason: 'corrupt or truncated image' });
 
 /** sharp's words for a file that is not there (a cached original deleted by hand): not the image's fault. @param {unknown} err */
@@ -193,7 +195,7 @@ export async function transform(file, p, options) {
     return await image.toBuffer({ resolveWithObject: true });
   } catch (err) {
     const message = String(/** @type {Error} */ (err).message);
-    if (/timeout/i.test(message)) throw new HttpError(503, 'transform_timeout', {}, { 'Retry-After': '5' });
+    if (/timeout/i.test(message)) throw transformTimeout();
     if (isMissing(err)) throw missingSource();
     throw corrupt();
   }

@@ -248,7 +248,11 @@ test('a variant answers GET, HEAD and conditional GET alike, new or cached, in a
   assert.equal(first.info.width, 80);
   // cached, from disk once the write lands: the same bytes and headers
   await new Promise((resolve) => setTimeout(resolve, 200));
+  const made = await metricValue(origin.metricsUrl, 'origin_transforms_total');
   const cached = await image(target);
+  // the same bytes a fresh encode would give: what proves the cache is that nothing was made
+  assert.equal(cached.response.headers.get('server-timing'), 'cache;desc=hit');
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total') - made, 0);
   assert.ok(cached.body.equals(first.body));
   assert.equal(cached.response.headers.get('content-length'), String(length));
   assert.equal(cached.response.headers.get('etag'), first.response.headers.get('etag'));

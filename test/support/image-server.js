@@ -3,7 +3,9 @@ import http from 'node:http';
 /**
  * A local HTTP server standing in for the remote sites images are proxied from. Routes:
  * /img/<name> a registered body; /status/<code>; /redirect/<n>/<name> n hops then the image;
- * /to?url=… one redirect anywhere; /slow/<ms>/<name>. It counts the requests it received per path.
+ * /to?url=… one redirect anywhere; /slow/<ms>/<name> headers after ms; /trickle/<ms>/<name> headers at once,
+ * then the body 1 KB every ms; /unsized/<name> the body without a Content-Length (chunked). It counts the
+ * requests it received per path.
  */
 export async function startImageServer() {
   /** @type {Map<string, { body: Buffer, type: string }>} */
@@ -27,6 +29,22 @@ export async function startImageServer() {
       return res.writeHead(302, { location }).end();
     }
     if (parts[0] === 'to') return res.writeHead(302, { location: url.searchParams.get('url') || '/' }).end();
+    if (parts[0] === 'trickle') {
+      const file = files.get(parts[2]);
+      if (!file) return res.writeHead(404).end('not found');
+      res.writeHead(200, { 'content-type': file.type, 'content-length': file.body.length });
+      for (let at = 0; at < file.body.length && !res.destroyed; at += 1024) {
+        res.write(file.body.subarray(at, at + 1024));
+        await new Promise((resolve) => setTimeout(resolve, Number(parts[1])));
+      }
+      return res.end();
+    }
+    if (parts[0] === 'unsized') {
+      const file = files.get(parts[1]);
+      if (!file) return res.writeHead(404).end('not found');
+      res.writeHead(200, { 'content-type': file.type });
+      return res.end(file.body);
+    }
     if (parts[0] === 'slow') {
       await new Promise((resolve) => setTimeout(resolve, Number(parts[1])));
       return send(parts[2]);

@@ -77,7 +77,7 @@ export class DiskLru {
     }
     await fs.rename(tempFile, target);
     this.remember(key, ext, size);
-    await this.evict();
+    await this.evict(key);
     return target;
   }
 
@@ -98,9 +98,15 @@ export class DiskLru {
     this.totalBytes -= entry.size;
   }
 
-  async evict() {
+  /**
+   * Oldest first, down to the bound; never `keep`, the file just placed for a request that is about to read
+   * it (an original larger than the whole bound was a 500): the bound holds but for that newest file.
+   * @param {string} [keep]
+   */
+  async evict(keep) {
     for (const [key, entry] of this.entries) {
       if (this.totalBytes <= this.maxBytes) break;
+      if (key === keep) continue;
       this.entries.delete(key);
       this.totalBytes -= entry.size;
       await fs.rm(this.pathFor(key, entry.ext), { force: true });
