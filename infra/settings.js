@@ -37,6 +37,7 @@ export const stackSettings = [
   { name: 'ORIGIN_SERVERS', type: 'list', default: '', doc: 'origin servers haproxy balances (host:port list); empty: this stack\'s origin' },
   { name: 'AVATAR_SERVERS', type: 'list', default: '', doc: 'avatar resolvers haproxy balances; empty: this stack\'s resolver' },
   { name: 'HAPROXY_ORIGIN_MAXCONN', type: 'int', default: '0', doc: 'connections per origin server; 0: transform slots + TRANSFORM_QUEUE_MAX + 32 (the origin\'s own queue decides: small first, degrade, fast 503)', min: 0 },
+  { name: 'HAPROXY_SERVER_TIMEOUT_S', type: 'int', default: '60', doc: 'longest haproxy waits for a service\'s answer (then a JSON 504)', min: 1 },
   { name: 'HAPROXY_QUEUE_TIMEOUT_MS', type: 'int', default: '5000', doc: 'longest wait in haproxy\'s queue before a 503', min: 1 },
   { name: 'REDIS_PORT', type: 'int', default: '6379', doc: 'redis port of the native stack' },
   { name: 'REDIS_MAXMEMORY', type: 'string', default: '512mb', doc: 'redis memory bound (only keys with a TTL, the caches, are evicted)' },

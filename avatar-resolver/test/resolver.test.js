@@ -3,13 +3,14 @@ import http from 'node:http';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
 import { metricValue } from '../../test/support/metrics.js';
+import { waitFor } from '../../test/support/ports.js';
 import { hiveAccount, startResolver } from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof startResolver>>} */
 let resolver;
 
 before(async () => {
-  resolver = await startResolver({ AVATAR_BREAKER_FAILURES: '2', AVATAR_BREAKER_COOLDOWN_MS: '60000' });
+  resolver = await startResolver({ AVATAR_BREAKER_FAILURES: '2', AVATAR_BREAKER_COOLDOWN_MS: '3000' });
   resolver.hive.setAccount(hiveAccount('alice', { profile: { profile_image: 'https://img.example/alice.png', cover_image: 'https://img.example/alice-cover.jpg' } }));
   resolver.hive.setAccount(hiveAccount('posting', { profile: { profile_image: 'https://img.example/old.png' } }, { profile: { version: 2, profile_image: 'https://img.example/new.png' } }));
   resolver.hive.setAccount(hiveAccount('noversion', { profile: { profile_image: 'https://img.example/json.png' } }, { profile: { profile_image: 'https://img.example/unversioned.png' } }));
@@ -149,6 +150,17 @@ test('upstream down: the last known mapping is served with a short Cache-Control
   } finally {
     resolver.hive.setDown(false);
   }
+});
+
+test('the upstream back: after the cooldown one trial call closes the breaker, and mappings are fresh and long-lived again', async () => {
+  resolver.hive.setAccount(hiveAccount('recovered', { profile: { profile_image: 'https://img.example/recovered.png' } }));
+  // the breaker opened in the test before; within AVATAR_BREAKER_COOLDOWN_MS (3 s) it lets one call through
+  await waitFor(async () => target(await resolver.get('/u/recovered/avatar')).url === 'https://img.example/recovered.png', 10_000, 'a fresh mapping');
+  assert.equal(await metricValue(resolver.metricsUrl, 'resolver_breaker_state'), 0, 'closed');
+  const answer = await resolver.get('/u/recovered/avatar/large');
+  assert.equal(answer.headers.get('cache-control'), 'public, max-age=600, s-maxage=86400, stale-while-revalidate=60');
+  resolver.hive.setAccount(hiveAccount('recovered-too', { profile: { profile_image: 'https://img.example/too.png' } }));
+  assert.equal(target(await resolver.get('/u/recovered-too/avatar')).url, 'https://img.example/too.png', 'the next miss goes upstream at once');
 });
 
 test('the http source reads the operator\'s JSON endpoint at the configured paths', async () => {
