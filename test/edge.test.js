@@ -12,7 +12,8 @@ import { startStack } from './support/stack.js';
 let stack;
 
 before(async () => {
-  stack = await startStack({ UPLOAD_TOKENS: 'stack-token', AVATAR_ADMIN_TOKEN: 'admin-token' });
+  // first answers of format=auto live 1 s here (30 s by default), so the AVIF that follows shows within the test
+  stack = await startStack({ UPLOAD_TOKENS: 'stack-token', AVATAR_ADMIN_TOKEN: 'admin-token', CACHE_CONTROL_FIRST_ANSWER: 'public, max-age=1, s-maxage=1' });
 });
 after(() => stack?.stop());
 
@@ -73,6 +74,36 @@ test('a resized variant through the stack decodes to the asked size and format',
   const info = await decode(Buffer.from(await response.arrayBuffer()));
   assert.deepEqual([info.format, info.width, info.height], ['webp', 200, 100]);
   assert.match(response.headers.get('server-timing') || '', /transform;dur=/);
+});
+
+test('format=auto through the stack: a cold AVIF request is answered in WebP at once, a later one in AVIF with the long lifetime', async () => {
+  const url = await upload(await solid(900, 600, 'jpeg'), 'negotiated.jpg');
+  const { base58Url } = await import('@stack/lib');
+  const target = `${stack.base}/p/${base58Url.encode(url)}?width=300&format=auto`;
+  const get = async (/** @type {string} */ accept) => {
+    const response = await fetch(target, { headers: { accept } });
+    return { response, info: await decode(Buffer.from(await response.arrayBuffer())) };
+  };
+  const chrome = 'image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8';
+  const first = await get(chrome);
+  assert.equal(first.response.status, 200);
+  assert.equal(first.info.format, 'webp');
+  assert.equal(first.response.headers.get('cache-control'), 'public, max-age=1, s-maxage=1');
+  assert.equal(first.response.headers.get('cdn-cache-control'), 'no-store');
+  assert.equal(first.info.width, 300);
+  // the AVIF is made in the background; once the short-lived answer expires varnish asks again and gets it
+  /** @type {Awaited<ReturnType<typeof get>> | undefined} */
+  let later;
+  await waitFor(async () => {
+    later = await get(chrome);
+    return later.info.format === 'heif';
+  }, 20_000, 'the AVIF through varnish');
+  assert.equal(later?.response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+  assert.equal(later?.info.width, 300);
+  const safari = await get('image/webp,image/png,image/*;q=0.8');
+  assert.equal(safari.info.format, 'webp', 'a browser without AVIF never gets it');
+  const old = await get('image/png,image/*;q=0.8');
+  assert.equal(old.info.format, 'jpeg');
 });
 
 test('image and avatar requests are counted on their own haproxy frontends', async () => {

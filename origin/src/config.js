@@ -39,8 +39,12 @@ export const settings = [
   { name: 'WEBP_QUALITY', type: 'int', default: '80', doc: 'WebP quality', min: 1 },
   { name: 'AVIF_QUALITY', type: 'int', default: '50', doc: 'AVIF quality', min: 1 },
   { name: 'AVIF_EFFORT', type: 'int', default: '4', doc: 'AVIF encoder effort (0-9)', min: 0 },
+  { name: 'AUTO_AVIF_FIRST_ANSWER', type: 'bool', default: 'true', doc: 'format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode' },
+  { name: 'BACKGROUND_ENCODES_MAX', type: 'int', default: '256', doc: 'AVIF encodes waiting for idle capacity; past it (or when the transform queue is full) they are dropped and asked again by the next request', min: 0 },
+  { name: 'CDN_VARY_ACCEPT', type: 'bool', default: 'false', doc: 'whether the CDN in front keeps one copy per Accept (honours Vary: Accept, e.g. Cloudflare with "Vary for Images"); false: format=auto answers carry CDN-Cache-Control and Cloudflare-CDN-Cache-Control: no-store, so a CDN never serves an AVIF to a browser that cannot decode it (varnish still caches one per Accept class)' },
   { name: 'CACHE_CONTROL_IMMUTABLE', type: 'string', default: 'public, max-age=31536000, immutable', doc: 'Cache-Control of originals and variants' },
   { name: 'CACHE_CONTROL_NEGATIVE', type: 'string', default: 'public, max-age=60', doc: 'Cache-Control of 4xx answers (negative caching)' },
+  { name: 'CACHE_CONTROL_FIRST_ANSWER', type: 'string', default: 'public, max-age=30, s-maxage=30', doc: 'Cache-Control of a format=auto first answer in WebP while its AVIF is made: short, so varnish asks again once the AVIF can be there' },
   { name: 'CACHE_CONTROL_DEGRADED', type: 'string', default: 'public, max-age=60, s-maxage=300', doc: 'Cache-Control of a variant degraded under load' },
 ];
 

@@ -3,6 +3,7 @@ import os from 'node:os';
 import { LRUCache } from 'lru-cache';
 import { HttpError, base58Url } from '@stack/lib';
 import { isKey, sha256Hex } from './keys.js';
+import { createBackground } from './background.js';
 import { TransformQueue } from './queue.js';
 import { plan, probe, threadsPerImage, transform, transformTimeout } from './transform.js';
 
@@ -14,7 +15,7 @@ export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
  * @typedef {{ id: string, url?: string, uploadKey?: string }} Source
  * @typedef {import('./transform.js').Request} Want
  * @typedef {{ fetch?: number, queue?: number, transform?: number }} Timings
- * @typedef {{ variantKey: string, format: import('./transform.js').OutputFormat, degraded: boolean,
+ * @typedef {{ variantKey: string, format: import('./transform.js').OutputFormat, degraded: boolean, firstAnswer?: boolean,
  *   cached?: import('./cache/pack-cache.js').PackEntry, data?: Buffer, timings: Timings }} Variant
  *   a variant made now (`data`) or from the result cache (`cached`: see readCached, cachedFile)
  */
@@ -40,6 +41,16 @@ export function createImages(deps) {
   const ownHost = new URL(config.PUBLIC_URL).host;
   const unwrapHosts = new Set(config.UNWRAP_HOSTS);
   const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
+  // costly encodings nobody waits for: the AVIF behind a first answer in WebP
+  const background = createBackground({
+    queue,
+    maxPending: config.BACKGROUND_ENCODES_MAX,
+    onResult: (result, err) => {
+      metrics.background.inc({ result });
+      if (err) logger.warn({ err }, 'background encode failed');
+    },
+    onChange: (jobs) => metrics.backgroundJobs.set(jobs),
+  });
   const encoder = {
     maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegTrellis: config.JPEG_TRELLIS,
     webpQuality: config.WEBP_QUALITY, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT,
@@ -142,23 +153,45 @@ export function createImages(deps) {
 
   /**
    * A cached original whose file is gone (deleted by hand, a disk swapped) is fetched again, once, instead
-   * of failing as a bad image. @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>}
+   * of failing as a bad image. `later`: the background encode of what a first answer fell back from.
+   * @param {Source} source @param {Want} want @param {string} key @param {boolean} [later] @returns {Promise<Variant>}
    */
-  async function makeVariant(source, want, key) {
+  async function makeVariant(source, want, key, later = false) {
     try {
-      return await makeVariantOnce(source, want, key);
+      return await makeVariantOnce(source, want, key, later);
     } catch (err) {
       if (/** @type {any} */ (err)?.code !== 'ENOENT' || source.uploadKey) throw err;
       const cached = originals.get(source.id);
       if (cached) probed.delete(cached.path);
       originals.forget(source.id);
       logger.warn({ id: source.id }, 'cached original missing on disk: fetched again');
-      return makeVariantOnce(source, want, key);
+      return makeVariantOnce(source, want, key, later);
     }
   }
 
-  /** @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>} */
-  async function makeVariantOnce(source, want, key) {
+  /**
+   * The AVIF a first answer fell back from, made later on idle capacity (see background.js); the next
+   * request after it lands gets it from the result cache. @param {Source} source @param {Want} want @param {string} key
+   */
+  function encodeLater(source, want, key) {
+    background.add(key, () => flight('background', key, async () => {
+      if (!variants.get(key)) await makeVariant(source, want, key, true);
+    }));
+  }
+
+  /**
+   * The cheaper encoding instead of AVIF: under a deep queue (degraded), or as the first answer to
+   * format=auto (AUTO_AVIF_FIRST_ANSWER), which is never made to wait for an AVIF encode.
+   * @param {Want} want @param {boolean} later
+   */
+  function fallbackReason(want, later) {
+    if (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH) return 'queue';
+    if (!later && want.format === 'auto' && config.AUTO_AVIF_FIRST_ANSWER) return 'first_answer';
+    return '';
+  }
+
+  /** @param {Source} source @param {Want} want @param {string} key @param {boolean} later @returns {Promise<Variant>} */
+  async function makeVariantOnce(source, want, key, later) {
     // refused before any fetch, stat or probe: under overload a refusal must stay cheap
     if (queue.full) throw TransformQueue.overloaded();
     /** @type {Timings} */
@@ -167,11 +200,23 @@ export function createImages(deps) {
     const release = queue.reserve();
     /** @type {ReturnType<typeof plan>} */
     let p;
+    const reason = fallbackReason(want, later);
     try {
-      p = plan(await sourceInfo(file), want, queue.depth >= config.TRANSFORM_DEGRADE_DEPTH);
+      p = plan(await sourceInfo(file), want, Boolean(reason));
     } catch (err) {
       release();
       throw err;
+    }
+    // A degraded answer is stored under the key of what it really is (a WebP), never under the avif/auto key.
+    const storeKey = p.degraded ? variantKey(source, { ...want, format: 'webp' }) : key;
+    if (p.degraded) {
+      if (reason === 'first_answer') metrics.fallbacks.inc();
+      encodeLater(source, want, key);
+      const cached = variants.get(storeKey);
+      if (cached) {
+        release();
+        return { variantKey: key, format: 'webp', degraded: true, firstAnswer: reason === 'first_answer', cached, timings };
+      }
     }
     const small = Math.max(want.width || 0, want.height || 0) <= config.SMALL_BOX && Boolean(want.width || want.height);
     // libvips checks its timeout while it computes pixels, not inside an encoder (a large AVIF encode ran
@@ -196,14 +241,13 @@ export function createImages(deps) {
       metrics.queueWait.observe(waitMs / 1000);
       metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);
       metrics.transforms.inc({ format: p.format });
-      if (p.degraded) metrics.degraded.inc();
-      // A degraded answer is stored under the key of what it really is (a WebP), never under the avif/auto key.
-      keep(p.degraded ? variantKey(source, { ...want, format: 'webp' }) : key, p.format, value.data);
+      if (p.degraded && reason === 'queue') metrics.degraded.inc();
+      keep(storeKey, p.format, value.data);
       return value;
     });
     done.catch(() => {}); // answered already when it expired
     const value = await Promise.race([done, expired]);
-    return { variantKey: key, format: p.format, degraded: p.degraded, data: value.data, timings };
+    return { variantKey: key, format: p.format, degraded: p.degraded, firstAnswer: p.degraded && reason === 'first_answer', data: value.data, timings };
   }
 
   /** @param {string} file @returns {Promise<import('./transform.js').SourceInfo>} */

@@ -34,6 +34,9 @@ export function createOriginMetrics(registry) {
     bytes: new client.Counter({ name: 'origin_bytes_total', help: 'Image bytes in (fetched, uploaded) and out (variants sent)', labelNames: ['direction'], registers }),
     rejections: new client.Counter({ name: 'origin_rejections_total', help: 'Requests refused by reason (queue_full, quota, invalid_image, …)', labelNames: ['reason'], registers }),
     degraded: new client.Counter({ name: 'origin_degraded_total', help: 'Variants encoded cheaper because the queue was deep', registers }),
+    fallbacks: new client.Counter({ name: 'origin_fallback_answers_total', help: 'format=auto first answers in WebP while their AVIF is made in the background', registers }),
+    backgroundJobs: new client.Gauge({ name: 'origin_background_encodes', help: 'Background encodes waiting for idle capacity or running', registers }),
+    background: new client.Counter({ name: 'origin_background_encodes_total', help: 'Background encodes (the AVIF behind a first answer) by result: done, dropped (load, bound), failed', labelNames: ['result'], registers }),
     uploads: new client.Counter({ name: 'origin_uploads_total', help: 'Accepted uploads by kind (hive, token)', labelNames: ['kind'], registers }),
   };
 }

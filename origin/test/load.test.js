@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 import { decode, photo, solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
+import { waitFor } from '../../test/support/ports.js';
 import { jsonError, startOrigin, tokenUpload } from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
@@ -88,7 +89,7 @@ test('an upload is checked and stored at once while the transform queue is full:
 });
 
 test('under a deep queue, avif is encoded as WebP with a short Cache-Control', async () => {
-  const responses = await Promise.all(Array.from({ length: 4 }, (_, i) => fetch(origin.proxied(big, { width: 700 + i, format: 'auto' }), { headers: { accept: 'image/avif,image/webp' } })));
+  const responses = await Promise.all(Array.from({ length: 4 }, (_, i) => fetch(origin.proxied(big, { width: 700 + i, format: 'avif' }))));
   const kinds = await Promise.all(responses.map(async (response) => ({
     status: response.status,
     cacheControl: response.headers.get('cache-control'),
@@ -100,6 +101,33 @@ test('under a deep queue, avif is encoded as WebP with a short Cache-Control', a
   assert.ok(kinds.some((kind) => kind.info.format === 'heif'), 'the first was not');
   for (const kind of degraded) assert.equal(kind.cacheControl, 'public, max-age=60, s-maxage=300');
   assert.ok(await metricValue(origin.metricsUrl, 'origin_degraded_total') >= degraded.length);
+});
+
+test('format=auto: the AVIF behind a first answer is made only on idle capacity; under a full queue it is dropped, never run', async () => {
+  const background = (/** @type {string} */ result) => metricValue(origin.metricsUrl, 'origin_background_encodes_total', { result });
+  const idle = async () => await metricValue(origin.metricsUrl, 'origin_queue_depth') === 0 && await metricValue(origin.metricsUrl, 'origin_transforms_in_flight') === 0
+    && await metricValue(origin.metricsUrl, 'origin_background_encodes') === 0;
+  await waitFor(idle, 60_000, 'idle, no background encode left');
+  const [doneBefore, droppedBefore] = [await background('done'), await background('dropped')];
+  const avifsBefore = await metricValue(origin.metricsUrl, 'origin_transforms_total', { format: 'avif' });
+  // a flood that fills the one slot and the four queue places, and a format=auto request among it
+  const flood = Array.from({ length: 10 }, (_, i) => fetch(origin.proxied(big, { width: 1000 + i, format: 'jpeg' })).then((r) => r.arrayBuffer()));
+  await waitFor(async () => await metricValue(origin.metricsUrl, 'origin_queue_depth') >= 3, 30_000, 'a deep queue');
+  const auto = await fetch(origin.proxied(big, { width: 640, format: 'auto' }), { headers: { accept: 'image/avif,image/webp' } });
+  await Promise.all(flood);
+  // while the queue was busy no AVIF ran: what was asked waited or was dropped
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total', { format: 'avif' }) - avifsBefore, 0, 'no AVIF made under load');
+  if (auto.status === 200) assert.equal((await decode(Buffer.from(await auto.arrayBuffer()))).format, 'webp');
+  // once idle, a request that gets the fallback again asks for the AVIF, which is then made
+  await waitFor(idle, 60_000, 'idle again');
+  const again = await fetch(origin.proxied(big, { width: 640, format: 'auto' }), { headers: { accept: 'image/avif,image/webp' } });
+  assert.equal(again.status, 200);
+  await waitFor(async () => await background('done') > doneBefore, 60_000, 'the AVIF made');
+  assert.equal(await background('done') - doneBefore, 1);
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total', { format: 'avif' }) - avifsBefore, 1);
+  const avif = await fetch(origin.proxied(big, { width: 640, format: 'auto' }), { headers: { accept: 'image/avif,image/webp' } });
+  assert.equal((await decode(Buffer.from(await avif.arrayBuffer()))).format, 'heif');
+  process.stdout.write(`# background encodes: done +${await background('done') - doneBefore}, dropped +${await background('dropped') - droppedBefore}\n`);
 });
 
 test('small requests (avatars, thumbnails) go ahead of large ones in the queue', async () => {

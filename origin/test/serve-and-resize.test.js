@@ -7,6 +7,7 @@ import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { animated, decode, oriented, photo, solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
+import { waitFor } from '../../test/support/ports.js';
 import { startOrigin, tokenUpload } from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
@@ -135,15 +136,28 @@ test('never enlarges: a small source stays its size, and cover keeps the asked a
   assert.deepEqual([info.width, info.height], [50, 50], 'a capped cover box is 8000×8000: square');
 });
 
-test('format=auto picks avif > webp > jpeg from Accept and varies on it', async () => {
+test('format=auto picks avif > webp > jpeg from Accept and varies on it; the first AVIF answer is a WebP at once', async () => {
   const url = origin.proxied(photoUrl, { width: 200, format: 'auto' });
-  const cases = [['image/avif,image/webp,*/*', 'heif', 'image/avif'], ['image/webp,*/*', 'webp', 'image/webp'], ['*/*', 'jpeg', 'image/jpeg']];
+  const avifAccept = { accept: 'image/avif,image/webp,*/*' };
+  const fallbacks = await metricValue(origin.metricsUrl, 'origin_fallback_answers_total');
+  // not made yet: answered in WebP, briefly cached, and the AVIF is made in the background
+  const first = await image(url, { headers: avifAccept });
+  assert.equal(first.info.format, 'webp');
+  assert.equal(first.response.headers.get('cache-control'), 'public, max-age=30, s-maxage=30');
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_fallback_answers_total') - fallbacks, 1);
+  await waitFor(async () => await metricValue(origin.metricsUrl, 'origin_background_encodes_total', { result: 'done' }) >= 1, 10_000, 'the AVIF made in the background');
+  const cases = [[avifAccept.accept, 'heif', 'image/avif'], ['image/webp,*/*', 'webp', 'image/webp'], ['*/*', 'jpeg', 'image/jpeg']];
   for (const [accept, decoded, type] of cases) {
     const { response, info } = await image(url, { headers: { accept } });
     assert.equal(info.format, decoded, accept);
     assert.equal(response.headers.get('content-type'), type);
+    assert.equal(response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
     assert.equal(response.headers.get('vary'), 'Accept');
+    // a CDN that ignores Vary (CDN_VARY_ACCEPT=false, the default) is told not to keep any of them
+    assert.equal(response.headers.get('cdn-cache-control'), 'no-store');
+    assert.equal(response.headers.get('cloudflare-cdn-cache-control'), 'no-store');
   }
+  assert.equal((await image(origin.proxied(photoUrl, { width: 200, format: 'webp' }))).response.headers.get('cdn-cache-control'), null, 'only negotiated answers');
 });
 
 test('EXIF orientation is applied and metadata stripped', async () => {

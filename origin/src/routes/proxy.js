@@ -70,13 +70,17 @@ function proxyAnswer({ images, config }) {
     /** @type {Record<string, string>} */
     const headers = {
       'Content-Type': contentTypeOf(variant.format),
-      'Cache-Control': variant.degraded ? config.CACHE_CONTROL_DEGRADED : config.CACHE_CONTROL_IMMUTABLE,
+      'Cache-Control': variant.firstAnswer ? config.CACHE_CONTROL_FIRST_ANSWER : variant.degraded ? config.CACHE_CONTROL_DEGRADED : config.CACHE_CONTROL_IMMUTABLE,
       ETag: `"${variant.variantKey.slice(0, 32)}${variant.degraded ? '-d' : ''}"`,
       xkey: `img:${source.id}`,
       'Server-Timing': serverTiming(variant.timings),
       'X-Content-Type-Options': 'nosniff',
     };
-    if (want.format === 'auto') headers.Vary = 'Accept';
+    if (want.format === 'auto') {
+      headers.Vary = 'Accept';
+      // a CDN that ignores Vary would serve this answer to every browser: it must not keep it
+      if (!config.CDN_VARY_ACCEPT) Object.assign(headers, { 'CDN-Cache-Control': 'no-store', 'Cloudflare-CDN-Cache-Control': 'no-store' });
+    }
     return { headers, variant };
   };
 }
