@@ -121,7 +121,7 @@ async function redisOutage(image, redis) {
     assert.equal(refused.status, 503);
     assert.ok(refused.headers.get('retry-after'));
   } finally {
-    await stack.ctl('start', 'redis');
+    await stack.start('redis');
   }
   await waitFor(async () => {
     const now = await Promise.all(accounts.map(location));

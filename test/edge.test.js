@@ -193,7 +193,7 @@ test('with the origin stopped: cached images still served, uncached ones a clean
     assert.equal(uncached.headers.get('cache-control'), 'no-store');
     assert.match(/** @type {any} */ (await uncached.json()).error.name, /^service_unavailable$/);
   } finally {
-    await stack.ctl('start', 'origin');
+    await stack.start('origin');
   }
   await waitFor(async () => (await fetch(`${stack.base}/healthz`)).status === 200, 15_000, 'origin back');
 });

@@ -56,7 +56,7 @@ test('an expired avatar redirect is served from grace while the resolver is down
     assert.equal(unknown.headers.get('cache-control'), 'no-store');
     assert.equal(/** @type {any} */ (await unknown.json()).error.name, 'service_unavailable');
   } finally {
-    await stack.ctl('start', 'avatar-resolver');
+    await stack.start('avatar-resolver');
   }
   // the mapping changes while the cached redirect is stale: back to healthy, the next answer is the new one
   const change = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/graceful`, {

@@ -109,7 +109,7 @@ test('nginx\'s 503 when an upstream is down is JSON with Retry-After, and it is 
     assert.equal(answer.headers['retry-after'], '5');
     assert.equal(answer.headers['cache-control'], 'no-store');
   } finally {
-    await stack.ctl('start', 'purge-service');
+    await stack.start('purge-service');
   }
 });
 

@@ -5,6 +5,8 @@ import { HttpError } from '@stack/lib';
 
 // Formats we decode. SVG is refused (it can reference external resources and script); so are PDFs etc.
 const INPUT_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff']);
+/** Whether this libvips reads HEIC (HEVC in HEIF): sharp's own build lists .avif alone. */
+const HEIC_INPUT = (sharp.format.heif?.input?.fileSuffix || []).includes('.heic');
 const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp', gif: 'image/gif', avif: 'image/avif' };
 
 /** @typedef {'jpeg'|'png'|'webp'|'gif'|'avif'} OutputFormat */
@@ -36,6 +38,10 @@ export async function probe(file, limits) {
   }
   if (!meta.format || !INPUT_FORMATS.has(meta.format)) {
     throw new HttpError(400, 'unsupported_format', { format: meta.format || 'unknown' });
+  }
+  // HEIF holding HEVC (HEIC photographs): the libvips sharp ships decodes AV1 (AVIF) only
+  if (meta.format === 'heif' && meta.compression !== 'av1' && !HEIC_INPUT) {
+    throw new HttpError(400, 'unsupported_format', { format: 'heic', reason: 'HEVC decoding is not built in' });
   }
   const frames = meta.pages || 1;
   const frameHeight = meta.pageHeight || meta.height || 0;

@@ -67,7 +67,7 @@ test('events for one account waiting together are coalesced into one purge', asy
   await stack.ctl('stop', 'purge-service');
   await queue(Array(25).fill('coalesced'), 'avatar');
   await queue(['coalesced'], 'cover');
-  await stack.ctl('start', 'purge-service');
+  await stack.start('purge-service');
   await waitFor(drained, 15_000, 'the events processed');
   const base = `${stack.base}/u/coalesced`;
   assert.equal(purgedCount(`${base}/avatar`), 1, 'one purge of the avatar for 26 events');
@@ -111,7 +111,7 @@ test('at most 30 URLs a call, within the CDN\'s rate: nothing refused, every URL
   const from = cloudflare.calls.length;
   await stack.ctl('stop', 'purge-service');
   await queue(accounts);
-  await stack.ctl('start', 'purge-service');
+  await stack.start('purge-service');
   await waitFor(drained, 30_000, 'the 40 accounts purged');
   const calls = cloudflare.calls.slice(from);
   assert.deepEqual(calls.filter((call) => call.status !== 200).map((call) => call.status), [], 'no call refused (400 past 30 URLs, 429 past the rate)');
@@ -140,7 +140,7 @@ test('a crashed consumer\'s pending events are claimed and purged', async () => 
   // another worker reads the event and dies before acknowledging it
   const read = /** @type {any} */ (await redis.xreadgroup('GROUP', 'purgers', 'crashed-worker', 'COUNT', 10, 'STREAMS', 'purge:events', '>'));
   assert.equal(read[0][1].length, 1);
-  await stack.ctl('start', 'purge-service');
+  await stack.start('purge-service');
   await waitFor(async () => purgedCount(`${stack.base}/u/orphan/avatar`) === 1, 15_000, 'the orphan claimed after PURGE_CLAIM_IDLE_MS');
   await waitFor(drained, 5000, 'acknowledged');
   assert.equal(/** @type {any} */ (await redis.xpending('purge:events', 'purgers'))[0], 0);

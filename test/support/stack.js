@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -7,6 +8,20 @@ import { freePort, waitFor } from './ports.js';
 import { root } from './processes.js';
 
 const run = promisify(execFile);
+
+/** Whether a Redis server answers PING on this port. @param {number} port @returns {Promise<boolean>} */
+function redisPong(port) {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+    socket.setTimeout(1000, () => socket.destroy());
+    socket.on('data', (data) => {
+      resolve(data.toString().startsWith('+PONG'));
+      socket.destroy();
+    });
+    socket.on('error', () => resolve(false));
+    socket.on('close', () => resolve(false));
+  });
+}
 
 /** @param {number} pid */
 function alive(pid) {
@@ -88,6 +103,16 @@ export async function startStack(settings = {}) {
       const data = JSON.parse(stdout);
       const counters = data.counters || data;
       return (/** @type {string} */ name) => Number(counters[name]?.value ?? 0);
+    },
+    /**
+     * Starts a program and waits until it serves: supervisord calls a program started after `startsecs`,
+     * which on a busy machine can be before it listens. @param {string} name
+     */
+    async start(name) {
+      await ctl('start', name);
+      const port = { origin: env.ORIGIN_PORT, 'avatar-resolver': env.AVATAR_RESOLVER_PORT, 'purge-service': env.PURGE_SERVICE_PORT }[name];
+      if (port) await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 30_000, `${name} serving`);
+      if (name === 'redis') await waitFor(() => redisPong(Number(env.REDIS_PORT)), 30_000, 'redis serving');
     },
     /** `supervisorctl status` whatever the programs' states. */
     statusText: async () => (await ctl('status').catch((/** @type {any} */ err) => err)).stdout,
