@@ -5,6 +5,7 @@ import { benchAvatar } from './avatar.js';
 import { benchBadInput } from './bad-input.js';
 import { benchDay } from './day.js';
 import { benchEdge } from './edge.js';
+import { benchEffort } from './effort.js';
 import { benchOrigin } from './origin.js';
 import { benchOverload } from './overload.js';
 import { benchPeers } from './peers.js';
@@ -13,7 +14,7 @@ import { REPORTS, machine } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
-const SCENARIOS = { origin: benchOrigin, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, overload: benchOverload, 'bad-input': benchBadInput };
+const SCENARIOS = { origin: benchOrigin, effort: benchEffort, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, overload: benchOverload, 'bad-input': benchBadInput };
 
 const results = {};
 const sections = [];

@@ -16,13 +16,25 @@ const tcp = (address, port) => () => new Promise((resolve) => {
   socket.on('error', () => resolve(false));
 });
 
+/**
+ * haproxy answers, and has every server of both backends UP: a service slow to start fails haproxy's first
+ * check and stays DOWN until it passes `rise` checks, while requests meet a 503. @param {string} url
+ */
+const serversUp = (url) => async () => {
+  const response = await fetch(url, { headers: { authorization: auth }, signal: AbortSignal.timeout(1000) });
+  if (!response.ok) return false;
+  const rows = (await response.text()).split('\n').map((line) => line.split(','));
+  const servers = rows.filter(([proxy, name]) => (proxy === 'be_images' || proxy === 'be_avatars') && name !== 'BACKEND' && name !== 'FRONTEND');
+  return servers.length > 0 && servers.every((row) => row[17] === 'UP');
+};
+
 /** component (its supervisord program and log) → check */
 export const CHECKS = {
   redis: tcp(host, Number(env.REDIS_PORT)),
   origin: http(`http://${env.ORIGIN_HOST === '0.0.0.0' ? '127.0.0.1' : env.ORIGIN_HOST}:${env.ORIGIN_PORT}/healthz`),
   'avatar-resolver': http(`http://${host}:${env.AVATAR_RESOLVER_PORT}/healthz`),
   'purge-service': http(`http://${host}:${env.PURGE_SERVICE_PORT}/healthz`),
-  haproxy: http(`http://${env.HAPROXY_STATS_BIND}:${env.HAPROXY_STATS_PORT}/stats`, { authorization: auth }),
+  haproxy: serversUp(`http://${env.HAPROXY_STATS_BIND}:${env.HAPROXY_STATS_PORT}/stats;csv`),
   varnish: http(`http://${host}:${env.VARNISH_PORT}/healthz`),
   nginx: http(`http://${env.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : env.NGINX_BIND}:${env.NGINX_PORT}/healthz`),
   prometheus: http(`http://${host}:${env.PROMETHEUS_PORT}/-/ready`),

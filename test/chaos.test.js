@@ -78,6 +78,7 @@ test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200
   const recoveryMs = recovered.done - killedAt;
   assert.ok(recoveryMs < 10_000, `recovered after ${recoveryMs} ms`);
   process.stdout.write(`# origin SIGKILL: ${down.length} clean 503s, first new variant served ${(recoveryMs / 1000).toFixed(1)} s after the kill, ${cachedStatuses.length} cached answers all 200\n`);
+  await stack.settled();
 });
 
 test('Redis killed: images keep serving, avatars degrade, webhooks answer 503, and nothing acknowledged is lost', async () => {
@@ -128,6 +129,7 @@ async function redisOutage(image, redis) {
     return now.every((target, i) => target !== old[i]);
   }, 30_000, 'every acknowledged change visible through varnish after Redis came back');
   assert.equal(await redis.xlen('purge:dead'), 0);
+  await stack.settled();
 }
 
 

@@ -2,15 +2,10 @@
 // is served stale while its backend is down (up to 24 h), instead of an error; once the backend is back it is
 // fetched fresh. Avatar redirects are the objects here, with a 1 s shared lifetime so they expire in the test.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { promisify } from 'node:util';
 import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
-
-const run = promisify(execFile);
 
 /** @type {Awaited<ReturnType<typeof startStack>>} */
 let stack;
@@ -19,13 +14,6 @@ before(async () => {
   stack = await startStack({ CACHE_CONTROL_REDIRECT: 'public, max-age=1, s-maxage=1', AVATAR_ADMIN_TOKEN: 'grace-admin' });
 });
 after(() => stack?.stop());
-
-/** What varnish's probe says of a backend: healthy or sick. @param {string} backend */
-async function varnishHealth(backend) {
-  const { stdout } = await run('varnishadm', ['-n', path.join(stack.dir, 'run/varnish'), 'backend.list']);
-  const line = stdout.split('\n').find((entry) => entry.includes(`.${backend} `)) || '';
-  return /\bsick\b/.test(line) ? 'sick' : /\bhealthy\b/.test(line) ? 'healthy' : `unknown: ${line}`;
-}
 
 const avatar = (/** @type {string} */ account) => fetch(`${stack.base}/u/${account}/avatar`, { redirect: 'manual' });
 
@@ -45,7 +33,7 @@ test('an expired avatar redirect is served from grace while the resolver is down
   await new Promise((resolve) => setTimeout(resolve, 12_500));
   await stack.ctl('stop', 'avatar-resolver');
   try {
-    await waitFor(async () => (await varnishHealth('avatars')) === 'sick', 20_000, 'varnish sees the avatars backend sick');
+    await waitFor(async () => (await stack.backendHealth('avatars')) === 'sick', 20_000, 'varnish sees the avatars backend sick');
     const stale = await avatar('graceful');
     assert.equal(stale.status, 302);
     assert.equal(stale.headers.get('location'), location);
@@ -63,6 +51,6 @@ test('an expired avatar redirect is served from grace while the resolver is down
     method: 'PUT', headers: { authorization: 'Bearer grace-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: 'https://img.example/new.png' }),
   });
   assert.equal(change.status, 200);
-  await waitFor(async () => (await varnishHealth('avatars')) === 'healthy', 20_000, 'varnish sees the avatars backend healthy');
+  await waitFor(async () => (await stack.backendHealth('avatars')) === 'healthy', 20_000, 'varnish sees the avatars backend healthy');
   await waitFor(async () => (await avatar('graceful')).headers.get('location') !== location, 5000, 'the fresh redirect');
 });

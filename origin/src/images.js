@@ -53,7 +53,7 @@ export function createImages(deps) {
   });
   const encoder = {
     maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegTrellis: config.JPEG_TRELLIS,
-    webpQuality: config.WEBP_QUALITY, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT,
+    webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT,
   };
 
   /**

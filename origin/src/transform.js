@@ -207,7 +207,7 @@ export async function transform(file, p, options) {
   }
 }
 
-/** @typedef {{ jpegQuality: number, jpegTrellis: boolean, webpQuality: number, avifQuality: number, avifEffort: number }} EncodeOptions */
+/** @typedef {{ jpegQuality: number, jpegTrellis: boolean, webpQuality: number, webpEffort: number, avifQuality: number, avifEffort: number }} EncodeOptions */
 
 /**
  * JPEG as mozjpeg's libjpeg writes it: progressive, optimised Huffman tables and its quantisation table 3,
@@ -229,7 +229,7 @@ function encode(image, p, o) {
     case 'png':
       return image.png({ palette: p.palette, compressionLevel: 6, effort: 4 });
     case 'webp':
-      return image.webp({ quality: o.webpQuality, effort: p.degraded ? 1 : 4 });
+      return image.webp({ quality: o.webpQuality, effort: p.degraded ? 1 : o.webpEffort });
     case 'gif':
       return image.gif({ effort: 4 });
     default:

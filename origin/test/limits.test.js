@@ -18,6 +18,7 @@ before(async () => {
     FETCH_RESPONSE_TIMEOUT_MS: '500',
     FETCH_TOTAL_TIMEOUT_MS: '2000',
     TRANSFORM_TIMEOUT_S: '1',
+    AVIF_EFFORT: '6', // the encode that must outlast the timeout
     ORIGINALS_CACHE_BYTES: '200kb',
   });
 });

@@ -114,6 +114,25 @@ export async function startStack(settings = {}) {
       if (port) await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 30_000, `${name} serving`);
       if (name === 'redis') await waitFor(() => redisPong(Number(env.REDIS_PORT)), 30_000, 'redis serving');
     },
+    /** What varnish's probe says of a backend (images, avatars): healthy, sick or unknown. @param {string} backend */
+    async backendHealth(backend) {
+      const { stdout } = await run('varnishadm', ['-n', path.join(dir, 'run/varnish'), 'backend.list']);
+      const line = stdout.split('\n').find((entry) => entry.includes(`.${backend} `)) || '';
+      return /\bsick\b/.test(line) ? 'sick' : /\bhealthy\b/.test(line) ? 'healthy' : `unknown: ${line}`;
+    },
+    /**
+     * Waits until varnish's probes (through haproxy's own health checks) call both backends healthy again:
+     * after a crash the two checks in a row take seconds to agree, and a test starting in between meets
+     * a varnish that still refuses what it cannot serve from its cache.
+     */
+    async settled() {
+      const full = async (/** @type {string} */ backend) => {
+        const { stdout } = await run('varnishadm', ['-n', path.join(dir, 'run/varnish'), 'backend.list']);
+        // every probe of the window good: "healthy" alone lags a crash by the probes still to fail
+        return new RegExp(`\\.${backend}\\s+\\S+\\s+(\\d+)/\\1\\s+healthy`).test(stdout);
+      };
+      for (const backend of ['images', 'avatars']) await waitFor(() => full(backend), 60_000, `varnish's ${backend} backend healthy, every probe of its window good`);
+    },
     /** `supervisorctl status` whatever the programs' states. */
     statusText: async () => (await ctl('status').catch((/** @type {any} */ err) => err)).stdout,
     statsAuth: `Basic ${Buffer.from(`admin:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`,
