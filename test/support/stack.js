@@ -69,6 +69,11 @@ export async function startStack(settings = {}) {
    * @param {...string} args
    */
   const ctl = (...args) => run('supervisorctl', ['-c', path.join(dir, 'conf/supervisord.conf'), ...args]);
+  /** varnishadm backend.list's line for a backend (images, avatars). @param {string} backend */
+  const backendLine = async (backend) => {
+    const { stdout } = await run('varnishadm', ['-n', path.join(dir, 'run/varnish'), 'backend.list']);
+    return stdout.split('\n').find((entry) => entry.includes(`.${backend} `)) || '';
+  };
   /** The pid of a program, 0 when it is not running (supervisorctl then exits 7). @param {string} name */
   const pid = async (name) => {
     const { stdout } = await ctl('pid', name).catch((/** @type {any} */ err) => {
@@ -85,16 +90,12 @@ export async function startStack(settings = {}) {
     stack,
     ctl,
     pid,
-    /**
-     * SIGKILL a program and prove it happened: its pid is gone from the system. With `restarted`, also
-     * wait until supervisord runs it again under a new pid. @param {string} name
-     */
-    async kill(name, { restarted = false } = {}) {
+    /** SIGKILL a program and prove it happened: its pid is gone from the system. @param {string} name */
+    async kill(name) {
       const before = await pid(name);
       if (!before) throw new Error(`${name} is not running: nothing to kill`);
       await ctl('signal', 'KILL', name);
       await waitFor(async () => !alive(before), 5000, `${name} (pid ${before}) gone after SIGKILL`);
-      if (restarted) await waitFor(async () => ![0, before].includes(await pid(name)), 15_000, `${name} restarted`);
       return before;
     },
     /** varnishstat counters of this stack's varnish. */
@@ -116,8 +117,7 @@ export async function startStack(settings = {}) {
     },
     /** What varnish's probe says of a backend (images, avatars): healthy, sick or unknown. @param {string} backend */
     async backendHealth(backend) {
-      const { stdout } = await run('varnishadm', ['-n', path.join(dir, 'run/varnish'), 'backend.list']);
-      const line = stdout.split('\n').find((entry) => entry.includes(`.${backend} `)) || '';
+      const line = await backendLine(backend);
       return /\bsick\b/.test(line) ? 'sick' : /\bhealthy\b/.test(line) ? 'healthy' : `unknown: ${line}`;
     },
     /**
@@ -126,11 +126,8 @@ export async function startStack(settings = {}) {
      * a varnish that still refuses what it cannot serve from its cache.
      */
     async settled() {
-      const full = async (/** @type {string} */ backend) => {
-        const { stdout } = await run('varnishadm', ['-n', path.join(dir, 'run/varnish'), 'backend.list']);
-        // every probe of the window good: "healthy" alone lags a crash by the probes still to fail
-        return new RegExp(`\\.${backend}\\s+\\S+\\s+(\\d+)/\\1\\s+healthy`).test(stdout);
-      };
+      // every probe of the window good ("5/5"): "healthy" alone lags a crash by the probes still to fail
+      const full = async (/** @type {string} */ backend) => /\s(\d+)\/\1\s+healthy\b/.test(await backendLine(backend));
       for (const backend of ['images', 'avatars']) await waitFor(() => full(backend), 60_000, `varnish's ${backend} backend healthy, every probe of its window good`);
     },
     /** `supervisorctl status` whatever the programs' states. */
