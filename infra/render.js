@@ -215,6 +215,9 @@ export const TEMPLATES = [
   ['infra/prometheus/prometheus.yml.template', 'prometheus/prometheus.yml'],
 ];
 
+/** Rendered configs that hold a secret. */
+const SECRET_CONFIGS = ['haproxy.cfg'];
+
 /** Renders everything into config.STACK_DIR. @param {Record<string, any>} config */
 export function renderAll(config) {
   const values = templateValues(config);
@@ -228,7 +231,10 @@ export function renderAll(config) {
     if (!fs.existsSync(source)) continue;
     const output = path.join(values.CONF_DIR, target);
     fs.mkdirSync(path.dirname(output), { recursive: true });
-    fs.writeFileSync(output, substitute(fs.readFileSync(source, 'utf8'), values, template));
+    // a config that holds a secret (haproxy.cfg: the stats password) is its reader's alone (root's)
+    const secret = SECRET_CONFIGS.includes(target);
+    fs.writeFileSync(output, substitute(fs.readFileSync(source, 'utf8'), values, template), { mode: secret ? 0o600 : 0o644 });
+    if (secret) fs.chmodSync(output, 0o600);
   }
   // the VCL logic is not templated: copied beside default.vcl, found through vcl_path
   for (const file of fs.readdirSync(path.join(ROOT, 'vcl')).filter((name) => name.endsWith('.vcl'))) {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -166,6 +167,22 @@ test('operator surfaces stay off the public path', async () => {
   }
   const stats = await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/stats`);
   assert.equal(stats.status, 401, 'the stats page needs its password');
+  // Prometheus' lifecycle API (reload, quit) is off: anyone on the box could otherwise stop the monitoring
+  const quit = await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/-/quit`, { method: 'POST' });
+  assert.equal(quit.status, 403);
+  assert.equal((await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/-/ready`)).status, 200, 'still running');
+});
+
+test('the rendered config holding the stats password is readable by root alone', async () => {
+  const file = path.join(stack.dir, 'conf', 'haproxy.cfg');
+  assert.ok(fs.readFileSync(file, 'utf8').includes(stack.env.HAPROXY_STATS_PASSWORD));
+  assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+  // another local user cannot read it (nor the resolved settings, which hold every secret)
+  for (const secret of [file, path.join(stack.dir, 'env')]) {
+    const { status } = spawnSync('runuser', ['-u', 'nobody', '--', 'cat', secret], { stdio: 'ignore' });
+    assert.notEqual(status, 0, `nobody read ${secret}`);
+  }
+  assert.equal(spawnSync('runuser', ['-u', 'nobody', '--', 'cat', path.join(stack.dir, 'conf', 'nginx.conf')], { stdio: 'ignore' }).status, 0, 'configs without secrets stay readable');
 });
 
 test('a burst past the per-client rate limit gets JSON 429s, and the rest are served', async () => {
