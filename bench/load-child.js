@@ -75,11 +75,13 @@ async function probe(spec) {
   /** @type {Record<string, number[]>} */
   const latencies = Object.fromEntries(Object.keys(spec.paths).map((name) => [name, []]));
   const started = performance.now();
+  // answers carry `at` from the generator's start: the warm-up ends skipMs after this probe's start
+  const recordFrom = started - STARTED + (spec.skipMs || 0);
   while (performance.now() - started < spec.seconds * 1000) {
     for (const [name, path] of Object.entries(spec.paths)) {
       const answer = await send(pool, path);
       if (answer.status >= 400) throw new Error(`${name} answered ${answer.status}`);
-      if (answer.at - started + STARTED >= (spec.skipMs || 0)) latencies[name].push(answer.ms);
+      if (answer.at >= recordFrom) latencies[name].push(answer.ms);
     }
     await new Promise((resolve) => setTimeout(resolve, spec.pauseMs));
   }

@@ -231,7 +231,7 @@ export function renderAll(config) {
     if (!fs.existsSync(source)) continue;
     const output = path.join(values.CONF_DIR, target);
     fs.mkdirSync(path.dirname(output), { recursive: true });
-    // a config that holds a secret (haproxy.cfg: the stats password) is its reader's alone (root's)
+    // a config that holds a secret (haproxy.cfg: the stats password) is the stack user's alone, from its creation
     const secret = SECRET_CONFIGS.includes(target);
     fs.writeFileSync(output, substitute(fs.readFileSync(source, 'utf8'), values, template), { mode: secret ? 0o600 : 0o644 });
     if (secret) fs.chmodSync(output, 0o600);

@@ -17,8 +17,6 @@ export function createBackground({ queue, maxPending, pollMs = 100, onResult, on
   /** @type {NodeJS.Timeout | null} */
   let timer = null;
 
-  const idle = () => queue.running < queue.concurrency && queue.depth === 0 && queue.reserved === 0;
-
   function dropAll() {
     for (const key of pending.keys()) {
       pending.delete(key);
@@ -30,15 +28,14 @@ export function createBackground({ queue, maxPending, pollMs = 100, onResult, on
     if (queue.full) dropAll();
     onChange(pending.size + (running ? 1 : 0));
     if (running || !pending.size) return;
-    if (!idle()) {
+    if (!queue.idle) {
       timer ??= setTimeout(() => {
         timer = null;
         pump();
       }, pollMs).unref();
       return;
     }
-    const [key, job] = pending.entries().next().value || [];
-    if (!key || !job) return;
+    const [key, job] = /** @type {[string, () => Promise<unknown>]} */ (pending.entries().next().value);
     pending.delete(key);
     running = true;
     current = key;
@@ -60,12 +57,6 @@ export function createBackground({ queue, maxPending, pollMs = 100, onResult, on
       }
       pending.set(key, job);
       pump();
-    },
-    get pending() {
-      return pending.size;
-    },
-    get running() {
-      return running;
     },
   };
 }

@@ -24,6 +24,11 @@ export class TransformQueue {
     return this.small.length + this.large.length;
   }
 
+  /** True when a slot is free and nothing waits or prepares for one: room for work nobody waits for. */
+  get idle() {
+    return this.running < this.concurrency && this.depth === 0 && this.reserved === 0;
+  }
+
   /** True when a new task would be refused: checked before any I/O, so a refusal costs nothing. */
   get full() {
     return this.running >= this.concurrency && this.depth + this.reserved >= this.maxQueued;
