@@ -18,7 +18,7 @@ export function createApp(deps) {
   app.use(metrics);
   app.get('/healthz', healthRoute({ version: deps.version, ready: async () => true }));
   app.get(DEFAULT_AVATAR_PATH, defaultAvatar);
-  app.get('/u/:account/:kind(avatar|cover)/:size?', imageRedirect(answer));
+  app.get('/u/:account/:kind(avatar|cover)/:size?', imageRedirect(answer, deps.config));
   app.use('/admin/accounts/:account', adminRouter(deps));
   app.all('*', (req, _res, next) => next(new HttpError(req.method === 'GET' || req.method === 'HEAD' ? 404 : 405, req.method === 'GET' || req.method === 'HEAD' ? 'not_found' : 'method_not_allowed')));
   app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));

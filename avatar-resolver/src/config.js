@@ -22,6 +22,7 @@ export const settings = [
   { name: 'AVATAR_BREAKER_FAILURES', type: 'int', default: '5', doc: 'consecutive upstream failures that open the circuit', min: 1 },
   { name: 'AVATAR_BREAKER_COOLDOWN_MS', type: 'int', default: '10000', doc: 'how long the circuit stays open before one trial call', min: 1 },
   { name: 'AVATAR_REDIRECT_BASE', type: 'string', default: '', doc: 'prefix of redirect targets; empty: relative /p/… on the host that was asked' },
+  { name: 'CACHE_CONTROL_SPELLING', type: 'string', default: 'public, max-age=86400', doc: 'Cache-Control of the 301 from another spelling of an avatar URL (an unknown size, a trailing slash) to its one URL' },
   { name: 'CACHE_CONTROL_REDIRECT', type: 'string', default: 'public, max-age=600, s-maxage=86400, stale-while-revalidate=60', doc: 'Cache-Control of avatar and cover 302s (shared caches are purged on change)' },
   { name: 'CACHE_CONTROL_DEGRADED_REDIRECT', type: 'string', default: 'public, max-age=60, s-maxage=60', doc: 'Cache-Control of a 302 made from a stale mapping or the default while the upstream is down' },
   { name: 'CACHE_CONTROL_NEGATIVE', type: 'string', default: 'public, max-age=60', doc: 'Cache-Control of 4xx answers (negative caching)' },

@@ -26,7 +26,7 @@ export function avatarAnswer({ resolver, config, metrics }) {
   };
   return async (account, kind, size) => {
     if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
-    if (kind === 'cover' ? size !== undefined : !((size || 'medium') in AVATAR_SIZES)) {
+    if (kind === 'cover' ? size !== undefined : !Object.hasOwn(AVATAR_SIZES, size || 'medium')) {
       throw new HttpError(400, 'invalid_parameter', { name: 'size', allowed: Object.keys(AVATAR_SIZES) });
     }
     const started = performance.now();
@@ -43,15 +43,33 @@ export function avatarAnswer({ resolver, config, metrics }) {
 }
 
 /**
+ * The one URL of an avatar that every cache knows and every purge names (lib/src/avatars.js avatarPaths):
+ * images.hive.blog answers any other size with the medium avatar (src/avatar.ts); here it is a permanent
+ * redirect to /u/<account>/avatar, so no cache ever holds the account's avatar under a spelling a purge
+ * would miss. The same for a trailing slash. Null for what is refused anyway (a bad name, a cover size).
+ * @param {string} account @param {string} kind @param {string | undefined} size
+ */
+function canonicalPath(account, kind, size) {
+  if (!isAccountName(account) || kind === 'cover') return null;
+  const known = size !== undefined && Object.hasOwn(AVATAR_SIZES, size);
+  return `/u/${account}/avatar${known ? `/${size}` : ''}`;
+}
+
+/**
  * GET /u/<account>/<kind>/<size?> in Express: every form the fast path (fast-path.js) leaves to it.
- * @param {ReturnType<typeof avatarAnswer>} answer
+ * @param {ReturnType<typeof avatarAnswer>} answer @param {Record<string, any>} config
  * @returns {import('express').RequestHandler}
  */
-export function imageRedirect(answer) {
+export function imageRedirect(answer, config) {
   return async (req, res, next) => {
     const { account, kind, size } = req.params;
     res.locals.route = kind;
     try {
+      const canonical = canonicalPath(account, kind, size);
+      if (canonical && canonical !== decodeURIComponent(req.path)) {
+        res.status(301).set({ Location: canonical, 'Cache-Control': config.CACHE_CONTROL_SPELLING }).end();
+        return;
+      }
       res.status(302).set(await answer(account, kind, size)).end();
     } catch (err) {
       next(err);

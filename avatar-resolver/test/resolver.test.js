@@ -70,7 +70,7 @@ test('an unknown account is a 404, negatively cached: asked twice, the upstream 
 
 test('invalid names and sizes are 400s and never reach the upstream', async () => {
   const before = resolver.hive.calls.length;
-  for (const path of ['/u/Alice/avatar', '/u/ab/avatar', '/u/a_b_c/avatar', '/u/abcdefghijklmnopq/avatar', '/u/..%2f..%2fetc/avatar', '/u/alice/avatar/huge', '/u/alice/cover/small']) {
+  for (const path of ['/u/Alice/avatar', '/u/ab/avatar', '/u/a_b_c/avatar', '/u/abcdefghijklmnopq/avatar', '/u/..%2f..%2fetc/avatar', '/u/Alice/avatar/huge', '/u/alice/cover/small']) {
     const response = await resolver.get(path);
     assert.equal(response.status, 400, path);
     assert.match(/** @type {any} */ (await response.json()).error.name, /^invalid_/);
@@ -78,8 +78,21 @@ test('invalid names and sizes are 400s and never reach the upstream', async () =
   assert.equal(resolver.hive.calls.length, before);
 });
 
+test('another size or a trailing slash is a permanent redirect to the avatar\'s one URL, without asking the upstream', async () => {
+  const before = resolver.hive.calls.length;
+  for (const [path, location] of [['/u/alice/avatar/huge', '/u/alice/avatar'], ['/u/alice/avatar/64x64', '/u/alice/avatar'],
+    ['/u/alice/avatar/constructor', '/u/alice/avatar'], ['/u/alice/avatar/', '/u/alice/avatar'], ['/u/alice/avatar/small/', '/u/alice/avatar/small']]) {
+    const response = await resolver.get(path);
+    assert.equal(response.status, 301, path);
+    assert.equal(response.headers.get('location'), location, path);
+    assert.equal(response.headers.get('cache-control'), 'public, max-age=86400', path);
+  }
+  assert.equal(resolver.hive.calls.length, before);
+});
+
 test('the fast path answers exactly as Express does: redirects, 404s, 400s, request ids and metrics', async () => {
-  // the canonical form takes the fast path; the same URL with a trailing slash goes through Express
+  // the canonical form takes the fast path; the same URL with its account's first letter percent-escaped goes
+  // through Express (a trailing slash is a 301 to the canonical form there)
   /** @param {Response} response */
   const shape = (response) => {
     const headers = Object.fromEntries([...response.headers].filter(([name]) => !['date', 'x-request-id'].includes(name)));
@@ -93,7 +106,8 @@ test('the fast path answers exactly as Express does: redirects, 404s, 400s, requ
     const route = path.includes('cover') ? 'cover' : 'avatar';
     const counted = await metric(route, String(status));
     const fast = await resolver.get(path, { headers: { 'x-request-id': 'fast-1' } });
-    const express = await resolver.get(`${path}/`, { headers: { 'x-request-id': 'express-1' } });
+    const escaped = path.replace(/^\/u\/(.)/, (_match, first) => `/u/%${first.charCodeAt(0).toString(16)}`);
+    const express = await resolver.get(escaped, { headers: { 'x-request-id': 'express-1' } });
     assert.equal(fast.status, status, path);
     assert.deepEqual(shape(fast), shape(express), path);
     assert.deepEqual([fast.headers.get('x-request-id'), express.headers.get('x-request-id')], ['fast-1', 'express-1']);

@@ -1,9 +1,10 @@
 import express from 'express';
 import { HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
 import { legacyRoute } from './routes/legacy.js';
+import { proxyAuthRoute } from './routes/proxy-auth.js';
 import { proxyFastPath, proxyRoute } from './routes/proxy.js';
 import { serveRoute } from './routes/serve.js';
-import { hiveUploadRoute, tokenUploadRoute } from './routes/upload.js';
+import { hiveUploadRoute, hivesignerUploadRoute, tokenUploadRoute } from './routes/upload.js';
 
 /**
  * The origin's HTTP surface (images.hive.blog compatible).
@@ -11,7 +12,8 @@ import { hiveUploadRoute, tokenUploadRoute } from './routes/upload.js';
  *   images: ReturnType<typeof import('./images.js').createImages>, store: import('./store/fs.js').FsStore,
  *   checks: import('./queue.js').TransformQueue,
  *   metrics: import('./metrics.js').OriginMetrics, redis: import('ioredis').Redis,
- *   verifyUpload: (account: string, signature: string, digest: Uint8Array) => Promise<void>, version: string }} deps
+ *   verifySignature: import('./hive-auth.js').VerifySignature, verifyHivesigner: ((token: string) => Promise<string>) | null,
+ *   version: string }} deps
  */
 export function createApp(deps) {
   const app = express();
@@ -27,6 +29,9 @@ export function createApp(deps) {
   app.get('/p/:encoded/:filename?', proxyRoute(deps));
   app.get('/:size([0-9]{1,5}x[0-9]{1,5})/*', legacyRoute(deps));
   app.post('/upload', tokenUploadRoute(deps));
+  app.post('/proxy-auth/:account/:signature', proxyAuthRoute(deps));
+  app.post('/cs/:account/:signature', hiveUploadRoute(deps, 'checksum'));
+  app.post('/hs/:token', hivesignerUploadRoute(deps));
   app.post('/:account/:signature', hiveUploadRoute(deps));
   app.get('/:key/:filename?', serveRoute(deps));
 

@@ -27,13 +27,21 @@ export function recoverSigner(signatureHex, digest) {
   }
 }
 
+/** @typedef {(account: string, signature: string, digest: Uint8Array, authorities?: Array<'posting' | 'active'>) => Promise<void>} VerifySignature */
+
 /**
- * Checks that the signature was made by a key of the account's posting or active authority.
+ * Checks signatures against an account's keys on the chain: `verify(account, signature, digest,
+ * authorities)` passes when a key of one of the named authorities (weight at its threshold) made it.
+ * Uploads accept the posting or the active key; a preview token (POST /proxy-auth) the posting key, as
+ * images.hive.blog does.
  * @param {{ call: (method: string, params: unknown) => Promise<any> }} hive
  */
 export function createHiveAuth(hive) {
-  /** @param {string} account @param {string} signatureHex @param {Uint8Array} digest */
-  return async function verifyUpload(account, signatureHex, digest) {
+  /**
+   * @param {string} account @param {string} signatureHex @param {Uint8Array} digest
+   * @param {Array<'posting' | 'active'>} [authorities]
+   */
+  return async function verify(account, signatureHex, digest, authorities = ['posting', 'active']) {
     const signer = recoverSigner(signatureHex, digest);
     let accounts;
     try {
@@ -43,12 +51,12 @@ export function createHiveAuth(hive) {
     }
     const found = Array.isArray(accounts) ? accounts.find((entry) => entry && entry.name === account) : null;
     if (!found) throw new HttpError(404, 'no_such_account', { account });
-    for (const authority of [found.posting, found.active]) {
+    for (const authority of authorities.map((name) => found[name])) {
       const threshold = authority?.weight_threshold ?? 1;
       for (const [key, weight] of authority?.key_auths || []) {
         if (key === signer && weight >= threshold) return;
       }
     }
-    throw new HttpError(403, 'invalid_signature', { reason: 'not a key of this account' });
+    throw new HttpError(403, 'invalid_signature', { reason: `not a ${authorities.join(' or ')} key of this account` });
   };
 }

@@ -37,7 +37,7 @@ export function createOriginMetrics(registry) {
     fallbacks: new client.Counter({ name: 'origin_fallback_answers_total', help: 'format=auto first answers in WebP while their AVIF is made in the background', registers }),
     backgroundJobs: new client.Gauge({ name: 'origin_background_encodes', help: 'Background encodes waiting for idle capacity or running', registers }),
     background: new client.Counter({ name: 'origin_background_encodes_total', help: 'Background encodes (the AVIF behind a first answer) by result: done, dropped (load, bound), failed', labelNames: ['result'], registers }),
-    uploads: new client.Counter({ name: 'origin_uploads_total', help: 'Accepted uploads by kind (hive, token)', labelNames: ['kind'], registers }),
+    uploads: new client.Counter({ name: 'origin_uploads_total', help: 'Accepted uploads by kind (hive, hivesigner, token)', labelNames: ['kind'], registers }),
   };
 }
 

@@ -10,6 +10,7 @@ import { PackCache } from './cache/pack-cache.js';
 import { settings, transformConcurrency } from './config.js';
 import { createFetcher } from './fetch.js';
 import { createHiveAuth } from './hive-auth.js';
+import { createHivesignerAuth } from './hivesigner.js';
 import { createImages } from './images.js';
 import { createOriginMetrics } from './metrics.js';
 import { lowerWorkerPriority } from './nice.js';
@@ -59,10 +60,13 @@ await runService({
     const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger });
     const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
-    const verifyUpload = createHiveAuth(hive);
+    const verifySignature = createHiveAuth(hive);
+    const verifyHivesigner = config.HIVESIGNER_APP
+      ? createHivesignerAuth({ apiUrl: config.HIVESIGNER_API_URL, app: config.HIVESIGNER_APP, timeoutMs: config.HIVE_API_TIMEOUT_MS })
+      : null;
     // an upload's check decode has slots of its own (one per core): bounded, and never behind transforms
     const checks = new TransformQueue({ concurrency: os.availableParallelism(), maxQueued: Number.MAX_SAFE_INTEGER });
-    const app = createApp({ config, logger, registry, images, store, checks, metrics, redis, verifyUpload, version });
+    const app = createApp({ config, logger, registry, images, store, checks, metrics, redis, verifySignature, verifyHivesigner, version });
     return {
       app,
       async close() {

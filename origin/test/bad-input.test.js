@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
-import { animated, pngBomb, solid } from '../../test/support/images.js';
+import { animated, decode, pngBomb, solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { jsonError, startOrigin, tokenUpload } from './harness.js';
 
@@ -59,12 +59,25 @@ test('decompression bombs, frame bombs and oversized bodies are refused before d
 
 test('bad parameters are 400s naming the parameter', async () => {
   const url = origin.site.add('ok.jpg', await solid(100, 100, 'jpeg'));
-  for (const [query, name] of [[{ width: 'abc' }, 'width'], [{ width: '-5' }, 'width'], [{ height: '1e9' }, 'height'],
-    [{ width: '9999999999999' }, 'width'], [{ mode: 'zoom' }, 'mode'], [{ format: 'bmp' }, 'format']]) {
+  for (const [query, name] of [[{ width: '-5' }, 'width'], [{ height: '-1e9' }, 'height'], [{ mode: 'zoom' }, 'mode'],
+    [{ format: 'bmp' }, 'format'], [{ format: 'JPEG' }, 'format']]) {
     const response = await fetch(origin.proxied(url, /** @type {any} */ (query)));
     assert.equal(response.status, 400, JSON.stringify(query));
     const error = await jsonError(response);
     assert.deepEqual([error.name, error.info.name], ['invalid_parameter', name]);
+  }
+});
+
+test('sizes are read as images.hive.blog reads them: the leading whole number, or no size at all', async () => {
+  const url = origin.site.add('sizes.jpg', await solid(400, 200, 'jpeg'));
+  for (const [width, expected] of [['100.7', 100], ['100px', 100], [' 100', 100], ['abc', 400], ['', 400], ['0', 400], ['1e9', 1],
+    ['9999999999999', 400], [['50', '80'], 50]]) {
+    const search = new URLSearchParams({ mode: 'fit', format: 'jpg' });
+    for (const value of [width].flat()) search.append('width', String(value));
+    const response = await fetch(`${origin.proxied(url)}?${search}`);
+    assert.equal(response.status, 200, JSON.stringify(width));
+    const image = await decode(Buffer.from(await response.arrayBuffer()));
+    assert.deepEqual([image.format, image.width], ['jpeg', expected], JSON.stringify(width));
   }
 });
 

@@ -1,6 +1,21 @@
 import { HttpError, base58Url } from '@stack/lib';
 import { mendScheme } from '../images.js';
 
+// the editor-preview token a frontend appends to a proxied URL (POST /proxy-auth answers 48 hex digits) is
+// ours, not the source's; another `token` (a Firebase download token, a signed URL's) is the source's own
+const PREVIEW_TOKEN = /([?&])token=[0-9a-f]{48}(&|$)/;
+
+/**
+ * The source URL in a legacy path, as images.hive.blog reads it (src/legacy-proxy.ts): the scheme mended
+ * where a proxy merged its "//", the old steemit.com IPFS gateway moved to ipfs.io, our preview token left out.
+ * @param {string} tail what follows /<W>x<H>/
+ */
+export function legacySource(tail) {
+  return mendScheme(tail)
+    .replace('steemit.com/ipfs/', 'ipfs.io/ipfs/')
+    .replace(PREVIEW_TOKEN, (_match, separator, next) => (next ? separator : ''));
+}
+
 /**
  * GET /<W>x<H>/<url>: the old images.hive.blog form, answered with a permanent redirect to /p/.
  * @param {{ config: Record<string, any> }} deps
@@ -10,7 +25,7 @@ export function legacyRoute({ config }) {
   return (req, res, next) => {
     res.locals.route = 'legacy';
     const [width, height] = req.params.size.split('x').map(Number);
-    const target = mendScheme(req.originalUrl.slice(req.params.size.length + 2));
+    const target = legacySource(req.originalUrl.slice(req.params.size.length + 2));
     let url;
     try {
       url = new URL(target);

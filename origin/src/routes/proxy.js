@@ -4,6 +4,8 @@ import { contentTypeOf } from '../transform.js';
 
 const MODES = new Set(['cover', 'fit']);
 const FORMATS = new Set(['match', 'jpeg', 'png', 'webp', 'avif', 'auto']);
+// other spellings images.hive.blog accepts (src/proxy.ts: "jpg")
+const FORMAT_ALIASES = new Map([['jpg', 'jpeg']]);
 
 /**
  * @typedef {{ images: ReturnType<typeof import('../images.js').createImages>, config: Record<string, any>,
@@ -15,16 +17,20 @@ const FORMATS = new Set(['match', 'jpeg', 'png', 'webp', 'avif', 'auto']);
 const bytesOf = (variant) => (variant.cached ? variant.cached.size : /** @type {Buffer} */ (variant.data).length);
 
 /**
+ * A size as images.hive.blog reads it (`Number.parseInt(value) || undefined`, imagehoster src/proxy.ts): the
+ * leading whole number counts ("640.5" and "640px" are 640, what a frontend multiplying by the pixel ratio
+ * sends), and a value without one ("abc", "") is no size at all. A negative size is refused (imagehoster
+ * fails inside sharp there). Repeated, the first counts.
  * @param {unknown} value @param {string} name @param {number} cap
- * @returns {number | null} null when absent or 0 (keep that dimension)
+ * @returns {number | null} null when absent, 0 or not a number (keep that dimension)
  */
 function dimension(value, name, cap) {
-  if (value === undefined || value === '') return null;
-  if (typeof value !== 'string' || !/^\d{1,9}$/.test(value)) {
-    throw new HttpError(400, 'invalid_parameter', { name, reason: 'expected a whole number of pixels' });
-  }
-  const number = Number(value);
-  return number === 0 ? null : Math.min(number, cap);
+  const text = Array.isArray(value) ? value[0] : value;
+  if (typeof text !== 'string') return null;
+  const number = Number.parseInt(text, 10);
+  if (Number.isNaN(number) || number === 0) return null;
+  if (number < 0) throw new HttpError(400, 'invalid_parameter', { name, reason: 'a size is a positive number of pixels' });
+  return Math.min(number, cap);
 }
 
 /** avif > webp > nothing, from the Accept header (varnish already narrowed it). @param {string | undefined} accept */
@@ -40,7 +46,8 @@ export function acceptClass(accept = '') {
  */
 export function parseWant(query, accept, config) {
   const mode = query.mode === undefined ? 'cover' : String(query.mode);
-  const format = query.format === undefined ? 'match' : String(query.format);
+  const given = query.format === undefined ? 'match' : String(query.format);
+  const format = FORMAT_ALIASES.get(given) || given;
   if (!MODES.has(mode)) throw new HttpError(400, 'invalid_parameter', { name: 'mode', allowed: [...MODES] });
   if (!FORMATS.has(format)) throw new HttpError(400, 'invalid_parameter', { name: 'format', allowed: [...FORMATS] });
   let width = dimension(query.width, 'width', config.MAX_DIMENSION);
@@ -54,6 +61,13 @@ export function parseWant(query, accept, config) {
   return { width, height, mode: chosenMode, format, accept: format === 'auto' ? acceptClass(accept) : '' };
 }
 
+// ecency's render-helper (src/proxify-image-src.ts) appends ".webp" or ".png" to the base58 part; base58
+// has no ".", so a file extension there is only a name: the format comes from the query, as ever
+const EXTENSION = /\.(?:webp|png|jpe?g|gif|avif)$/i;
+
+/** @param {string} encoded */
+export const withoutExtension = (encoded) => encoded.replace(EXTENSION, '');
+
 /**
  * GET /p/<base58(url)>: a remote (or own) image, resized and encoded: the variant and the headers of its 200.
  * Shared by the Express route and the fast path, so both answer alike.
@@ -62,7 +76,7 @@ export function parseWant(query, accept, config) {
  */
 function proxyAnswer({ images, config }) {
   return async (encoded, query, accept) => {
-    const text = base58Url.decode(encoded);
+    const text = base58Url.decode(withoutExtension(encoded));
     if (!text) throw new HttpError(400, 'invalid_url', { reason: 'not base58' });
     const want = parseWant(query, accept, config);
     const source = images.resolveSource(text);
@@ -133,7 +147,7 @@ function forgetIfMissing(deps, err, variant, retried, res) {
 
 // /p/<base58>, an optional filename, the query: the URLs Hive frontends and varnish send. Anything else
 // (percent-escapes, an empty segment) goes through Express, which answers or refuses it as usual.
-const CANONICAL = /^\/p\/([1-9A-HJ-NP-Za-km-z]+)(?:\/[^/?%]*)?(?:\?(.*))?$/;
+const CANONICAL = /^\/p\/([1-9A-HJ-NP-Za-km-z]+(?:\.[a-z]{3,4})?)(?:\/[^/?%]*)?(?:\?(.*))?$/;
 
 /**
  * The proxy on the plain `http` request, without Express's per-request work (routing, the request and

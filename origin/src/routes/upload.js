@@ -1,6 +1,6 @@
 import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import busboy from 'busboy';
@@ -28,11 +28,11 @@ function checkLength(req, maxBytes) {
  * Streams the multipart file to a temp file while hashing it (the key and the signature need the hash);
  * the size limit is enforced while reading.
  * @param {import('express').Request} req @param {{ maxBytes: number, tempPath: string }} options
- * @returns {Promise<{ digest: Buffer, bytes: number, filename: string }>}
+ * @returns {Promise<{ digest: Buffer, checksum: Buffer, bytes: number, filename: string }>}
  */
 function receiveFile(req, { maxBytes, tempPath }) {
   return new Promise((resolve, reject) => {
-    /** @type {Promise<{ digest: Buffer, bytes: number, filename: string }> | null} */
+    /** @type {Promise<{ digest: Buffer, checksum: Buffer, bytes: number, filename: string }> | null} */
     let saving = null;
     let parser;
     try {
@@ -62,10 +62,12 @@ function receiveFile(req, { maxBytes, tempPath }) {
 /** @param {import('node:stream').Readable & { truncated?: boolean }} file @param {string} tempPath @param {number} maxBytes @param {string} filename */
 async function saveFile(file, tempPath, maxBytes, filename) {
   const hash = challengeHash();
+  const plain = createHash('sha256');
   let bytes = 0;
   const tap = new Transform({
     transform(chunk, _encoding, done) {
       hash.update(chunk);
+      plain.update(chunk);
       bytes += chunk.length;
       done(null, chunk);
     },
@@ -77,7 +79,7 @@ async function saveFile(file, tempPath, maxBytes, filename) {
   await pipeline(file, tap, createWriteStream(tempPath));
   if (over || file.truncated) throw new HttpError(413, 'payload_too_large', { limit: maxBytes });
   if (bytes === 0) throw new HttpError(400, 'invalid_image', { reason: 'empty file' });
-  return { digest: hash.digest(), bytes, filename };
+  return { digest: hash.digest(), checksum: plain.digest(), bytes, filename };
 }
 
 /** A safe filename for the answer URL. @param {string} name @param {string} format */
@@ -91,7 +93,8 @@ function cleanFilename(name, format) {
  * The answer is sent only after the file is fsynced under its key.
  * @param {UploadDeps} deps
  * @param {string} kind
- * @param {(digest: Buffer) => Promise<void>} authorise
+ * @param {(digest: Buffer, checksum: Buffer) => Promise<void>} authorise the key's digest (sha256 of
+ *   "ImageSigningChallenge" + bytes) and the file's own sha256
  * @param {import('express').Request} req @param {import('express').Response} res
  */
 async function acceptUpload(deps, kind, authorise, req, res) {
@@ -101,7 +104,7 @@ async function acceptUpload(deps, kind, authorise, req, res) {
     checkLength(req, config.UPLOAD_MAX_BYTES);
     const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath });
     const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES });
-    await authorise(file.digest);
+    await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
     // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
     await checks.run(() => verify(tempPath, info), true);
@@ -138,19 +141,46 @@ async function takeQuota(redis, account, limit) {
 }
 
 /**
- * POST /<account>/<signature>: the Hive upload.
- * @param {UploadDeps & { redis: import('ioredis').Redis, verifyUpload: (account: string, signature: string, digest: Uint8Array) => Promise<void> }} deps
+ * POST /<account>/<signature>: the Hive upload, signed over sha256("ImageSigningChallenge" + bytes).
+ * POST /cs/<account>/<signature> (`signed: 'checksum'`, imagehoster's uploadCsHandler): signed over
+ * sha256("ImageSigningChallenge" + sha256(bytes)), so a wallet signs 32 bytes instead of the whole image.
+ * Either way the key is the first digest's, so the same bytes have one URL.
+ * @param {UploadDeps & { redis: import('ioredis').Redis, verifySignature: import('../hive-auth.js').VerifySignature }} deps
+ * @param {'data' | 'checksum'} [signed]
  * @returns {import('express').RequestHandler}
  */
-export function hiveUploadRoute(deps) {
+export function hiveUploadRoute(deps, signed = 'data') {
   return async (req, res, next) => {
     res.locals.route = 'upload';
     const { account, signature } = req.params;
     try {
       if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
       if (!/^[0-9a-f]{130}$/i.test(signature)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
-      await acceptUpload(deps, 'hive', async (digest) => {
-        await deps.verifyUpload(account, signature, digest);
+      await acceptUpload(deps, 'hive', async (digest, checksum) => {
+        await deps.verifySignature(account, signature, signed === 'data' ? digest : challengeHash().update(checksum).digest());
+        await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK);
+      }, req, res);
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/**
+ * POST /hs/<access token>: the upload of a user logged in through Hivesigner (imagehoster's uploadHsHandler).
+ * Off (404) until HIVESIGNER_APP names this site's Hivesigner app.
+ * @param {UploadDeps & { redis: import('ioredis').Redis, verifyHivesigner: ((token: string) => Promise<string>) | null }} deps
+ * @returns {import('express').RequestHandler}
+ */
+export function hivesignerUploadRoute(deps) {
+  return async (req, res, next) => {
+    res.locals.route = 'upload';
+    try {
+      const verify = deps.verifyHivesigner;
+      if (!verify) throw new HttpError(404, 'hivesigner_disabled');
+      if (req.params.token.length > 4096) throw new HttpError(400, 'invalid_token', { reason: 'too long' });
+      await acceptUpload(deps, 'hivesigner', async () => {
+        const account = await verify(req.params.token);
         await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK);
       }, req, res);
     } catch (err) {
