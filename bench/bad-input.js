@@ -7,6 +7,7 @@ import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { base58Url } from '@stack/lib';
 import { challengeHash } from '../origin/src/keys.js';
 import { sign } from '../purge-service/src/signature.js';
+import { hiveSignature, keyAuthority } from '../test/support/hive-keys.js';
 import { decode } from '../test/support/images.js';
 import { buildCorpus } from './corpus.js';
 
@@ -144,14 +145,13 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
 
   const image = corpus.find((entry) => entry.name === 'exif-orientation-1')?.body || Buffer.alloc(0);
   const digest = challengeHash().update(image).digest();
-  const good = secp256k1.sign(digest, hiveKey, { prehash: false, format: 'recovered' });
-  const hiveSignature = Buffer.concat([Buffer.from([good[0] + 31]), good.subarray(1)]);
+  const signed = hiveSignature(digest, hiveKey);
   const tamper = (/** @type {number} */ at) => {
-    const copy = Buffer.from(hiveSignature);
+    const copy = Buffer.from(signed);
     copy[at] ^= 0x01;
     return copy.toString('hex');
   };
-  for (const [label, signature] of [['flipped r', tamper(5)], ['flipped s', tamper(40)], ['bad recovery byte', `00${hiveSignature.subarray(1).toString('hex')}`], ['short', hiveSignature.toString('hex').slice(0, 128)], ['not hex', 'zz'.repeat(65)], ['empty-ish', '0'.repeat(130)]]) {
+  for (const [label, signature] of [['flipped r', tamper(5)], ['flipped s', tamper(40)], ['bad recovery byte', `00${signed.subarray(1).toString('hex')}`], ['short', signed.toString('hex').slice(0, 128)], ['not hex', 'zz'.repeat(65)], ['empty-ish', '0'.repeat(130)]]) {
     const form = new FormData();
     form.append('image_file', new Blob([new Uint8Array(image)]), 'x.jpg');
     await judge('signature tampering', label, await get(`/${account}/${signature}`, { method: 'POST', body: form }), { expect: 'error' });
@@ -178,13 +178,12 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
 export async function startCampaign() {
   const { startStack } = await import('../test/support/stack.js');
   const { startHiveNode } = await import('../test/support/hive-node.js');
-  const { publicKeyString } = await import('../origin/src/hive-auth.js');
   const key = secp256k1.keygen();
   const canary = await startCanary();
   const corpus = await buildCorpus();
   const site = await startCorpusServer(corpus, canary.port);
   const hive = await startHiveNode();
-  const authority = { weight_threshold: 1, account_auths: [], key_auths: [[publicKeyString(key.publicKey), 1]] };
+  const authority = keyAuthority(key.publicKey);
   hive.setAccount({ name: 'campaign', posting: authority, active: authority, json_metadata: '', posting_json_metadata: '' });
   const stack = await startStack({
     UPLOAD_TOKENS: 'campaign', PURGE_HMAC_KEYS: 'campaign-key', HIVE_API_URLS: hive.url, LOG_LEVEL: 'warn',

@@ -15,8 +15,8 @@ import { Redis } from 'ioredis';
 import { chromium } from 'playwright-core';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
-import { publicKeyString } from '../origin/src/hive-auth.js';
 import { challengeHash, keyOf } from '../origin/src/keys.js';
+import { hiveSignature, keyAuthority } from './support/hive-keys.js';
 import { startHiveNode } from './support/hive-node.js';
 import { startHivesigner } from './support/hivesigner.js';
 import { startImageServer } from './support/image-server.js';
@@ -45,9 +45,8 @@ before(async () => {
   jpg = site.add('path.jpg', fs.readFileSync(photo('Path', '1920x1080')));
   png = site.add('logo.png', await sharp({ create: { width: 400, height: 250, channels: 4, background: '#20a0c080' } }).png().toBuffer(), 'image/png');
   gif = site.add('anim.gif', await animated(300, 200, 3, 'gif'), 'image/gif');
-  const authority = (/** @type {Uint8Array} */ key) => ({ weight_threshold: 1, account_auths: [], key_auths: [[publicKeyString(key), 1]] });
   hive.setAccount({
-    name: 'alice', posting: authority(posting.publicKey), active: authority(active.publicKey), reputation: '95832978796820',
+    name: 'alice', posting: keyAuthority(posting.publicKey), active: keyAuthority(active.publicKey), reputation: '95832978796820',
     json_metadata: '', posting_json_metadata: JSON.stringify({ profile: { version: 2, profile_image: jpg, cover_image: jpg } }),
   });
   stack = await startStack({ FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1', HIVE_API_URLS: hive.url, AVATAR_SOURCE: 'hive', HIVESIGNER_APP: 'cdn.app', HIVESIGNER_API_URL: hivesigner.url });
@@ -168,11 +167,8 @@ test('compat: an unknown account\'s avatar is a JSON 404 (imagehoster avatar.ts:
   assert.equal(JSON.parse(health.body.toString()).ok, true);
 });
 
-/** Hive's signature text: recovery byte (31 + id) then r and s, hex. @param {Uint8Array} digest @param {Uint8Array} secretKey */
-function hiveSign(digest, secretKey) {
-  const signature = secp256k1.sign(digest, secretKey, { prehash: false, format: 'recovered' });
-  return Buffer.concat([Buffer.from([signature[0] + 31]), signature.subarray(1)]).toString('hex');
-}
+/** Hive's signature text, hex. @param {Uint8Array} digest @param {Uint8Array} secretKey */
+const hiveSign = (digest, secretKey) => hiveSignature(digest, secretKey).toString('hex');
 
 test('compat: a Hive upload (POST /<account>/<signature>, imagehoster routes.ts:28) is served at the URL it answers', async () => {
   const bytes = fs.readFileSync(photo('Path', '1920x1080'));

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
-import { publicKeyString } from '../src/hive-auth.js';
 import { challengeHash } from '../src/keys.js';
+import { hiveSignature, keyAuthority } from '../../test/support/hive-keys.js';
 import { decode, solid } from '../../test/support/images.js';
 import { jsonError, startOrigin, tokenUpload } from './harness.js';
 
@@ -14,15 +14,12 @@ const stranger = secp256k1.keygen();
 
 /** An account as condenser_api.get_accounts returns it. @param {string} name */
 function account(name) {
-  const authority = (/** @type {Uint8Array} */ key) => ({ weight_threshold: 1, account_auths: [], key_auths: [[publicKeyString(key), 1]] });
-  return { name, posting: authority(posting.publicKey), active: authority(active.publicKey), json_metadata: '', posting_json_metadata: '' };
+  return { name, posting: keyAuthority(posting.publicKey), active: keyAuthority(active.publicKey), json_metadata: '', posting_json_metadata: '' };
 }
 
 /** Signs like Hive clients: sha256("ImageSigningChallenge" + bytes), recovery byte 31 + id first. @param {Buffer} bytes @param {Uint8Array} secretKey */
 function sign(bytes, secretKey) {
-  const digest = challengeHash().update(bytes).digest();
-  const signature = secp256k1.sign(digest, secretKey, { prehash: false, format: 'recovered' });
-  return Buffer.concat([Buffer.from([signature[0] + 31]), signature.subarray(1)]).toString('hex');
+  return hiveSignature(challengeHash().update(bytes).digest(), secretKey).toString('hex');
 }
 
 /** @param {string} name @param {string} signature @param {Buffer} bytes */

@@ -66,7 +66,7 @@ export function parseWant(query, accept, config) {
 const EXTENSION = /\.(?:webp|png|jpe?g|gif|avif)$/i;
 
 /** @param {string} encoded */
-export const withoutExtension = (encoded) => encoded.replace(EXTENSION, '');
+const withoutExtension = (encoded) => encoded.replace(EXTENSION, '');
 
 /**
  * GET /p/<base58(url)>: a remote (or own) image, resized and encoded: the variant and the headers of its 200.

@@ -9,6 +9,7 @@ import { challengeHash, keyFromDigest } from '../keys.js';
 import { probe, verify } from '../transform.js';
 
 /**
+ * @typedef {{ digest: Buffer, checksum: Buffer | null, bytes: number, filename: string }} Received
  * @typedef {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
  *   checks: import('../queue.js').TransformQueue }} UploadDeps
  */
@@ -27,12 +28,13 @@ function checkLength(req, maxBytes) {
 /**
  * Streams the multipart file to a temp file while hashing it (the key and the signature need the hash);
  * the size limit is enforced while reading.
- * @param {import('express').Request} req @param {{ maxBytes: number, tempPath: string }} options
- * @returns {Promise<{ digest: Buffer, checksum: Buffer, bytes: number, filename: string }>}
+ * `checksum`: the file's own sha256 too (a checksum-signed upload), else null.
+ * @param {import('express').Request} req @param {{ maxBytes: number, tempPath: string, checksum: boolean }} options
+ * @returns {Promise<Received>}
  */
-function receiveFile(req, { maxBytes, tempPath }) {
+function receiveFile(req, { maxBytes, tempPath, checksum }) {
   return new Promise((resolve, reject) => {
-    /** @type {Promise<{ digest: Buffer, checksum: Buffer, bytes: number, filename: string }> | null} */
+    /** @type {Promise<Received> | null} */
     let saving = null;
     let parser;
     try {
@@ -46,7 +48,7 @@ function receiveFile(req, { maxBytes, tempPath }) {
         file.resume();
         return;
       }
-      saving = saveFile(file, tempPath, maxBytes, info.filename || '');
+      saving = saveFile(file, tempPath, maxBytes, info.filename || '', checksum);
       saving.catch(() => {});
     });
     parser.on('error', () => reject(new HttpError(400, 'invalid_body', { reason: 'malformed multipart' })));
@@ -59,15 +61,18 @@ function receiveFile(req, { maxBytes, tempPath }) {
   });
 }
 
-/** @param {import('node:stream').Readable & { truncated?: boolean }} file @param {string} tempPath @param {number} maxBytes @param {string} filename */
-async function saveFile(file, tempPath, maxBytes, filename) {
+/**
+ * @param {import('node:stream').Readable & { truncated?: boolean }} file @param {string} tempPath @param {number} maxBytes
+ * @param {string} filename @param {boolean} checksum @returns {Promise<Received>}
+ */
+async function saveFile(file, tempPath, maxBytes, filename, checksum) {
   const hash = challengeHash();
-  const plain = createHash('sha256');
+  const plain = checksum ? createHash('sha256') : null;
   let bytes = 0;
   const tap = new Transform({
     transform(chunk, _encoding, done) {
       hash.update(chunk);
-      plain.update(chunk);
+      plain?.update(chunk);
       bytes += chunk.length;
       done(null, chunk);
     },
@@ -79,7 +84,7 @@ async function saveFile(file, tempPath, maxBytes, filename) {
   await pipeline(file, tap, createWriteStream(tempPath));
   if (over || file.truncated) throw new HttpError(413, 'payload_too_large', { limit: maxBytes });
   if (bytes === 0) throw new HttpError(400, 'invalid_image', { reason: 'empty file' });
-  return { digest: hash.digest(), checksum: plain.digest(), bytes, filename };
+  return { digest: hash.digest(), checksum: plain ? plain.digest() : null, bytes, filename };
 }
 
 /** A safe filename for the answer URL. @param {string} name @param {string} format */
@@ -93,16 +98,16 @@ function cleanFilename(name, format) {
  * The answer is sent only after the file is fsynced under its key.
  * @param {UploadDeps} deps
  * @param {string} kind
- * @param {(digest: Buffer, checksum: Buffer) => Promise<void>} authorise the key's digest (sha256 of
- *   "ImageSigningChallenge" + bytes) and the file's own sha256
+ * @param {(digest: Buffer, checksum: Buffer | null) => Promise<void>} authorise the key's digest (sha256 of
+ *   "ImageSigningChallenge" + bytes) and, when asked for (`checksum`), the file's own sha256
  * @param {import('express').Request} req @param {import('express').Response} res
  */
-async function acceptUpload(deps, kind, authorise, req, res) {
+async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
   const { store, config, metrics, checks } = deps;
   const tempPath = store.tempPath();
   try {
     checkLength(req, config.UPLOAD_MAX_BYTES);
-    const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath });
+    const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath, checksum });
     const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES });
     await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
@@ -157,9 +162,9 @@ export function hiveUploadRoute(deps, signed = 'data') {
       if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
       if (!/^[0-9a-f]{130}$/i.test(signature)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
       await acceptUpload(deps, 'hive', async (digest, checksum) => {
-        await deps.verifySignature(account, signature, signed === 'data' ? digest : challengeHash().update(checksum).digest());
+        await deps.verifySignature(account, signature, checksum ? challengeHash().update(checksum).digest() : digest);
         await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK);
-      }, req, res);
+      }, req, res, signed === 'checksum');
     } catch (err) {
       next(err);
     }
