@@ -4,6 +4,9 @@ sub vcl_recv {
   if (req.method != "GET" && req.method != "HEAD") {
     return (pass);
   }
+  # the URL as the client (or the CDN) asked for it: the origin remembers it, so a takedown purges the CDN's
+  # copy under the very spelling it keeps (a client's own value never gets through)
+  set req.http.X-Public-Path = req.url;
   # images are public: credentials and cookies must not split (or bypass) the cache
   unset req.http.Cookie;
   unset req.http.Authorization;

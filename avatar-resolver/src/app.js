@@ -6,7 +6,8 @@ import { DEFAULT_AVATAR_PATH, adminRouter, avatarAnswer, defaultAvatar, imageRed
 /**
  * @param {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry,
  *   resolver: ReturnType<typeof import('./resolver.js').createResolver>, redis: import('ioredis').Redis,
- *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics>, version: string }} deps
+ *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics>, version: string,
+ *   takedowns: import('@stack/lib/src/takedowns.js').TakedownList, served: import('@stack/lib/src/takedowns.js').ServedLog['served'] }} deps
  */
 export function createApp(deps) {
   const app = express();

@@ -1,10 +1,11 @@
-import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings } from '@stack/lib';
+import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings, takedownSettings } from '@stack/lib';
 
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
 export const settings = [
   ...commonSettings('avatar-resolver', 8801, 9801),
   ...sharedSettings,
   ...hiveSettings,
+  ...takedownSettings,
   ...purgeQueueSettings,
   { name: 'AVATAR_SOURCE', type: 'string', default: 'local', doc: 'where account → image mappings come from', choices: ['local', 'hive', 'http'] },
   { name: 'AVATAR_HTTP_URL', type: 'string', default: 'http://127.0.0.1:3001/api/users/{account}', doc: 'http source: your app\'s user endpoint, {account} is replaced' },

@@ -1,5 +1,5 @@
 import express from 'express';
-import { AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, HttpError, base58Url, enqueuePurge, imageUrl, isAccountName } from '@stack/lib';
+import { AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, HttpError, base58Url, enqueuePurge, imageUrl, isAccountName, resolveSource, unwrapOptions } from '@stack/lib';
 
 import { localKey } from './sources/local.js';
 
@@ -12,11 +12,32 @@ export const DEFAULT_AVATAR_PATH = '/u/-/default.svg';
 /**
  * The answer to /u/<account>/avatar[/small|medium|large] and /u/<account>/cover: the headers of a 302 to
  * the origin's resize URL, or a thrown HttpError (a 404 carries the account's xkey, so a purge evicts it).
+ * A taken-down account, and an image that is taken down, get the default avatar; the 302 carries the xkey
+ * of the image it names too (`img:<id>`), so a takedown of that image evicts it, and is remembered under
+ * the image for the CDN purge.
  * @param {{ resolver: ReturnType<typeof import('./resolver.js').createResolver>, config: Record<string, any>,
- *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics> }} deps
+ *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics>,
+ *   takedowns: import('@stack/lib/src/takedowns.js').TakedownList, served: import('@stack/lib/src/takedowns.js').ServedLog['served'] }} deps
  * @returns {(account: string, kind: string, size: string | undefined) => Promise<Record<string, string>>}
  */
-export function avatarAnswer({ resolver, config, metrics }) {
+export function avatarAnswer({ resolver, config, metrics, takedowns, served }) {
+  const unwrap = unwrapOptions(config);
+  /**
+   * The image to redirect to, null for the default, and its xkey. @param {string} account @param {string | null} image
+   * @param {string} path
+   */
+  const allowed = (account, image, path) => {
+    const list = takedowns.current;
+    if (!image || list.account(account)) return { image: null, tag: '' };
+    let source;
+    try {
+      source = resolveSource(image, unwrap);
+    } catch {
+      return { image, tag: '' };
+    }
+    served(source, [path]);
+    return { image: list.source(source) ? null : image, tag: ` img:${source.id}` };
+  };
   const base = config.AVATAR_REDIRECT_BASE.replace(/\/$/, '');
   /** @param {string | null} url @param {number} width @param {number} height */
   const target = (url, width, height) => {
@@ -37,8 +58,10 @@ export function avatarAnswer({ resolver, config, metrics }) {
     if (!mapping) throw new HttpError(404, 'no_such_account', { account }, found);
     const degraded = source === 'stale' || source === 'default';
     const pixels = AVATAR_SIZES[/** @type {keyof typeof AVATAR_SIZES} */ (size || 'medium')];
-    const location = kind === 'cover' ? target(mapping.cover, COVER_SIZE.width, COVER_SIZE.height) : target(mapping.avatar, pixels, pixels);
-    return { ...found, 'Cache-Control': degraded ? config.CACHE_CONTROL_DEGRADED_REDIRECT : config.CACHE_CONTROL_REDIRECT, Location: location };
+    const path = `/u/${account}/${kind}${size ? `/${size}` : ''}`;
+    const { image, tag } = allowed(account, kind === 'cover' ? mapping.cover : mapping.avatar, path);
+    const location = kind === 'cover' ? target(image, COVER_SIZE.width, COVER_SIZE.height) : target(image, pixels, pixels);
+    return { ...found, xkey: found.xkey + tag, 'Cache-Control': degraded ? config.CACHE_CONTROL_DEGRADED_REDIRECT : config.CACHE_CONTROL_REDIRECT, Location: location };
   };
 }
 

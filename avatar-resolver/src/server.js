@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { AVATAR_INVALIDATE_CHANNEL, connectRedis, createHiveClient, redisReady, runService } from '@stack/lib';
+import { AVATAR_INVALIDATE_CHANNEL, connectRedis, createHiveClient, createServedLog, createTakedownList, redisReady, runService } from '@stack/lib';
 import { createApp } from './app.js';
 import { settings } from './config.js';
 import { createResolverMetrics } from './metrics.js';
@@ -32,11 +32,15 @@ await runService({
     subscriber.on('error', () => {});
     subscriber.on('message', (_channel, account) => resolver.forget(account));
     subscriber.subscribe(AVATAR_INVALIDATE_CHANNEL).catch((err) => logger.warn({ err: err.message }, 'invalidation channel'));
-    const app = createApp({ config, logger, registry, resolver, redis, metrics, version });
+    const takedowns = createTakedownList({ redis, logger, service: 'avatar-resolver', pollMs: config.TAKEDOWN_POLL_MS });
+    await takedowns.ready;
+    const { served } = createServedLog({ redis, logger, max: config.SERVED_SOURCES_MAX, perSource: config.SERVED_PATHS_PER_SOURCE });
+    const app = createApp({ config, logger, registry, resolver, redis, metrics, takedowns, served, version });
     return {
       app,
       async close() {
         subscriber.disconnect();
+        await takedowns.close();
         redis.disconnect();
       },
     };

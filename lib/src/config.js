@@ -105,6 +105,15 @@ export const hiveSettings = /** @type {Setting[]} */ ([
   { name: 'HIVE_API_TIMEOUT_MS', type: 'int', default: '2000', doc: 'timeout of one Hive API call', min: 1 },
 ]);
 
+/** What every node that answers for images needs to enforce takedowns (origin, resolver, purge service). */
+export const takedownSettings = /** @type {Setting[]} */ ([
+  { name: 'UNWRAP_HOSTS', type: 'list', default: 'images.hive.blog,steemitimages.com,images.ecency.com', doc: 'image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries)' },
+  { name: 'TAKEDOWN_POLL_MS', type: 'int', default: '1000', doc: 'each node reloads the takedown list on every change notice, and checks its version this often besides', min: 50 },
+  { name: 'SERVED_SOURCES_MAX', type: 'int', default: '200000', doc: 'sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs', min: 1 },
+  { name: 'SERVED_PATHS_PER_SOURCE', type: 'int', default: '64', doc: 'served URLs remembered per source (sizes, formats, spellings)', min: 1 },
+  { name: 'CACHE_CONTROL_TAKEDOWN', type: 'string', default: 'public, max-age=60', doc: 'Cache-Control of a 451 (short, so that an unblock shows in browsers too; shared caches are purged)' },
+]);
+
 export const purgeQueueSettings = /** @type {Setting[]} */ ([
   { name: 'PURGE_STREAM', type: 'string', default: 'purge:events', doc: 'Redis stream of purge events (webhooks, admin updates, chain follower)' },
 ]);

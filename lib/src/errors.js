@@ -43,7 +43,8 @@ export function toHttpError(err) {
  */
 export function errorAnswer(err, errorCacheControl = 'no-store') {
   const httpError = toHttpError(err);
-  const cacheControl = httpError.status >= 500 || httpError.status === 429 ? 'no-store' : errorCacheControl;
+  // a 4xx may name its own lifetime (a takedown's 451 is short so that an unblock shows)
+  const cacheControl = httpError.status >= 500 || httpError.status === 429 ? 'no-store' : httpError.headers['Cache-Control'] || errorCacheControl;
   const unhandled = httpError.status >= 500 && !(err instanceof HttpError) ? String(/** @type {any} */ (err)?.stack || err) : undefined;
   return { httpError, headers: { ...httpError.headers, 'Cache-Control': cacheControl }, unhandled };
 }

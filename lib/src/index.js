@@ -1,4 +1,4 @@
-export { loadConfig, envExample, commonSettings, sharedSettings, hiveSettings, purgeQueueSettings } from './config.js';
+export { loadConfig, envExample, commonSettings, sharedSettings, hiveSettings, purgeQueueSettings, takedownSettings } from './config.js';
 export { HttpError, toHttpError, errorAnswer, errorHandler } from './errors.js';
 export { createLogger, logRequest, requestIdOf, requestLogger } from './log.js';
 export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
@@ -11,3 +11,5 @@ export { healthRoute } from './health.js';
 export { enqueuePurge } from './purge-queue.js';
 export { avatarCacheKey, avatarLastKey, AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, avatarPaths } from './avatars.js';
 export { hiveMapping, imageUrl, atPath } from './hive-profile.js';
+export { isUploadKey, sha256Hex, mendScheme, legacyInner, unwrapOptions, resolveSource } from './sources.js';
+export { TAKEDOWN_KINDS, TAKEDOWN_CHANNEL, TAKEDOWN_KEYS, parseEntry, entryField, entryOf, compileList, createTakedownList, takedownError, urlIdentity, createServedLog, SERVED_KEYS } from './takedowns.js';

@@ -1,17 +1,20 @@
 import os from 'node:os';
-import { commonSettings, hiveSettings, sharedSettings } from '@stack/lib';
+import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings, takedownSettings } from '@stack/lib';
 
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
 export const settings = [
   ...commonSettings('origin', 8800, 9800),
   ...sharedSettings,
   ...hiveSettings,
+  ...takedownSettings,
+  ...purgeQueueSettings,
   { name: 'DATA_DIR', type: 'string', default: './data/origin', doc: 'uploads and cached originals (a file each) and variants (segment files) live here; put it on a journaled filesystem: ext4 without a journal makes each new file pass over the inodes freed in the last minutes, which costs the origin CPU once the originals cache evicts' },
   { name: 'UPLOAD_MAX_BYTES', type: 'bytes', default: '30mb', doc: 'largest accepted upload (nginx client_max_body_size follows it)' },
   { name: 'UPLOAD_TOKENS', type: 'list', default: '', doc: 'Bearer tokens accepted by POST /upload (comma separated); empty disables it', secret: true },
   { name: 'UPLOAD_QUOTA_PER_WEEK', type: 'int', default: '300', doc: 'uploads per Hive account per week', min: 0 },
   { name: 'HIVESIGNER_APP', type: 'string', default: '', doc: 'this site\'s Hivesigner app account: POST /hs/<access token> uploads are taken from users who authorised it; empty: off (404)' },
   { name: 'HIVESIGNER_API_URL', type: 'string', default: 'https://hivesigner.com', doc: 'Hivesigner, asked who an access token belongs to (/api/me)' },
+  { name: 'TAKEDOWN_DELETE_UPLOADS', type: 'bool', default: 'false', doc: 'a takedown also deletes the stored upload (off: it is kept, unserved, as a court may ask for evidence)' },
   { name: 'PREVIEW_TOKEN_TTL_S', type: 'int', default: '1800', doc: 'lifetime of an editor preview token (POST /proxy-auth, as images.hive.blog)', min: 1 },
   { name: 'PREVIEW_CLOCK_SKEW_S', type: 'int', default: '300', doc: 'how far a /proxy-auth timestamp may be from this server\'s clock', min: 1 },
   { name: 'FETCH_MAX_BYTES', type: 'bytes', default: '15mb', doc: 'largest remote original fetched' },
@@ -21,7 +24,6 @@ export const settings = [
   { name: 'FETCH_MAX_REDIRECTS', type: 'int', default: '5', doc: 'redirects followed (each target re-checked)', min: 0 },
   { name: 'FETCH_ALLOW_PRIVATE_HOSTS', type: 'list', default: '', doc: 'host names or addresses allowed although private or loopback (tests, intranets)' },
   { name: 'FETCH_USER_AGENT', type: 'string', default: 'image-cdn-stack/0.1 (+origin fetch)', doc: 'User-Agent of remote fetches' },
-  { name: 'UNWRAP_HOSTS', type: 'list', default: 'images.hive.blog,steemitimages.com,images.ecency.com', doc: 'image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap' },
   { name: 'MAX_INPUT_PIXELS', type: 'int', default: '50000000', doc: 'largest source image (pixels, all frames), read from the header before decoding', min: 1 },
   { name: 'MAX_FRAMES', type: 'int', default: '300', doc: 'most frames in an animated source', min: 1 },
   { name: 'MAX_DIMENSION', type: 'int', default: '8000', doc: 'requested width and height are capped at this', min: 1 },

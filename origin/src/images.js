@@ -1,8 +1,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { LRUCache } from 'lru-cache';
-import { HttpError, base58Url } from '@stack/lib';
-import { isKey, sha256Hex } from './keys.js';
+import { HttpError, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
 import { createBackground } from './background.js';
 import { TransformQueue } from './queue.js';
 import { plan, probe, threadsPerImage, transform, transformTimeout } from './transform.js';
@@ -12,7 +11,7 @@ const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'a
 export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
 
 /**
- * @typedef {{ id: string, url?: string, uploadKey?: string }} Source
+ * @typedef {import('@stack/lib/src/sources.js').Source} Source
  * @typedef {import('./transform.js').Request} Want
  * @typedef {{ fetch?: number, queue?: number, transform?: number }} Timings
  * @typedef {{ variantKey: string, format: import('./transform.js').OutputFormat, degraded: boolean, firstAnswer?: boolean,
@@ -38,8 +37,6 @@ export function createImages(deps) {
    */
   const probed = new LRUCache({ max: 10000 });
   const cores = os.availableParallelism();
-  const ownHost = new URL(config.PUBLIC_URL).host;
-  const unwrapHosts = new Set(config.UNWRAP_HOSTS);
   const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
   // costly encodings nobody waits for: the AVIF behind a first answer in WebP
   const background = createBackground({
@@ -56,28 +53,9 @@ export function createImages(deps) {
     webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT,
   };
 
-  /**
-   * Where a proxied URL really points: our own upload, or the original behind another image proxy's URL.
-   * @param {string} text @param {number} [depth] @returns {Source}
-   */
-  function resolveSource(text, depth = 0) {
-    let url;
-    try {
-      url = new URL(text);
-    } catch {
-      throw new HttpError(400, 'invalid_url', { reason: 'not an absolute URL' });
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError(400, 'invalid_url', { reason: 'only http and https' });
-    const own = url.host === ownHost;
-    if (depth < 4 && (own || unwrapHosts.has(url.hostname))) {
-      const proxied = /^\/p\/([1-9A-HJ-NP-Za-km-z]+)/.exec(url.pathname);
-      const inner = proxied ? base58Url.decode(proxied[1]) : legacyInner(url);
-      if (inner) return resolveSource(inner, depth + 1);
-      const key = url.pathname.split('/')[1] || '';
-      if (own && isKey(key)) return { id: key, uploadKey: key };
-    }
-    return { id: sha256Hex(url.toString()), url: url.toString() };
-  }
+  const unwrap = unwrapOptions(config);
+  /** Where a proxied URL really points: our own upload, or the original behind another image proxy's URL. @param {string} text */
+  const resolveSource = (text) => resolveSourceOf(text, unwrap);
 
   /** @param {Source} source @param {Timings} timings @returns {Promise<string>} the original's file */
   async function original(source, timings) {
@@ -290,16 +268,14 @@ export function createImages(deps) {
     logger.warn({ key }, 'cached variant missing on disk: made again');
   }
 
-  return { resolveSource, variant, readCached, cachedFile, forgetVariant };
-}
+  /**
+   * Drops a taken-down source from this origin's caches: its fetched original and its variants for these
+   * wants (the sizes and formats it was served in). @param {Source} source @param {Want[]} wants
+   */
+  async function dropSource(source, wants) {
+    for (const want of wants) variants.forget(variantKey(source, want));
+    if (!source.uploadKey) await originals.remove(source.id);
+  }
 
-/** The URL inside a legacy `/<W>x<H>/<url>` path (proxies merge `//` into `/`, so mend the scheme). @param {URL} url */
-export function legacyInner(url) {
-  const match = /^\/\d+x\d+\/(.+)$/.exec(url.pathname + url.search);
-  return match ? mendScheme(match[1]) : null;
-}
-
-/** @param {string} text */
-export function mendScheme(text) {
-  return text.replace(/^(https?):\/+/i, '$1://');
+  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource };
 }

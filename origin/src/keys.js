@@ -19,15 +19,4 @@ export function keyOf(bytes) {
   return keyFromDigest(challengeHash().update(bytes).digest());
 }
 
-// Base58 alphabet, long enough to be a key: anything else (dots, slashes, percent) is not a key.
-const KEY = /^[1-9A-HJ-NP-Za-km-z]{20,100}$/;
-
-/** @param {string} text */
-export function isKey(text) {
-  return KEY.test(text);
-}
-
-/** @param {string} text */
-export function sha256Hex(text) {
-  return createHash('sha256').update(text).digest('hex');
-}
+export { isUploadKey as isKey, sha256Hex } from '@stack/lib';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { connectRedis, createHiveClient, redisReady, runService } from '@stack/lib';
+import { connectRedis, createHiveClient, createTakedownList, redisReady, runService } from '@stack/lib';
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
 import { FailureCache } from './cache/failures.js';
@@ -17,6 +17,7 @@ import { lowerWorkerPriority } from './nice.js';
 import { TransformQueue } from './queue.js';
 import { createSingleFlight } from './single-flight.js';
 import { FsStore } from './store/fs.js';
+import { createGuard, listenForEvictions } from './takedown.js';
 
 const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
 
@@ -66,11 +67,17 @@ await runService({
       : null;
     // an upload's check decode has slots of its own (one per core): bounded, and never behind transforms
     const checks = new TransformQueue({ concurrency: os.availableParallelism(), maxQueued: Number.MAX_SAFE_INTEGER });
-    const app = createApp({ config, logger, registry, images, store, checks, metrics, redis, verifySignature, verifyHivesigner, version });
+    const takedowns = createTakedownList({ redis, logger, service: 'origin', pollMs: config.TAKEDOWN_POLL_MS });
+    await takedowns.ready;
+    const guard = createGuard({ takedowns, redis, config, logger });
+    const evictions = listenForEvictions({ redis, images, store, config, logger });
+    const app = createApp({ config, logger, registry, images, store, checks, metrics, redis, verifySignature, verifyHivesigner, guard, version });
     return {
       app,
       async close() {
         priority.stop();
+        await takedowns.close();
+        evictions.close();
         await fetcher.close();
         variants.close();
         redis.disconnect();

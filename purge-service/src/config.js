@@ -1,11 +1,12 @@
 import os from 'node:os';
-import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings } from '@stack/lib';
+import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings, takedownSettings } from '@stack/lib';
 
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
 export const settings = [
   ...commonSettings('purge-service', 8802, 9802),
   ...sharedSettings,
   ...hiveSettings,
+  ...takedownSettings,
   ...purgeQueueSettings,
   { name: 'PURGE_HMAC_KEYS', type: 'list', default: '', doc: 'webhook HMAC-SHA256 keys, comma separated (several during a rotation); empty refuses every webhook', secret: true },
   { name: 'PURGE_TIMESTAMP_TOLERANCE_S', type: 'int', default: '300', doc: 'webhook X-Timestamp must be this close to now; a signature is accepted once within it', min: 1 },
@@ -29,6 +30,15 @@ export const settings = [
   { name: 'CLOUDFLARE_URLS_PER_CALL', type: 'int', default: '30', doc: 'URLs per purge call (the plan\'s limit)', min: 1 },
   { name: 'CLOUDFLARE_CALLS_PER_SECOND', type: 'number', default: '4', doc: 'purge calls per second (token bucket matching the plan\'s rate limit)', min: 0.01 },
   { name: 'CLOUDFLARE_BURST', type: 'int', default: '8', doc: 'purge calls allowed in a burst', min: 1 },
+  { name: 'TAKEDOWN_FILES', type: 'list', default: '', doc: 'JSON lists files ({"images","keys","urls","domains","patterns","accounts"}: arrays) whose entries are blocked; edits take effect without a restart' },
+  { name: 'TAKEDOWN_FILE_POLL_MS', type: 'int', default: '2000', doc: 'how often the takedown files are checked besides file-change notices', min: 50 },
+  { name: 'TAKEDOWN_LIST_URLS', type: 'list', default: '', doc: 'remote lists polled for takedowns (the same JSON shape; ecency\'s images/accounts/domains lists read as they are)' },
+  { name: 'TAKEDOWN_LIST_POLL_S', type: 'int', default: '300', doc: 'how often each remote list is fetched (a failed fetch keeps its last entries)', min: 1 },
+  { name: 'TAKEDOWN_LIST_MAX_BYTES', type: 'bytes', default: '10mb', doc: 'largest takedown file or remote list read' },
+  { name: 'TAKEDOWN_MAX_ENTRIES', type: 'int', default: '10000', doc: 'entries in one admin call (a file or a list may hold more)', min: 1 },
+  { name: 'TAKEDOWN_BODY_MAX_BYTES', type: 'bytes', default: '1mb', doc: 'largest admin API body' },
+  { name: 'TAKEDOWN_AUDIT_MAX', type: 'int', default: '1000000', doc: 'audit records kept (oldest trimmed first)', min: 1000 },
+  { name: 'TAKEDOWN_SETTLE_TIMEOUT_MS', type: 'int', default: '5000', doc: 'a takedown purge waits at most this long for every live node to hold the new list (so nothing re-caches what the purge removed)', min: 0 },
   { name: 'HIVE_FOLLOW', type: 'bool', default: 'false', doc: 'follow the Hive chain: account_update(2) ops that change a profile image queue purges' },
   { name: 'HIVE_FOLLOW_START_BLOCK', type: 'int', default: '0', doc: 'first block when no cursor is stored; 0: the head block', min: 0 },
   { name: 'HIVE_FOLLOW_POLL_MS', type: 'int', default: '3000', doc: 'how often the head block is polled (Hive makes a block every 3 s)', min: 10 },

@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import express from 'express';
 import { HttpError } from '@stack/lib';
 import { fieldsOf } from './worker.js';
@@ -17,11 +18,10 @@ export function deadLetters(redis, config) {
     async replay(count) {
       const entries = await redis.xrange(config.PURGE_DEAD_STREAM, '-', '+', 'COUNT', count);
       for (const [id, fields] of entries) {
-        const { account, kind = 'both', avatar, cover } = fieldsOf(fields);
-        const event = ['account', account, 'kind', kind, 'source', 'replay', 'at', String(Date.now())];
-        if (avatar) event.push('avatar', avatar);
-        if (cover) event.push('cover', cover);
-        await redis.multi().xadd(config.PURGE_STREAM, '*', ...event).xdel(config.PURGE_DEAD_STREAM, id).exec();
+        // the event as it was queued (an avatar change or a takedown), without the failure's notes
+        const { original_id: _id, failed_target: _target, error: _error, ...event } = fieldsOf(fields);
+        Object.assign(event, { source: 'replay', at: String(Date.now()) });
+        await redis.multi().xadd(config.PURGE_STREAM, '*', ...Object.entries(event).flat()).xdel(config.PURGE_DEAD_STREAM, id).exec();
       }
       return entries.length;
     },
@@ -29,18 +29,27 @@ export function deadLetters(redis, config) {
 }
 
 /**
- * GET /admin/dead-letters and POST /admin/dead-letters/replay, with the admin Bearer token.
+ * Every /admin path: the admin Bearer token (compared in constant time), or a 401; off (404) without one.
+ * @param {Record<string, any>} config @returns {import('express').RequestHandler}
+ */
+export function adminAuth(config) {
+  const token = Buffer.from(`Bearer ${config.PURGE_ADMIN_TOKEN}`);
+  return (req, res, next) => {
+    res.locals.route = 'admin';
+    if (!config.PURGE_ADMIN_TOKEN) return next(new HttpError(404, 'admin_disabled'));
+    const given = Buffer.from(req.headers.authorization || '');
+    if (given.length !== token.length || !timingSafeEqual(given, token)) return next(new HttpError(401, 'unauthorized', {}, { 'WWW-Authenticate': 'Bearer' }));
+    return next();
+  };
+}
+
+/**
+ * GET /admin/dead-letters and POST /admin/dead-letters/replay (behind adminAuth).
  * @param {import('ioredis').Redis} redis @param {Record<string, any>} config
  */
 export function deadLetterRouter(redis, config) {
   const router = express.Router();
   const letters = deadLetters(redis, /** @type {any} */ (config));
-  router.use('/admin', (req, res, next) => {
-    res.locals.route = 'admin';
-    if (!config.PURGE_ADMIN_TOKEN) return next(new HttpError(404, 'admin_disabled'));
-    if (req.headers.authorization !== `Bearer ${config.PURGE_ADMIN_TOKEN}`) return next(new HttpError(401, 'unauthorized', {}, { 'WWW-Authenticate': 'Bearer' }));
-    return next();
-  });
   router.get('/admin/dead-letters', async (req, res, next) => {
     try {
       res.set('Cache-Control', 'no-store').json({ dead_letters: await letters.list(Math.min(Number(req.query.count) || 100, 1000)) });

@@ -41,6 +41,8 @@ export function createPurgeMetrics(registry, queue) {
     batchDuration: new client.Histogram({ name: 'purge_batch_duration_seconds', help: 'Time to purge one coalesced batch on every target', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers }),
     eventLatency: new client.Histogram({ name: 'purge_event_latency_seconds', help: 'From queued to purged everywhere', buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers }),
     retries: new client.Counter({ name: 'purge_retries_total', help: 'Retried purge calls by target', labelNames: ['target'], registers }),
+    takedowns: new client.Counter({ name: 'purge_takedown_changes_total', help: 'Takedown entries that became blocked or unblocked, by action', labelNames: ['action'], registers }),
+    takedownSettle: new client.Histogram({ name: 'purge_takedown_settle_seconds', help: 'Wait until every live node enforced a takedown, before its purge', buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers }),
     deadLetters: new client.Counter({ name: 'purge_dead_letters_total', help: 'Events moved to the dead-letter stream', registers }),
     followedBlock: new client.Gauge({ name: 'purge_hive_block', help: 'Last Hive block whose events are queued (the cursor)', registers }),
   };

@@ -2,9 +2,12 @@ import { readFileSync } from 'node:fs';
 import express from 'express';
 import { HttpError, connectRedis, createHiveClient, errorHandler, healthRoute, redisReady, requestLogger, requestMetrics, runService } from '@stack/lib';
 import { settings } from './config.js';
-import { deadLetterRouter } from './dead-letters.js';
+import { adminAuth, deadLetterRouter } from './dead-letters.js';
 import { createFollower } from './hive-follow.js';
 import { createPurgeMetrics } from './metrics.js';
+import { takedownRouter } from './takedown-admin.js';
+import { createListSync } from './takedown-sources.js';
+import { createTakedownStore } from './takedowns.js';
 import { createCloudflareTarget } from './targets/cloudflare.js';
 import { createVarnishTarget } from './targets/varnish.js';
 import { webhookRouter } from './webhook.js';
@@ -32,6 +35,9 @@ await runService({
       ? createFollower({ hive: createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS }), redis, config, logger, metrics })
       : null;
     follower?.start();
+    const store = createTakedownStore({ redis, config });
+    const lists = createListSync({ store, config, logger });
+    lists.start();
 
     const app = express();
     app.disable('x-powered-by');
@@ -40,12 +46,15 @@ await runService({
     // healthy = can accept a webhook, which needs Redis
     app.get('/healthz', healthRoute({ version, ready: async () => redis.status === 'ready' }));
     app.use(webhookRouter({ redis, config, metrics }));
+    app.use('/admin', adminAuth(config));
     app.use(deadLetterRouter(redis, config));
+    app.use(takedownRouter({ store, config, metrics }));
     app.all('*', (_req, _res, next) => next(new HttpError(404, 'not_found')));
     app.use(errorHandler('no-store'));
     return {
       app,
       async close() {
+        lists.stop();
         await follower?.stop();
         await worker.stop();
         await varnish.close();

@@ -1,6 +1,16 @@
 import { avatarPaths } from '@stack/lib';
 import { retry } from './retry.js';
 import { purgeResolver } from './targets/resolver.js';
+import { TAKEDOWN_EVICT_CHANNEL, settle, takedownEvent, takedownTargets } from './takedown-purge.js';
+
+/**
+ * The origins' own caches (result cache, originals): each live origin drops these sources at once. Not
+ * queued per origin: an origin that is down keeps the bytes, but never serves them while the list blocks them.
+ * @param {import('ioredis').Redis} redis @param {Map<string, string[]>} sources
+ */
+function evictFromOrigins(redis, sources) {
+  return redis.publish(TAKEDOWN_EVICT_CHANNEL, JSON.stringify({ sources: Object.fromEntries(sources) }));
+}
 
 /** @typedef {[string, string[]]} StreamEntry  [id, [field, value, …]] */
 
@@ -27,7 +37,9 @@ export function coalesce(entries) {
 
 /**
  * The purge workers: read the stream as a consumer group, purge the resolver cache, then every varnish
- * node, then the CDN (inner layer before outer), and acknowledge an event only after all succeeded.
+ * node, then the CDN (inner layer before outer), and acknowledge an event only after all succeeded. A
+ * takedown (type=takedown) purges every source it covers (xkey img:<id>, the origins' caches, each URL the
+ * source was served under at the CDN) and, for an account, its avatars as an avatar change does.
  * Failed targets are retried with backoff; events whose retries ran out go to the dead-letter stream.
  * Pending events of this consumer (a restart) are read first; those of crashed consumers are claimed.
  * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, logger: import('pino').Logger,
@@ -100,18 +112,42 @@ export function createWorker({ redis, config, logger, varnish, cdn, metrics }) {
     logger.error({ target, events: entries.length, err: /** @type {Error} */ (err).message }, 'purge events dead-lettered');
   }
 
+  /**
+   * A batch's takedowns: what they cover, once every live node enforces them (see settle).
+   * @param {import('./takedown-purge.js').TakedownEvent[]} events
+   * @returns {Promise<import('./takedown-purge.js').TakedownTargets>}
+   */
+  async function takedowns(events) {
+    /** @type {import('./takedown-purge.js').TakedownTargets} */
+    let targets = { sources: new Map(), accounts: new Set(), version: 0 };
+    if (!events.length) return targets;
+    await step('takedown', async () => {
+      targets = await takedownTargets(redis, events);
+    });
+    const end = metrics.takedownSettle.startTimer();
+    const settled = await settle(redis, targets.version, { pollMs: config.TAKEDOWN_POLL_MS, timeoutMs: config.TAKEDOWN_SETTLE_TIMEOUT_MS }).catch(() => false);
+    end();
+    if (!settled) logger.warn({ version: targets.version }, 'takedown purged before every node confirmed the list');
+    return targets;
+  }
+
   /** @param {StreamEntry[]} entries */
   async function processBatch(entries) {
     const kinds = coalesce(entries);
-    const accounts = [...kinds.keys()];
     const started = performance.now();
     try {
-      await step('resolver', () => purgeResolver(redis, accounts));
-      await step('varnish', () => varnish.purge(kinds));
+      const removed = await takedowns(entries.map(([, fields]) => fieldsOf(fields)).filter((fields) => fields.type === 'takedown').map(takedownEvent));
+      for (const account of removed.accounts) kinds.set(account, 'both');
+      const accounts = [...kinds.keys()];
+      const tags = [...removed.sources.keys()].map((id) => `img:${id}`);
+      if (accounts.length) await step('resolver', () => purgeResolver(redis, accounts));
+      await step('varnish', () => varnish.purge(kinds, tags));
+      if (removed.sources.size) await step('origin', () => evictFromOrigins(redis, removed.sources).then(() => {}));
       if (cdn) {
-        const urls = bases.flatMap((/** @type {string} */ base) => accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account))).map((path) => base + path)));
+        const paths = [...accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account)))), ...[...removed.sources.values()].flat()];
+        const urls = bases.flatMap((/** @type {string} */ base) => paths.map((path) => base + path));
         const done = new Set();
-        await step('cdn', () => cdn.purge(urls, done));
+        if (urls.length) await step('cdn', () => cdn.purge(urls, done));
       }
       metrics.batchDuration.observe((performance.now() - started) / 1000);
       for (const [id] of entries) metrics.eventLatency.observe(Math.max(0, Date.now() - Number(id.split('-')[0])) / 1000);

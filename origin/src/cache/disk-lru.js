@@ -90,6 +90,14 @@ export class DiskLru {
     this.totalBytes += size;
   }
 
+  /** Deletes a key and its file (a takedown). @param {string} key */
+  async remove(key) {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.forget(key);
+    await fs.rm(this.pathFor(key, entry.ext), { force: true });
+  }
+
   /** Drops a key whose file is gone (removed by hand): the next put writes it again. @param {string} key */
   forget(key) {
     const entry = this.entries.get(key);

@@ -1,5 +1,5 @@
-import { HttpError, base58Url } from '@stack/lib';
-import { mendScheme } from '../images.js';
+import { base58Url, mendScheme } from '@stack/lib';
+import { publicPaths } from './proxy.js';
 
 // the editor-preview token a frontend appends to a proxied URL (POST /proxy-auth answers 48 hex digits) is
 // ours, not the source's; another `token` (a Firebase download token, a signed URL's) is the source's own
@@ -17,26 +17,28 @@ export function legacySource(tail) {
 }
 
 /**
- * GET /<W>x<H>/<url>: the old images.hive.blog form, answered with a permanent redirect to /p/.
- * @param {{ config: Record<string, any> }} deps
+ * GET /<W>x<H>/<url>: the old images.hive.blog form, answered with a permanent redirect to /p/ (tagged with
+ * the source's xkey, so a takedown evicts it), or the source's 451.
+ * @param {{ config: Record<string, any>, images: ReturnType<typeof import('../images.js').createImages>,
+ *   guard: import('../takedown.js').Guard }} deps
  * @returns {import('express').RequestHandler}
  */
-export function legacyRoute({ config }) {
-  return (req, res, next) => {
+export function legacyRoute({ config, images, guard }) {
+  return async (req, res, next) => {
     res.locals.route = 'legacy';
-    const [width, height] = req.params.size.split('x').map(Number);
-    const target = legacySource(req.originalUrl.slice(req.params.size.length + 2));
-    let url;
     try {
-      url = new URL(target);
-    } catch {
-      return next(new HttpError(400, 'invalid_url', { reason: 'not an absolute URL' }));
+      const [width, height] = req.params.size.split('x').map(Number);
+      const target = legacySource(req.originalUrl.slice(req.params.size.length + 2));
+      const source = images.resolveSource(target);
+      guard.served(source, publicPaths(req));
+      await guard.check(source);
+      const query = new URLSearchParams({ format: 'match', mode: 'fit' });
+      if (width) query.set('width', String(Math.min(width, config.MAX_DIMENSION)));
+      if (height) query.set('height', String(Math.min(height, config.MAX_DIMENSION)));
+      res.set({ 'Cache-Control': config.CACHE_CONTROL_IMMUTABLE, xkey: `img:${source.id}` });
+      res.redirect(301, `/p/${base58Url.encode(new URL(target).toString())}?${query}`);
+    } catch (err) {
+      next(err);
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') return next(new HttpError(400, 'invalid_url', { reason: 'only http and https' }));
-    const query = new URLSearchParams({ format: 'match', mode: 'fit' });
-    if (width) query.set('width', String(Math.min(width, config.MAX_DIMENSION)));
-    if (height) query.set('height', String(Math.min(height, config.MAX_DIMENSION)));
-    res.set('Cache-Control', config.CACHE_CONTROL_IMMUTABLE);
-    return res.redirect(301, `/p/${base58Url.encode(url.toString())}?${query}`);
   };
 }

@@ -9,7 +9,7 @@ const FORMAT_ALIASES = new Map([['jpg', 'jpeg']]);
 
 /**
  * @typedef {{ images: ReturnType<typeof import('../images.js').createImages>, config: Record<string, any>,
- *   metrics: import('../metrics.js').OriginMetrics }} ProxyDeps
+ *   metrics: import('../metrics.js').OriginMetrics, guard: import('../takedown.js').Guard }} ProxyDeps
  * @typedef {{ headers: Record<string, string>, variant: import('../images.js').Variant }} ProxyAnswer
  */
 
@@ -71,16 +71,21 @@ const withoutExtension = (encoded) => encoded.replace(EXTENSION, '');
 /**
  * GET /p/<base58(url)>: a remote (or own) image, resized and encoded: the variant and the headers of its 200.
  * Shared by the Express route and the fast path, so both answer alike.
+ * A taken-down source is a 451 before any work, and again if it was taken down while its variant was made.
+ * Every answer about a source (its image or its 451) is remembered under `paths`, for takedowns.
  * @param {ProxyDeps} deps
- * @returns {(encoded: string, query: Record<string, unknown>, accept: string | undefined) => Promise<ProxyAnswer>}
+ * @returns {(encoded: string, query: Record<string, unknown>, accept: string | undefined, paths: (string | undefined)[]) => Promise<ProxyAnswer>}
  */
-function proxyAnswer({ images, config }) {
-  return async (encoded, query, accept) => {
+function proxyAnswer({ images, config, guard }) {
+  return async (encoded, query, accept, paths) => {
     const text = base58Url.decode(withoutExtension(encoded));
     if (!text) throw new HttpError(400, 'invalid_url', { reason: 'not base58' });
     const want = parseWant(query, accept, config);
     const source = images.resolveSource(text);
+    guard.served(source, paths);
+    await guard.check(source);
     const variant = await images.variant(source, want);
+    await guard.check(source);
     /** @type {Record<string, string>} */
     const headers = {
       'Content-Type': contentTypeOf(variant.format),
@@ -114,7 +119,7 @@ export function proxyRoute(deps) {
       next(err);
     };
     const respond = async (retried = false) => {
-      const { headers, variant } = await answer(req.params.encoded, req.query, req.headers.accept);
+      const { headers, variant } = await answer(req.params.encoded, req.query, req.headers.accept, publicPaths(req));
       const sent = () => deps.metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
       res.set(headers);
       if (!variant.cached) {
@@ -190,7 +195,7 @@ export function proxyFastPath(deps) {
     };
     const query = querystring.parse(match[2] || '');
     const respond = async (retried = false) => {
-      const { headers: answerHeaders, variant } = await answer(match[1], query, headers.accept);
+      const { headers: answerHeaders, variant } = await answer(match[1], query, headers.accept, publicPaths(req));
       const head = req.method === 'HEAD';
       let data = variant.data;
       if (variant.cached && !head) {
@@ -209,6 +214,16 @@ export function proxyFastPath(deps) {
     respond().catch(fail);
     return true;
   };
+}
+
+/**
+ * The paths a request was asked under: as the origin got it, and as the client (or the CDN) asked varnish
+ * for it (varnish sets X-Public-Path before it normalises the URL).
+ * @param {import('node:http').IncomingMessage & { originalUrl?: string }} req
+ */
+export function publicPaths(req) {
+  const given = req.headers['x-public-path'];
+  return [req.originalUrl || req.url, typeof given === 'string' && given.startsWith('/') ? given : undefined];
 }
 
 /** @param {import('../images.js').Timings} timings */

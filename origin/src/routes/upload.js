@@ -4,14 +4,14 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import busboy from 'busboy';
-import { HttpError, isAccountName } from '@stack/lib';
+import { HttpError, TAKEDOWN_KEYS, isAccountName, takedownError } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
 import { probe, verify } from '../transform.js';
 
 /**
  * @typedef {{ digest: Buffer, checksum: Buffer | null, bytes: number, filename: string }} Received
  * @typedef {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
- *   checks: import('../queue.js').TransformQueue }} UploadDeps
+ *   checks: import('../queue.js').TransformQueue, guard: import('../takedown.js').Guard, redis: import('ioredis').Redis }} UploadDeps
  */
 
 /** Checks the declared length before reading a byte: 411 without one, 413 when too big. @param {import('express').Request} req @param {number} maxBytes */
@@ -98,8 +98,9 @@ function cleanFilename(name, format) {
  * The answer is sent only after the file is fsynced under its key.
  * @param {UploadDeps} deps
  * @param {string} kind
- * @param {(digest: Buffer, checksum: Buffer | null) => Promise<void>} authorise the key's digest (sha256 of
- *   "ImageSigningChallenge" + bytes) and, when asked for (`checksum`), the file's own sha256
+ * @param {(digest: Buffer, checksum: Buffer | null) => Promise<string | null>} authorise the key's digest (sha256 of
+ *   "ImageSigningChallenge" + bytes) and, when asked for (`checksum`), the file's own sha256: the uploader's
+ *   account (null for a token upload)
  * @param {import('express').Request} req @param {import('express').Response} res
  */
 async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
@@ -109,12 +110,14 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
     checkLength(req, config.UPLOAD_MAX_BYTES);
     const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath, checksum });
     const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES });
-    await authorise(file.digest, file.checksum);
+    const account = await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
     // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
     await checks.run(() => verify(tempPath, info), true);
     const key = keyFromDigest(file.digest);
+    if (deps.guard.blockedUpload(key, account)) throw takedownError(config.CACHE_CONTROL_TAKEDOWN);
     await store.put(key, tempPath);
+    if (account) await recordOwner(deps.redis, key, account);
     metrics.uploads.inc({ kind });
     metrics.bytes.inc({ direction: 'in' }, file.bytes);
     res.set('Cache-Control', 'no-store').json({ url: `${config.PUBLIC_URL}/${key}/${cleanFilename(file.filename, info.format)}` });
@@ -125,6 +128,19 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
     throw err;
   } finally {
     await fs.rm(tempPath, { force: true });
+  }
+}
+
+/**
+ * Who uploaded a key, for a takedown of the account (its uploads then answer 451). An upload is answered
+ * only once this is recorded: Redis down is a 503 (the quota already needs it).
+ * @param {import('ioredis').Redis} redis @param {string} key @param {string} account
+ */
+async function recordOwner(redis, key, account) {
+  try {
+    await redis.multi().hsetnx(TAKEDOWN_KEYS.owners, key, account).sadd(TAKEDOWN_KEYS.uploads(account), key).exec();
+  } catch {
+    throw new HttpError(503, 'unavailable', { reason: 'owner store' }, { 'Retry-After': '10' });
   }
 }
 
@@ -164,6 +180,7 @@ export function hiveUploadRoute(deps, signed = 'data') {
       await acceptUpload(deps, 'hive', async (digest, checksum) => {
         await deps.verifySignature(account, signature, checksum ? challengeHash().update(checksum).digest() : digest);
         await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK);
+        return account;
       }, req, res, signed === 'checksum');
     } catch (err) {
       next(err);
@@ -187,6 +204,7 @@ export function hivesignerUploadRoute(deps) {
       await acceptUpload(deps, 'hivesigner', async () => {
         const account = await verify(req.params.token);
         await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK);
+        return account;
       }, req, res);
     } catch (err) {
       next(err);
@@ -207,7 +225,7 @@ export function tokenUploadRoute(deps) {
       const given = Buffer.from(/^Bearer (.+)$/.exec(req.headers.authorization || '')?.[1] || '');
       const ok = tokens.some((/** @type {Buffer} */ token) => token.length === given.length && timingSafeEqual(token, given));
       if (!ok) throw new HttpError(401, 'unauthorized', { reason: tokens.length ? 'bad token' : 'token uploads disabled' }, { 'WWW-Authenticate': 'Bearer' });
-      await acceptUpload(deps, 'token', async () => {}, req, res);
+      await acceptUpload(deps, 'token', async () => null, req, res);
     } catch (err) {
       next(err);
     }

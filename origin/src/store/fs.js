@@ -60,4 +60,9 @@ export class FsStore {
     await fs.rename(tempFile, target);
     await fsyncPath(path.dirname(target));
   }
+
+  /** Deletes an upload (a takedown with TAKEDOWN_DELETE_UPLOADS). @param {string} key a validated key */
+  async remove(key) {
+    await fs.rm(this.pathFor(key), { force: true });
+  }
 }

@@ -5,7 +5,7 @@ import { avatarPaths } from '@stack/lib';
 const KEYS_PER_REQUEST = 100; // keeps the xkey header well under varnish's http_req_hdr_len (8 KB)
 
 /**
- * Every varnish node: an xkey purge of `avatar:<account>` (several accounts per request) and, for objects
+ * Every varnish node: an xkey purge of `avatar:<account>` and other tags (many per request) and, for objects
  * stored without tags, a PURGE of each avatar URL. A node name that resolves to several addresses
  * (Compose, Kubernetes) purges every address.
  * @param {{ nodes: string[], soft: boolean, timeoutMs: number }} options
@@ -39,14 +39,18 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
     if (response.statusCode !== 200 && response.statusCode !== 404) throw new Error(`varnish ${origin} answered ${response.statusCode} to PURGE ${path}`);
   }
 
-  /** @param {Map<string, 'avatar'|'cover'|'both'>} kinds account → what changed */
-  async function purge(kinds) {
+  /**
+   * @param {Map<string, 'avatar'|'cover'|'both'>} kinds account → what changed
+   * @param {string[]} [tags] more xkeys (a takedown's `img:<id>`)
+   */
+  async function purge(kinds, tags = []) {
     const accounts = [...kinds.keys()];
     const paths = accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account))));
+    const xkeys = [...accounts.map((account) => `avatar:${account}`), ...tags];
     await Promise.all((await addresses()).map(async (origin) => {
       const calls = [];
-      for (let start = 0; start < accounts.length; start += KEYS_PER_REQUEST) {
-        const keys = accounts.slice(start, start + KEYS_PER_REQUEST).map((account) => `avatar:${account}`).join(' ');
+      for (let start = 0; start < xkeys.length; start += KEYS_PER_REQUEST) {
+        const keys = xkeys.slice(start, start + KEYS_PER_REQUEST).join(' ');
         calls.push(send(origin, '/', soft ? { xkey: keys, 'xkey-soft': '1' } : { xkey: keys }));
       }
       for (const path of paths) calls.push(send(origin, path));
