@@ -226,11 +226,14 @@ export function takedownError(cacheControl, headers = {}) {
 // Remembers (bounded) which sources this fleet has served and under which paths: a takedown then knows the
 // variant URLs to purge at the CDN, and the sources a domain or a pattern covers. The oldest sources leave
 // first once there are more than `max`; a source keeps at most `perSource` paths.
-const RECORD = `redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+// With ARGV[6] = "known" only a source already remembered gets a path (a legacy URL costs its asker nothing,
+// so it must not push real sources out).
+const RECORD = `if ARGV[6] == 'known' and not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 local paths = KEYS[3] .. ARGV[2]
 if redis.call('SCARD', paths) < tonumber(ARGV[5]) then
-  for i = 6, #ARGV do redis.call('SADD', paths, ARGV[i]) end
+  for i = 7, #ARGV do redis.call('SADD', paths, ARGV[i]) end
 end
 if redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[4]) then
   local old = redis.call('ZRANGE', KEYS[1], 0, 99)
@@ -255,13 +258,13 @@ export function createServedLog({ redis, logger, max, perSource }) {
     /**
      * Remembers that `source` was answered under these paths (the origin's and the client's spelling).
      * Never waits and never fails a request. @param {import('./sources.js').Source} source
-     * @param {(string | undefined)[]} paths
+     * @param {(string | undefined)[]} paths @param {boolean} [onlyKnown] only for a source remembered already
      */
-    served(source, paths) {
+    served(source, paths, onlyKnown = false) {
       const fresh = /** @type {string[]} */ ([...new Set(paths)].filter((path) => path && path.length < 2048 && !recorded.has(`${source.id} ${path}`)));
       if (!fresh.length) return;
       for (const path of fresh) recorded.set(`${source.id} ${path}`, true);
-      redis.eval(RECORD, 3, SERVED_KEYS.recent, SERVED_KEYS.sources, SERVED_KEYS.paths, Date.now(), source.id, source.url || '', max, perSource, ...fresh)
+      redis.eval(RECORD, 3, SERVED_KEYS.recent, SERVED_KEYS.sources, SERVED_KEYS.paths, Date.now(), source.id, source.url || '', max, perSource, onlyKnown ? 'known' : 'any', ...fresh)
         .catch((/** @type {Error} */ err) => {
           for (const path of fresh) recorded.delete(`${source.id} ${path}`);
           logger.debug({ err: err.message }, 'served paths not recorded');

@@ -30,7 +30,8 @@ export function legacyRoute({ config, images, guard }) {
       const [width, height] = req.params.size.split('x').map(Number);
       const target = legacySource(req.originalUrl.slice(req.params.size.length + 2));
       const source = images.resolveSource(target);
-      guard.served(source, publicPaths(req));
+      // remembered only for a source served already: a redirect costs its asker nothing
+      guard.served(source, publicPaths(req), true);
       await guard.check(source);
       const query = new URLSearchParams({ format: 'match', mode: 'fit' });
       if (width) query.set('width', String(Math.min(width, config.MAX_DIMENSION)));

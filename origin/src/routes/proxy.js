@@ -82,9 +82,14 @@ function proxyAnswer({ images, config, guard }) {
     if (!text) throw new HttpError(400, 'invalid_url', { reason: 'not base58' });
     const want = parseWant(query, accept, config);
     const source = images.resolveSource(text);
-    guard.served(source, paths);
-    await guard.check(source);
+    // remembered once it is answered (a source that fails to load never pushes real ones out of the log)
+    const remember = () => guard.served(source, paths);
+    await guard.check(source).catch((err) => {
+      remember();
+      throw err;
+    });
     const variant = await images.variant(source, want);
+    remember();
     await guard.check(source);
     /** @type {Record<string, string>} */
     const headers = {
