@@ -11,5 +11,5 @@ export { healthRoute } from './health.js';
 export { enqueuePurge } from './purge-queue.js';
 export { avatarCacheKey, avatarLastKey, AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, avatarPaths } from './avatars.js';
 export { hiveMapping, imageUrl, atPath } from './hive-profile.js';
-export { isUploadKey, sha256Hex, mendScheme, legacyInner, unwrapOptions, resolveSource } from './sources.js';
-export { TAKEDOWN_KINDS, TAKEDOWN_CHANNEL, TAKEDOWN_KEYS, parseEntry, entryField, entryOf, compileList, createTakedownList, takedownError, urlIdentity, createServedLog, SERVED_KEYS } from './takedowns.js';
+export { isUploadKey, sha256Hex, mendScheme, unwrapOptions, resolveSource } from './sources.js';
+export { TAKEDOWN_CHANNEL, TAKEDOWN_EVICT_CHANNEL, TAKEDOWN_KEYS, parseEntry, entryField, entryOf, compileList, createTakedownList, takedownError, createServedLog, SERVED_KEYS } from './takedowns.js';

@@ -21,7 +21,7 @@ export function mendScheme(text) {
 }
 
 /** The URL inside a legacy `/<W>x<H>/<url>` path (proxies merge `//` into `/`, so mend the scheme). @param {URL} url */
-export function legacyInner(url) {
+function legacyInner(url) {
   const match = /^\/\d+x\d+\/(.+)$/.exec(url.pathname + url.search);
   return match ? mendScheme(match[1]) : null;
 }

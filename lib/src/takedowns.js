@@ -12,6 +12,8 @@ export const TAKEDOWN_KINDS = /** @type {const} */ (['key', 'url', 'domain', 'pa
 
 /** Pub/sub channel: the list changed (the message is its new version). */
 export const TAKEDOWN_CHANNEL = 'takedown:changed';
+/** Pub/sub channel: the origins drop these taken-down sources from their own caches (JSON {sources: {id: paths}}). */
+export const TAKEDOWN_EVICT_CHANNEL = 'takedown:evict';
 export const TAKEDOWN_KEYS = {
   /** hash: "<kind>\t<value>" → how many sources (admin, a file, a list URL) block it */
   all: 'takedown:all',
@@ -153,7 +155,6 @@ export function compileList(fields) {
     },
   };
 }
-/** @typedef {ReturnType<typeof compileList>} CompiledList */
 
 /**
  * This node's copy of the list: loaded at start, reloaded on every change notice and checked every
@@ -173,10 +174,11 @@ export function createTakedownList({ redis, logger, service, pollMs }) {
   subscriber.on('message', () => reload());
 
   async function load() {
-    const [[, current], [, fields]] = /** @type {any} */ (await redis.multi().get(TAKEDOWN_KEYS.version).hkeys(TAKEDOWN_KEYS.all).exec());
-    const next = Number(current) || 0;
+    // the poll reads one counter; the list only when it moved (a change landing between the two reads is
+    // read now and reported as the older version: the next poll loads it again)
+    const next = Number(await redis.get(TAKEDOWN_KEYS.version)) || 0;
     if (next !== version) {
-      list = compileList(fields);
+      list = compileList(await redis.hkeys(TAKEDOWN_KEYS.all));
       if (version !== -1) logger.info({ version: next, entries: list.size }, 'takedown list reloaded');
       version = next;
     }

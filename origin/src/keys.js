@@ -18,5 +18,3 @@ export function keyFromDigest(digest) {
 export function keyOf(bytes) {
   return keyFromDigest(challengeHash().update(bytes).digest());
 }
-
-export { isUploadKey as isKey, sha256Hex } from '@stack/lib';

@@ -1,9 +1,6 @@
 import querystring from 'node:querystring';
-import { TAKEDOWN_KEYS, createServedLog, takedownError } from '@stack/lib';
+import { TAKEDOWN_EVICT_CHANNEL, TAKEDOWN_KEYS, createServedLog, takedownError } from '@stack/lib';
 import { parseWant } from './routes/proxy.js';
-
-/** The channel the purge service names taken-down sources on (purge-service/src/takedown-purge.js). */
-const EVICT_CHANNEL = 'takedown:evict';
 
 /**
  * The origin's side of takedowns: refuse what is blocked (451), remember what was served where.
@@ -66,7 +63,7 @@ function wantsOf(path, config) {
 export function listenForEvictions({ redis, images, store, config, logger }) {
   const subscriber = redis.duplicate({ enableOfflineQueue: true });
   subscriber.on('error', () => {});
-  subscriber.subscribe(EVICT_CHANNEL).catch(() => {});
+  subscriber.subscribe(TAKEDOWN_EVICT_CHANNEL).catch(() => {});
   subscriber.on('message', async (_channel, message) => {
     try {
       const { sources } = JSON.parse(message);

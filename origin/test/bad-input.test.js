@@ -115,7 +115,7 @@ test('upstream 404 is remembered long and 5xx briefly: a second request never re
     assert.equal(origin.site.hits(`/status/${code}`), 1, `status ${code} fetched once`);
     assert.equal(first.headers.get('cache-control'), status >= 500 ? 'no-store' : 'public, max-age=60');
     assert.equal(second.headers.get('cache-control'), status >= 500 ? 'no-store' : 'public, max-age=60');
-    const ttl = await origin.redis.client.ttl(`origin:fail:${(await import('../src/keys.js')).sha256Hex(url)}`);
+    const ttl = await origin.redis.client.ttl(`origin:fail:${(await import('@stack/lib')).sha256Hex(url)}`);
     assert.ok(code === 404 ? ttl > 3600 : ttl > 0 && ttl <= 120, `ttl ${ttl} for ${code}`);
   }
   assert.ok(await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'failure', result: 'hit' }) >= 2);

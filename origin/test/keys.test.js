@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isAccountName } from '@stack/lib';
-import { isKey, keyOf } from '../src/keys.js';
+import { isUploadKey as isKey } from '@stack/lib';
+import { keyOf } from '../src/keys.js';
 import { isForbiddenAddress } from '../src/ssrf.js';
 import { checkTarget } from '../src/fetch.js';
 

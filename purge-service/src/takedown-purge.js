@@ -1,8 +1,5 @@
 import { SERVED_KEYS, TAKEDOWN_KEYS, compileList, entryField } from '@stack/lib';
 
-/** Pub/sub channel: the origins drop these sources from their own caches (JSON {sources: {id: paths}}). */
-export const TAKEDOWN_EVICT_CHANNEL = 'takedown:evict';
-
 /**
  * @typedef {{ action: string, kind: string, value: string, version: number }} TakedownEvent
  * @typedef {{ sources: Map<string, string[]>, accounts: Set<string>, version: number }} TakedownTargets
@@ -39,9 +36,13 @@ export async function takedownTargets(redis, events) {
       }
     } while (cursor !== '0');
   }
+  const pipeline = redis.pipeline();
+  for (const id of ids) pipeline.smembers(SERVED_KEYS.paths + id);
+  const results = /** @type {[Error | null, string[]][]} */ ((await pipeline.exec()) || []);
+  const failed = results.find(([err]) => err);
+  if (failed) throw failed[0];
   /** @type {Map<string, string[]>} */
-  const sources = new Map();
-  for (const id of ids) sources.set(id, await redis.smembers(SERVED_KEYS.paths + id));
+  const sources = new Map([...ids].map((id, i) => [id, results[i][1]]));
   return { sources, accounts, version: Math.max(0, ...events.map((e) => e.version)) };
 }
 

@@ -1,15 +1,15 @@
-import { avatarPaths } from '@stack/lib';
+import { TAKEDOWN_EVICT_CHANNEL, avatarPaths } from '@stack/lib';
 import { retry } from './retry.js';
 import { purgeResolver } from './targets/resolver.js';
-import { TAKEDOWN_EVICT_CHANNEL, settle, takedownEvent, takedownTargets } from './takedown-purge.js';
+import { settle, takedownEvent, takedownTargets } from './takedown-purge.js';
 
 /**
  * The origins' own caches (result cache, originals): each live origin drops these sources at once. Not
  * queued per origin: an origin that is down keeps the bytes, but never serves them while the list blocks them.
  * @param {import('ioredis').Redis} redis @param {Map<string, string[]>} sources
  */
-function evictFromOrigins(redis, sources) {
-  return redis.publish(TAKEDOWN_EVICT_CHANNEL, JSON.stringify({ sources: Object.fromEntries(sources) }));
+async function evictFromOrigins(redis, sources) {
+  await redis.publish(TAKEDOWN_EVICT_CHANNEL, JSON.stringify({ sources: Object.fromEntries(sources) }));
 }
 
 /** @typedef {[string, string[]]} StreamEntry  [id, [field, value, …]] */
@@ -142,7 +142,7 @@ export function createWorker({ redis, config, logger, varnish, cdn, metrics }) {
       const tags = [...removed.sources.keys()].map((id) => `img:${id}`);
       if (accounts.length) await step('resolver', () => purgeResolver(redis, accounts));
       await step('varnish', () => varnish.purge(kinds, tags));
-      if (removed.sources.size) await step('origin', () => evictFromOrigins(redis, removed.sources).then(() => {}));
+      if (removed.sources.size) await step('origin', () => evictFromOrigins(redis, removed.sources));
       if (cdn) {
         const paths = [...accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account)))), ...[...removed.sources.values()].flat()];
         const urls = bases.flatMap((/** @type {string} */ base) => paths.map((path) => base + path));

@@ -1,5 +1,4 @@
-import { HttpError } from '@stack/lib';
-import { isKey } from '../keys.js';
+import { HttpError, isUploadKey } from '@stack/lib';
 import { sniffFile } from '../sniff.js';
 import { publicPaths } from './proxy.js';
 
@@ -14,7 +13,7 @@ export function serveRoute({ store, config, guard }) {
     res.locals.route = 'original';
     try {
       const key = req.params.key;
-      const found = isKey(key) ? await store.stat(key) : null;
+      const found = isUploadKey(key) ? await store.stat(key) : null;
       if (!found) throw new HttpError(404, 'not_found', { key: key.slice(0, 100) });
       const source = { id: key, uploadKey: key };
       guard.served(source, publicPaths(req));
