@@ -10,11 +10,12 @@ import { benchOrigin } from './origin.js';
 import { benchOverload } from './overload.js';
 import { benchPeers } from './peers.js';
 import { benchPurge } from './purge.js';
+import { benchStore } from './store.js';
 import { REPORTS, machine } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
-const SCENARIOS = { origin: benchOrigin, effort: benchEffort, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, overload: benchOverload, 'bad-input': benchBadInput };
+const SCENARIOS = { origin: benchOrigin, effort: benchEffort, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, store: benchStore, overload: benchOverload, 'bad-input': benchBadInput };
 
 const results = {};
 const sections = [];

@@ -44,6 +44,7 @@ export async function resolveSettings(env = process.env) {
   if (!given('REDIS_URL')) config.REDIS_URL = `redis://${reach}:${config.REDIS_PORT}/0`;
   if (!given('PUBLIC_URL')) config.PUBLIC_URL = `http://${config.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : config.NGINX_BIND}:${config.NGINX_PORT}`;
   if (!given('DATA_DIR')) config.DATA_DIR = path.join(config.STACK_DIR, 'data', 'origin');
+  embeddedS3(config, given('S3_ENDPOINT'), reach);
   if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = [`${config.VARNISH_HOST}:${config.VARNISH_PORT}`];
   if (!config.ORIGIN_SERVERS.length) config.ORIGIN_SERVERS = [`${reach}:${config.ORIGIN_PORT}`];
   if (!config.AVATAR_SERVERS.length) config.AVATAR_SERVERS = [`${reach}:${config.AVATAR_RESOLVER_PORT}`];
@@ -52,6 +53,25 @@ export async function resolveSettings(env = process.env) {
   const slots = config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
   if (!config.HAPROXY_ORIGIN_MAXCONN) config.HAPROXY_ORIGIN_MAXCONN = slots + config.TRANSFORM_QUEUE_MAX + 32;
   return config;
+}
+
+/**
+ * STORE=s3 without an endpoint: the stack's own versitygw (on S3_PORT, data in STACK_DIR/data/s3).
+ * @param {Record<string, any>} config
+ * @param {boolean} endpointGiven @param {string} reach
+ */
+function embeddedS3(config, endpointGiven, reach) {
+  config.S3_EMBEDDED = config.STORE === 's3' && !endpointGiven;
+  if (!config.S3_EMBEDDED) return;
+  config.S3_ENDPOINT = `http://${reach}:${config.S3_PORT}`;
+  config.S3_FORCE_PATH_STYLE = true;
+}
+
+/** The embedded S3 server's credentials, when not given: generated once into STACK_DIR/secrets. @param {Record<string, any>} config */
+function embeddedS3Credentials(config) {
+  if (!config.S3_EMBEDDED) return;
+  if (!config.S3_ACCESS_KEY_ID) config.S3_ACCESS_KEY_ID = keptSecret(config, 's3-access-key-id', () => `stack${randomBytes(8).toString('hex')}`);
+  if (!config.S3_SECRET_ACCESS_KEY) config.S3_SECRET_ACCESS_KEY = keptSecret(config, 's3-secret-access-key', () => randomBytes(24).toString('base64url'));
 }
 
 /** Where a root-run stack keeps its files when the checkout is private. */
@@ -88,16 +108,41 @@ function definedOnly(env) {
   return /** @type {Record<string, string>} */ (Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined)));
 }
 
-/** The stats password: from the environment, else generated once and kept in STACK_DIR/secrets. @param {Record<string, any>} config */
-function statsPassword(config) {
-  if (config.HAPROXY_STATS_PASSWORD) return config.HAPROXY_STATS_PASSWORD;
-  const file = path.join(config.STACK_DIR, 'secrets', 'haproxy-stats-password');
+/**
+ * A secret generated once and kept in STACK_DIR/secrets (0600, in a 0700 directory).
+ * @param {Record<string, any>} config @param {string} name @param {() => string} make
+ */
+function keptSecret(config, name, make) {
+  const file = path.join(config.STACK_DIR, 'secrets', name);
   if (!fs.existsSync(file)) {
-    fs.mkdirSync(config.STACK_DIR, { recursive: true });
-    fs.mkdirSync(path.dirname(file), { mode: 0o700 });
-    fs.writeFileSync(file, randomBytes(18).toString('base64url'), { mode: 0o600 });
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    fs.writeFileSync(file, make(), { mode: 0o600 });
   }
   return fs.readFileSync(file, 'utf8').trim();
+}
+
+/** The stats password: from the environment, else generated once and kept in STACK_DIR/secrets. @param {Record<string, any>} config */
+function statsPassword(config) {
+  return config.HAPROXY_STATS_PASSWORD || keptSecret(config, 'haproxy-stats-password', () => randomBytes(18).toString('base64url'));
+}
+
+/**
+ * The supervisord program of the embedded versitygw (STORE=s3 without S3_ENDPOINT), or nothing. Its root
+ * credentials come from supervisord's environment (the resolved settings), never from the rendered file.
+ * @param {Record<string, any>} config @param {{ DATA_ROOT: string, LOG_DIR: string }} dirs
+ */
+function s3Program(config, dirs) {
+  if (!config.S3_EMBEDDED) return '; no embedded S3 server (STORE=fs, or S3_ENDPOINT names one)';
+  const binary = process.env.VERSITYGW || 'versitygw';
+  return `[program:versitygw]
+; the uploads' bucket (STORE=s3): a directory per bucket under data/s3, objects are files
+command=${binary} --port ${config.LISTEN_ADDRESS}:${config.S3_PORT} --iam-dir ${dirs.DATA_ROOT}/s3-iam posix ${dirs.DATA_ROOT}/s3
+environment=ROOT_ACCESS_KEY_ID="%(ENV_S3_ACCESS_KEY_ID)s",ROOT_SECRET_ACCESS_KEY="%(ENV_S3_SECRET_ACCESS_KEY)s"
+priority=15
+autorestart=true
+startsecs=1
+stdout_logfile=${dirs.LOG_DIR}/versitygw.log
+redirect_stderr=true`;
 }
 
 /** Values only templates need, derived from the settings. @param {Record<string, any>} config */
@@ -115,10 +160,12 @@ export function templateValues(config) {
     ...values,
     ...dirs,
     HAPROXY_STATS_PASSWORD: statsPassword(config),
+    S3_PROGRAM: s3Program(config, dirs),
     HAPROXY_IMAGES_HOST: config.HAPROXY_HOST,
     HAPROXY_AVATARS_HOST: config.HAPROXY_HOST,
     VARNISH_PURGERS_ACL: config.VARNISH_PURGERS.map((/** @type {string} */ address) => `  "${address}";`).join('\n'),
     ORIGIN_SERVER_LINES: servers('origin', config.ORIGIN_SERVERS, `maxconn ${config.HAPROXY_ORIGIN_MAXCONN}`),
+    UPLOAD_SERVER_LINES: config.ORIGIN_SERVERS.map((/** @type {string} */ address, /** @type {number} */ i) => `  server origin${i + 1} ${address} track be_images/origin${i + 1} maxconn ${config.HAPROXY_UPLOAD_MAXCONN}`).join('\n'),
     AVATAR_SERVER_LINES: servers('resolver', config.AVATAR_SERVERS, 'maxconn 512'),
     NGINX_CLIENT_MAX_BODY: String(config.UPLOAD_MAX_BYTES + 64 * 1024),
     NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
@@ -220,10 +267,12 @@ const SECRET_CONFIGS = ['haproxy.cfg'];
 
 /** Renders everything into config.STACK_DIR. @param {Record<string, any>} config */
 export function renderAll(config) {
+  embeddedS3Credentials(config);
   const values = templateValues(config);
-  for (const dir of [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, path.join(values.RUN_DIR, 'nginx'), path.join(values.DATA_ROOT, 'redis'), path.join(values.DATA_ROOT, 'prometheus')]) {
-    fs.mkdirSync(dir, { recursive: true });
-  }
+  const dirs = [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, path.join(values.RUN_DIR, 'nginx'), path.join(values.DATA_ROOT, 'redis'), path.join(values.DATA_ROOT, 'prometheus')];
+  // the embedded versitygw's bucket is a directory
+  if (config.S3_EMBEDDED) dirs.push(path.join(values.DATA_ROOT, 's3', config.S3_BUCKET), path.join(values.DATA_ROOT, 's3-iam'));
+  for (const dir of dirs) fs.mkdirSync(dir, { recursive: true });
   // searchable by varnish's users (its workdir is in run/, its VCL in conf/varnish) whatever the umask
   for (const dir of [config.STACK_DIR, values.CONF_DIR, values.RUN_DIR]) fs.chmodSync(dir, 0o755);
   for (const [template, target] of TEMPLATES) {

@@ -5,7 +5,9 @@ import net from 'node:net';
 import path from 'node:path';
 
 const env = process.env;
-const host = env.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : String(env.LISTEN_ADDRESS);
+/** An address to reach a service bound to this one. @param {string | undefined} address */
+const reach = (address) => (address === '0.0.0.0' ? '127.0.0.1' : String(address));
+const host = reach(env.LISTEN_ADDRESS);
 const auth = `Basic ${Buffer.from(`${env.HAPROXY_STATS_USER}:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`;
 
 /** @param {string} url @param {Record<string, string>} [headers] @param {number[]} [ok] */
@@ -17,21 +19,30 @@ const tcp = (address, port) => () => new Promise((resolve) => {
 });
 
 /**
- * haproxy answers, and has every server of both backends UP: a service slow to start fails haproxy's first
- * check and stays DOWN until it passes `rise` checks, while requests meet a 503. @param {string} url
+ * haproxy answers, and has this stack's own origin and resolver UP and at least one server UP in each
+ * backend: a service slow to start fails haproxy's first check and stays DOWN until it passes `rise` checks,
+ * while requests meet a 503. Other machines' servers (a fleet's ORIGIN_SERVERS) may come up later.
+ * @param {string} url
  */
 const serversUp = (url) => async () => {
   const response = await fetch(url, { headers: { authorization: auth }, signal: AbortSignal.timeout(1000) });
   if (!response.ok) return false;
-  const rows = (await response.text()).split('\n').map((line) => line.split(','));
-  const servers = rows.filter(([proxy, name]) => (proxy === 'be_images' || proxy === 'be_avatars') && name !== 'BACKEND' && name !== 'FRONTEND');
-  return servers.length > 0 && servers.every((row) => row[17] === 'UP');
+  const [header, ...rows] = (await response.text()).split('\n').map((line) => line.split(','));
+  const column = (/** @type {string} */ name) => header.indexOf(name === 'pxname' ? '# pxname' : name);
+  const [proxy, server, status, addr] = ['pxname', 'svname', 'status', 'addr'].map(column);
+  const own = [`${reach(env.ORIGIN_HOST)}:${env.ORIGIN_PORT}`, `${host}:${env.AVATAR_RESOLVER_PORT}`];
+  return ['be_images', 'be_avatars'].every((backend) => {
+    const servers = rows.filter((row) => row[proxy] === backend && row[server] !== 'BACKEND' && row[server] !== 'FRONTEND');
+    const up = servers.filter((row) => row[status] === 'UP');
+    return up.length > 0 && servers.every((row) => row[status] === 'UP' || !own.includes(row[addr]));
+  });
 };
 
-/** component (its supervisord program and log) → check */
+/** component (its supervisord program and log) → check @type {Record<string, () => Promise<boolean>>} */
 export const CHECKS = {
   redis: tcp(host, Number(env.REDIS_PORT)),
-  origin: http(`http://${env.ORIGIN_HOST === '0.0.0.0' ? '127.0.0.1' : env.ORIGIN_HOST}:${env.ORIGIN_PORT}/healthz`),
+  ...(env.S3_EMBEDDED === 'true' ? { versitygw: tcp(host, Number(env.S3_PORT)) } : {}),
+  origin: http(`http://${reach(env.ORIGIN_HOST)}:${env.ORIGIN_PORT}/healthz`),
   'avatar-resolver': http(`http://${host}:${env.AVATAR_RESOLVER_PORT}/healthz`),
   'purge-service': http(`http://${host}:${env.PURGE_SERVICE_PORT}/healthz`),
   haproxy: serversUp(`http://${env.HAPROXY_STATS_BIND}:${env.HAPROXY_STATS_PORT}/stats;csv`),
@@ -49,7 +60,7 @@ async function main() {
   const pending = new Set(Object.keys(CHECKS));
   while (pending.size && Date.now() < deadline) {
     await Promise.all([...pending].map(async (name) => {
-      if (await CHECKS[/** @type {keyof typeof CHECKS} */ (name)]().catch(() => false)) pending.delete(name);
+      if (await CHECKS[name]().catch(() => false)) pending.delete(name);
     }));
     if (pending.size) await new Promise((resolve) => setTimeout(resolve, 200));
   }

@@ -7,9 +7,9 @@ import { ROOT, TEMPLATES } from '../render.js';
 
 test('docker-compose.yml is valid (Debian\'s docker-compose config, no engine needed)', () => {
   const out = execFileSync('docker-compose', ['-f', path.join(ROOT, 'docker-compose.yml'), 'config'], {
-    env: { ...process.env, GRAFANA_ADMIN_PASSWORD: 'validate-only' }, encoding: 'utf8',
+    env: { ...process.env, GRAFANA_ADMIN_PASSWORD: 'validate-only', S3_ACCESS_KEY_ID: 'validate-only', S3_SECRET_ACCESS_KEY: 'validate-only' }, encoding: 'utf8',
   });
-  for (const service of ['render', 'nginx', 'varnish', 'haproxy', 'redis', 'origin', 'avatar-resolver', 'purge-service', 'prometheus', 'grafana', 'mtail', 'varnish-exporter', 'nginx-exporter', 'redis-exporter']) {
+  for (const service of ['render', 'nginx', 'varnish', 'haproxy', 'redis', 'origin', 'avatar-resolver', 'purge-service', 'prometheus', 'grafana', 'mtail', 'varnish-exporter', 'nginx-exporter', 'redis-exporter', 'versitygw']) {
     assert.match(out, new RegExp(`^  ${service}:$`, 'm'), service);
   }
   const published = [...out.matchAll(/^\s+- (?:published: )?["']?(\d+):?/gm)];

@@ -8,7 +8,8 @@ import { createRegistry, serveMetrics } from './metrics.js';
  */
 
 /**
- * Starts a service: validated config (exit 2 naming the bad variable), logger, metrics port, HTTP port,
+ * Starts a service: validated config (exit 2 naming the bad variable; exit 1 on a build error marked
+ * `startup`, in one log line), logger, metrics port, HTTP port,
  * and a graceful stop on SIGTERM/SIGINT.
  * @param {{ name: string, settings: import('./config.js').Setting[], build: (ctx: ServiceContext) => Promise<ServiceParts> }} spec
  */
@@ -23,7 +24,13 @@ export async function runService(spec) {
   const prefix = spec.name.toUpperCase().replace(/-/g, '_');
   const logger = createLogger(spec.name, config.LOG_LEVEL);
   const registry = createRegistry(spec.name);
-  const parts = await spec.build({ config, logger, registry });
+  const parts = await spec.build({ config, logger, registry }).catch(async (err) => {
+    // a setting the service cannot work with (a wrong S3 key, a missing bucket): one line, exit 1
+    if (!err?.startup) throw err;
+    logger.fatal(`${spec.name} cannot start: ${err.message}`);
+    await new Promise((resolve) => logger.flush(() => resolve(null)));
+    process.exit(1);
+  });
   const { createServer } = await import('node:http');
   const server = createServer(parts.app);
   server.keepAliveTimeout = 65_000; // longer than haproxy's idle timeout, so haproxy closes first

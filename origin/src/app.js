@@ -9,7 +9,7 @@ import { hiveUploadRoute, hivesignerUploadRoute, tokenUploadRoute } from './rout
 /**
  * The origin's HTTP surface (images.hive.blog compatible).
  * @param {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry,
- *   images: ReturnType<typeof import('./images.js').createImages>, store: import('./store/fs.js').FsStore,
+ *   images: ReturnType<typeof import('./images.js').createImages>, store: import('./store/index.js').Store,
  *   checks: import('./queue.js').TransformQueue,
  *   metrics: import('./metrics.js').OriginMetrics, redis: import('ioredis').Redis,
  *   verifySignature: import('./hive-auth.js').VerifySignature, verifyHivesigner: ((token: string) => Promise<string>) | null,

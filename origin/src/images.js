@@ -22,7 +22,7 @@ export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
 /**
  * The image pipeline: source → original (store or remote, cached) → variant (cached), with single-flight
  * on both and the failure cache in front.
- * @param {{ config: Record<string, any>, store: import('./store/fs.js').FsStore,
+ * @param {{ config: Record<string, any>, store: import('./store/index.js').Store,
  *   originals: import('./cache/disk-lru.js').DiskLru, variants: import('./cache/pack-cache.js').PackCache,
  *   failures: import('./cache/failures.js').FailureCache, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
  *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
@@ -130,7 +130,7 @@ export function createImages(deps) {
   }
 
   /**
-   * A cached original whose file is gone (deleted by hand, a disk swapped) is fetched again, once, instead
+   * A cached original whose file is gone (deleted by hand, a disk swapped) is fetched or read again, once, instead
    * of failing as a bad image. `later`: the background encode of what a first answer fell back from.
    * @param {Source} source @param {Want} want @param {string} key @param {boolean} [later] @returns {Promise<Variant>}
    */
@@ -138,7 +138,9 @@ export function createImages(deps) {
     try {
       return await makeVariantOnce(source, want, key, later);
     } catch (err) {
-      if (/** @type {any} */ (err)?.code !== 'ENOENT' || source.uploadKey) throw err;
+      if (/** @type {any} */ (err)?.code !== 'ENOENT') throw err;
+      // an upload's own file (STORE=fs) is the upload: gone is gone; a copy of the bucket's is read again
+      if (source.uploadKey && !('forget' in store)) throw err;
       const cached = originals.get(source.id);
       if (cached) probed.delete(cached.path);
       originals.forget(source.id);

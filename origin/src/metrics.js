@@ -24,6 +24,10 @@ export function createOriginMetrics(registry) {
       name: 'origin_cache_requests_total', help: 'Cache lookups by level (original, variant, failure) and result (hit, miss)',
       labelNames: ['level', 'result'], registers,
     }),
+    store: new client.Counter({
+      name: 'origin_store_operations_total', help: 'Object storage (STORE=s3) requests by operation (get, put) and result (ok, missing, previous_store, exists, error, corrupt)',
+      labelNames: ['operation', 'result'], registers,
+    }),
     joins: new client.Counter({
       name: 'origin_single_flight_joins_total', help: 'Requests that joined a fetch or transform already in flight',
       labelNames: ['kind'], registers,

@@ -16,7 +16,7 @@ import { createOriginMetrics } from './metrics.js';
 import { lowerWorkerPriority } from './nice.js';
 import { TransformQueue } from './queue.js';
 import { createSingleFlight } from './single-flight.js';
-import { FsStore } from './store/fs.js';
+import { createStore } from './store/index.js';
 import { createGuard, listenForEvictions } from './takedown.js';
 
 const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
@@ -31,11 +31,12 @@ await runService({
     const metrics = createOriginMetrics(registry);
     const redis = connectRedis(config.REDIS_URL, logger);
     await redisReady(redis, 2000);
-    const store = new FsStore(config.DATA_DIR);
     const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
+    const store = createStore({ config, originals, logger, metrics });
     const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, { warn: (details, message) => logger.warn(details, message) });
     variants.init();
-    await Promise.all([store.init(), originals.init()]);
+    await originals.init();
+    await store.init();
     const concurrency = transformConcurrency(config);
     metrics.concurrency.set(concurrency);
     metrics.queueMax.set(config.TRANSFORM_QUEUE_MAX);

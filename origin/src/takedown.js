@@ -58,7 +58,7 @@ function wantsOf(path, config) {
  * Drops the sources a takedown names (purge service, by Redis pub/sub) from this origin's result cache and
  * originals cache, and with TAKEDOWN_DELETE_UPLOADS deletes the stored upload too.
  * @param {{ redis: import('ioredis').Redis, images: ReturnType<typeof import('./images.js').createImages>,
- *   store: import('./store/fs.js').FsStore, config: Record<string, any>, logger: import('pino').Logger }} deps
+ *   store: import('./store/index.js').Store, config: Record<string, any>, logger: import('pino').Logger }} deps
  */
 export function listenForEvictions({ redis, images, store, config, logger }) {
   const subscriber = redis.duplicate({ enableOfflineQueue: true });

@@ -5,7 +5,7 @@ import { publicPaths } from './proxy.js';
 /**
  * GET /<key>/<filename?>: an uploaded original, streamed from the store; the filename is ignored.
  * Content-addressed, so the key is a strong ETag and the answer never changes (but for a takedown: 451).
- * @param {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, guard: import('../takedown.js').Guard }} deps
+ * @param {{ store: import('../store/index.js').Store, config: Record<string, any>, guard: import('../takedown.js').Guard }} deps
  * @returns {import('express').RequestHandler}
  */
 export function serveRoute({ store, config, guard }) {

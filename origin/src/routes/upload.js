@@ -10,7 +10,7 @@ import { probe, verify } from '../transform.js';
 
 /**
  * @typedef {{ digest: Buffer, checksum: Buffer | null, bytes: number, filename: string }} Received
- * @typedef {{ store: import('../store/fs.js').FsStore, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
+ * @typedef {{ store: import('../store/index.js').Store, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
  *   checks: import('../queue.js').TransformQueue, guard: import('../takedown.js').Guard, redis: import('ioredis').Redis }} UploadDeps
  */
 

@@ -1,0 +1,120 @@
+// origin-migrate-store [--from DATA_DIR] [--concurrency N]: copies an `fs` store's uploads (DATA_DIR/uploads)
+// into the S3 bucket of the S3_* settings. Every file's bytes are checked against its key first (a damaged
+// file is reported, never copied); an object already in the bucket with the file's size is not written
+// again, so the command is idempotent and a run cut short is resumed by running it again.
+import { createReadStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { HeadObjectCommand } from '@aws-sdk/client-s3';
+import { isUploadKey, loadConfig } from '@stack/lib';
+import { settings } from './config.js';
+import { challengeHash, keyFromDigest } from './keys.js';
+import { bucketProblem, objectKey, putObject, s3Client, s3Status } from './store/s3.js';
+
+/** @typedef {'copied' | 'present' | 'damaged' | 'failed'} Outcome */
+
+/** Every upload file under an fs store's uploads/ (sharded two levels deep). @param {string} dir */
+export async function* uploadFiles(dir) {
+  const root = path.join(dir, 'uploads');
+  for (const entry of await fs.readdir(root, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile() && isUploadKey(entry.name)) yield path.join(entry.parentPath, entry.name);
+  }
+}
+
+/** The key a file's bytes make. @param {string} file */
+async function keyOfFile(file) {
+  const hash = challengeHash();
+  for await (const chunk of createReadStream(file)) hash.update(chunk);
+  return keyFromDigest(hash.digest());
+}
+
+/**
+ * One file: checked, then copied unless the bucket has it already.
+ * @param {import('@aws-sdk/client-s3').S3Client} client @param {import('./store/s3.js').S3Settings} config
+ * @param {string} file @returns {Promise<Outcome>}
+ */
+async function migrateFile(client, config, file) {
+  const key = path.basename(file);
+  if (await keyOfFile(file) !== key) return 'damaged';
+  const { size } = await fs.stat(file);
+  try {
+    const head = await client.send(new HeadObjectCommand({ Bucket: config.S3_BUCKET, Key: objectKey(config, key) }));
+    if (head.ContentLength === size) return 'present';
+  } catch (err) {
+    if (s3Status(err) !== 404) throw err;
+  }
+  await putObject(client, config, key, file);
+  return 'copied';
+}
+
+/** A progress line: a bar on a terminal (redrawn in place), else a line every tenth of the way. */
+function progress(/** @type {number} */ total) {
+  const tty = process.stderr.isTTY;
+  let lastTenth = -1;
+  return (/** @type {number} */ done, /** @type {Record<Outcome, number>} */ counts) => {
+    const share = total ? done / total : 1;
+    const bar = '#'.repeat(Math.round(share * 30)).padEnd(30, '.');
+    const line = `[${bar}] ${done}/${total} copied ${counts.copied}, present ${counts.present}, damaged ${counts.damaged}, failed ${counts.failed}`;
+    if (tty) process.stderr.write(`\r${line}`);
+    else if (Math.floor(share * 10) > lastTenth || done === total) {
+      lastTenth = Math.floor(share * 10);
+      process.stderr.write(`${line}\n`);
+    }
+  };
+}
+
+/**
+ * Copies every upload of `from` into the bucket, `concurrency` at a time.
+ * @param {{ config: import('./store/s3.js').S3Settings, from: string, concurrency: number, log?: (line: string) => void }} options
+ */
+export async function migrate({ config, from, concurrency, log = (line) => process.stderr.write(`${line}\n`) }) {
+  const client = s3Client(config);
+  const problem = await bucketProblem(client, config);
+  if (problem) throw new Error(problem);
+  const files = [];
+  for await (const file of uploadFiles(from)) files.push(file);
+  /** @type {Record<Outcome, number>} */
+  const counts = { copied: 0, present: 0, damaged: 0, failed: 0 };
+  const show = progress(files.length);
+  let next = 0;
+  let done = 0;
+  const worker = async () => {
+    while (next < files.length) {
+      const file = files[next++];
+      /** @type {Outcome} */
+      let outcome;
+      try {
+        outcome = await migrateFile(client, config, file);
+      } catch (err) {
+        outcome = 'failed';
+        log(`\n${path.basename(file)}: ${/** @type {Error} */ (err).message}`);
+      }
+      if (outcome === 'damaged') log(`\n${file}: its bytes do not make its key: not copied`);
+      counts[outcome] += 1;
+      show(++done, counts);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, concurrency) }, worker));
+  if (process.stderr.isTTY) process.stderr.write('\n');
+  client.destroy();
+  return { total: files.length, ...counts };
+}
+
+async function main() {
+  const { values } = parseArgs({ options: { from: { type: 'string' }, concurrency: { type: 'string', default: '8' } } });
+  const config = loadConfig(settings);
+  const from = path.resolve(values.from || config.DATA_DIR);
+  process.stderr.write(`copying the uploads of ${from} into bucket "${config.S3_BUCKET}" at ${config.S3_ENDPOINT || `AWS S3 (${config.S3_REGION})`}\n`);
+  const result = await migrate({ config: /** @type {import('./store/s3.js').S3Settings} */ (config), from, concurrency: Number(values.concurrency) });
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  process.stderr.write(`${result.total} uploads: ${result.copied} copied, ${result.present} already in the bucket, ${result.damaged} damaged (not copied), ${result.failed} failed\n`);
+  process.exitCode = result.failed || result.damaged ? 1 : 0;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((err) => {
+    process.stderr.write(`migrate-store: ${err.message}\n`);
+    process.exit(2);
+  });
+}
