@@ -147,7 +147,7 @@ export function adminRouter({ redis, config, resolver, metrics }) {
       resolver.forget(account);
       await redis.publish(AVATAR_INVALIDATE_CHANNEL, account).catch(unavailable);
       const kind = 'avatar' in update && 'cover' in update ? 'both' : 'avatar' in update ? 'avatar' : 'cover';
-      const id = await enqueuePurge(redis, config.PURGE_STREAM, { account, kind, source: 'admin', avatar: update.avatar || undefined, cover: update.cover || undefined }).catch(unavailable);
+      const id = await enqueuePurge(redis, config.PURGE_STREAM, { account, kind, source: 'admin', avatar: update.avatar || undefined, cover: update.cover || undefined }, { durability: config }).catch(unavailable);
       metrics.adminUpdates.inc();
       res.set('Cache-Control', 'no-store').json({ account, ...update, purge: id });
     } catch (err) {

@@ -24,7 +24,7 @@ await runService({
   settings,
   async build({ config, logger, registry }) {
     const metrics = createResolverMetrics(registry);
-    const redis = connectRedis(config.REDIS_URL, logger);
+    const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);
     const resolver = createResolver({ source: chooseSource(config, redis), redis, config, metrics });
     // purges evict the in-process copy at once (the LRU's own TTL is only the safety net)

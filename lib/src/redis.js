@@ -1,18 +1,44 @@
 import { Redis } from 'ioredis';
 
 /**
+ * Where Redis is: REDIS_URL's server, or with REDIS_SENTINELS the master the sentinels name (REDIS_URL then
+ * gives the password and database). @param {Record<string, any>} config REDIS_URL, REDIS_SENTINELS, REDIS_MASTER_NAME
+ * @returns {[string, import('ioredis').RedisOptions]}
+ */
+export function redisTarget(config) {
+  if (!config.REDIS_SENTINELS?.length) return [config.REDIS_URL, {}];
+  const url = new URL(config.REDIS_URL);
+  const sentinels = config.REDIS_SENTINELS.map((address) => {
+    const at = address.lastIndexOf(':');
+    return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) };
+  });
+  return ['', {
+    sentinels,
+    name: config.REDIS_MASTER_NAME || 'mymaster',
+    db: Number(url.pathname.slice(1) || 0),
+    password: decodeURIComponent(url.password) || undefined,
+    username: decodeURIComponent(url.username) || undefined,
+    // a failover: the master now answers READONLY until the client asks the sentinels again
+    reconnectOnError: (err) => err.message.startsWith('READONLY'),
+  }];
+}
+
+/**
  * A Redis client that fails fast while Redis is down (no offline queue), so callers can degrade
- * instead of hanging; it reconnects by itself.
- * @param {string} url
+ * instead of hanging; it reconnects by itself, to the new master after a Sentinel failover.
+ * @param {Record<string, any>} config REDIS_URL, REDIS_SENTINELS, REDIS_MASTER_NAME
  * @param {import('pino').Logger} logger
  */
-export function connectRedis(url, logger) {
-  const redis = new Redis(url, {
+export function connectRedis(config, logger) {
+  const [url, target] = redisTarget(config);
+  const options = {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
-    retryStrategy: (times) => Math.min(times * 100, 2000),
-  });
+    retryStrategy: (/** @type {number} */ times) => Math.min(times * 100, 2000),
+    ...target,
+  };
+  const redis = url ? new Redis(url, options) : new Redis(options);
   let lastError = '';
   redis.on('error', (err) => {
     if (err.message !== lastError) logger.warn({ err: err.message }, 'redis error');
@@ -35,4 +61,16 @@ export function redisReady(redis, ms) {
       resolve(true);
     });
   });
+}
+
+/**
+ * Waits until `replicas` replicas hold every write this client made (WAIT), so what is acknowledged next
+ * survives a failover to one of them; throws when fewer confirm within `timeoutMs`. No-op at 0.
+ * @param {Redis} redis @param {{ REDIS_ACK_REPLICAS?: number, REDIS_ACK_TIMEOUT_MS?: number }} config
+ */
+export async function awaitReplicas(redis, config) {
+  const replicas = config.REDIS_ACK_REPLICAS || 0;
+  if (!replicas) return;
+  const held = Number(await redis.wait(replicas, config.REDIS_ACK_TIMEOUT_MS || 1000));
+  if (held < replicas) throw Object.assign(new Error(`held by ${held} of ${replicas} replicas`), { notReplicated: true });
 }

@@ -29,7 +29,7 @@ await runService({
   settings,
   async build({ config, logger, registry }) {
     const metrics = createOriginMetrics(registry);
-    const redis = connectRedis(config.REDIS_URL, logger);
+    const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);
     const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
     const store = createStore({ config, originals, logger, metrics });

@@ -29,7 +29,7 @@ const known = (topic === 'dead-letters' && ['list', 'replay'].includes(action)) 
 if (!known) fail(USAGE);
 
 const config = loadConfig(settings);
-const redis = connectRedis(config.REDIS_URL, createLogger('purge-cli', 'warn'));
+const redis = connectRedis(config, createLogger('purge-cli', 'warn'));
 await new Promise((resolve) => redis.once('ready', resolve));
 /** @param {unknown} value */
 const print = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);

@@ -47,7 +47,7 @@ export function createFollower({ hive, redis, config, logger, metrics }) {
       const block = cursor + 1;
       const ops = await hive.call('condenser_api.get_ops_in_block', [block, false]);
       for (const event of await changesIn(ops || [], redis)) {
-        await enqueuePurge(redis, config.PURGE_STREAM, event);
+        await enqueuePurge(redis, config.PURGE_STREAM, event, { durability: config });
         metrics.received.inc({ source: 'hive', result: 'queued' });
         metrics.queued.inc({ source: 'hive' });
       }

@@ -19,7 +19,7 @@ await runService({
   name: 'purge-service',
   settings,
   async build({ config, logger, registry }) {
-    const redis = connectRedis(config.REDIS_URL, logger);
+    const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);
     const metrics = createPurgeMetrics(registry, { redis, stream: config.PURGE_STREAM, group: config.PURGE_GROUP, deadStream: config.PURGE_DEAD_STREAM });
     const varnish = createVarnishTarget({ nodes: config.PURGE_VARNISH_NODES, soft: config.PURGE_XKEY_SOFT, timeoutMs: config.PURGE_TIMEOUT_MS });

@@ -1,7 +1,7 @@
 // Writing the takedown lists: one Lua script changes a source's entries, counts each entry's sources, and
 // for every entry that became blocked or unblocked queues a purge event and an audit record, in one step:
 // an answered change is on Redis' disk with its purge (appendfsync always), and never half done.
-import { TAKEDOWN_CHANNEL, TAKEDOWN_KEYS, HttpError, entryField, entryOf, parseEntry, unwrapOptions } from '@stack/lib';
+import { TAKEDOWN_CHANNEL, TAKEDOWN_KEYS, HttpError, awaitReplicas, entryField, entryOf, parseEntry, unwrapOptions } from '@stack/lib';
 
 const APPLY = `local mode, source, by, reason, reference, now, auditMax = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local changes = {}
@@ -106,6 +106,8 @@ export function createTakedownStore({ redis, config }) {
       const result = /** @type {string[]} */ (await redis.eval(APPLY, 6, TAKEDOWN_KEYS.source(source), TAKEDOWN_KEYS.all, TAKEDOWN_KEYS.meta,
         TAKEDOWN_KEYS.version, config.PURGE_STREAM, TAKEDOWN_KEYS.audit,
         mode, source, by, reason, reference, String(Date.now()), String(config.TAKEDOWN_AUDIT_MAX), ...fields));
+      // answered once the change would survive a failover (REDIS_ACK_REPLICAS); applying it again is harmless
+      await awaitReplicas(redis, config);
       const changes = [];
       for (let i = 1; i < result.length; i += 2) changes.push({ action: result[i], ...entryOf(result[i + 1]) });
       return { version: Number(result[0]), changes };

@@ -23,7 +23,8 @@ function parseEvent(raw) {
 }
 
 /**
- * POST /hooks/avatar: HMAC-signed "this account's avatar changed". 202 only once the event is in Redis;
+ * POST /hooks/avatar: HMAC-signed "this account's avatar changed". 202 only once the event is in Redis (and in
+ * REDIS_ACK_REPLICAS replicas);
  * 401 bad signature, 409 replay, 400 malformed, 503 Redis unavailable (the caller retries).
  * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  * @returns {import('express').Router}
@@ -39,7 +40,7 @@ export function webhookRouter({ redis, config, metrics }) {
       const event = parseEvent(raw);
       let id;
       try {
-        id = await enqueuePurge(redis, config.PURGE_STREAM, event, { key: `purge:sig:${signature}`, ttlS: config.PURGE_TIMESTAMP_TOLERANCE_S * 2 });
+        id = await enqueuePurge(redis, config.PURGE_STREAM, event, { once: { key: `purge:sig:${signature}`, ttlS: config.PURGE_TIMESTAMP_TOLERANCE_S * 2 }, durability: config });
       } catch {
         throw new HttpError(503, 'unavailable', { reason: 'queue' }, { 'Retry-After': '5' });
       }
