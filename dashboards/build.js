@@ -97,6 +97,8 @@ export const DASHBOARDS = {
     { title: 'Purge events by source', unit: 'reqps', queries: [{ expr: `sum by (source, result) (rate(purge_events_received_total[${RATE}]))`, legend: '{{source}} {{result}}' }] },
     { title: 'Purge latency per target (p99)', unit: 's', queries: [{ expr: quantile(0.99, 'purge_target_duration_seconds', 'target'), legend: '{{target}}' }] },
     { title: 'Purge backlog and lag', unit: 'none', queries: [{ expr: 'sum(purge_queue_length)', legend: 'queued' }, { expr: 'sum(purge_pending)', legend: 'pending' }, { expr: 'max(purge_lag_seconds)', legend: 'lag (s)' }] },
+    { title: 'Purges waiting per varnish node', unit: 'none', description: 'purges a node missed (down or refusing), sent again as soon as it answers', queries: [{ expr: 'max by (node) (purge_node_backlog)', legend: '{{node}}' }] },
+    { title: 'Purge lag per varnish node', unit: 's', description: 'age of the oldest purge a node has not taken yet', queries: [{ expr: 'max by (node) (purge_node_lag_seconds)', legend: '{{node}}' }, { expr: `sum by (node) (rate(purge_node_retry_failures_total[${RATE}]))`, legend: '{{node}} failed retries/s' }] },
   ], { name: 'resolver', query: 'label_values(resolver_breaker_state, instance)' }),
   'edge.json': dashboard('cdn-edge', 'Image CDN · Edge (nginx, haproxy, varnish)', [
     { title: 'nginx connections', unit: 'none', description: 'active against worker_connections × workers: the headroom before "worker_connections are not enough"', queries: ['active', 'reading', 'writing', 'waiting'].map((state) => ({ expr: `sum(nginx_connections_${state})`, legend: state })) },

@@ -45,7 +45,8 @@ export async function resolveSettings(env = process.env) {
   if (!given('PUBLIC_URL')) config.PUBLIC_URL = `http://${config.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : config.NGINX_BIND}:${config.NGINX_PORT}`;
   if (!given('DATA_DIR')) config.DATA_DIR = path.join(config.STACK_DIR, 'data', 'origin');
   embeddedS3(config, given('S3_ENDPOINT'), reach);
-  if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = [`${config.VARNISH_HOST}:${config.VARNISH_PORT}`];
+  if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = config.EDGE_VARNISH_NODES.length ? config.EDGE_VARNISH_NODES : [`${config.VARNISH_HOST}:${config.VARNISH_PORT}`];
+  if (!given('VARNISH_IDENTITY')) config.VARNISH_IDENTITY = `${os.hostname()}:${config.VARNISH_PORT}`;
   if (!config.ORIGIN_SERVERS.length) config.ORIGIN_SERVERS = [`${reach}:${config.ORIGIN_PORT}`];
   if (!config.AVATAR_SERVERS.length) config.AVATAR_SERVERS = [`${reach}:${config.AVATAR_RESOLVER_PORT}`];
   // haproxy admits what the origin can hold (its slots and its own queue) plus room for cache hits, so the
@@ -232,10 +233,23 @@ function nginxErrorPages() {
  * @param {Record<string, any>} config @param {string} runDir
  */
 function varnishSocket(config, runDir) {
-  if (config.VARNISH_SOCKET === 'off') return { VARNISH_SOCKET_LISTEN: '', NGINX_VARNISH_SERVER: `${config.VARNISH_HOST}:${config.VARNISH_PORT}` };
   const socket = config.VARNISH_SOCKET || path.join(runDir, 'varnish.sock');
   // nginx's workers are not varnish's user: the socket is as open as the loopback port beside it
-  return { VARNISH_SOCKET_LISTEN: `-a ${socket},mode=0666`, NGINX_VARNISH_SERVER: `unix:${socket}` };
+  const listen = config.VARNISH_SOCKET === 'off' ? '' : `-a ${socket},mode=0666`;
+  const local = config.VARNISH_SOCKET === 'off' ? `${config.VARNISH_HOST}:${config.VARNISH_PORT}` : `unix:${socket}`;
+  return { VARNISH_SOCKET_LISTEN: listen, NGINX_VARNISH_SERVERS: nginxVarnishServers(config, local) };
+}
+
+/**
+ * nginx's varnish servers: this stack's own, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
+ * a consistent hash (each object cached once in the cluster). A node that refuses is skipped for
+ * `fail_timeout`, its share going to the next node on the ring and nothing else moving; then it is tried again.
+ * @param {Record<string, any>} config @param {string} local
+ */
+function nginxVarnishServers(config, local) {
+  if (!config.EDGE_VARNISH_NODES.length) return `    server ${local};`;
+  const servers = config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => `    server ${node} max_fails=1 fail_timeout=${config.EDGE_VARNISH_FAIL_TIMEOUT_S}s;`);
+  return ['    hash $request_uri consistent;', ...servers].join('\n');
 }
 
 /**

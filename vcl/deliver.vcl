@@ -7,6 +7,8 @@ sub vcl_deliver {
   } else {
     set resp.http.X-Cache = "MISS";
   }
+  # which node of a varnish cluster answered (varnishd -i)
+  set resp.http.X-Served-By = server.identity;
   unset resp.http.xkey;
   unset resp.http.Via;
   unset resp.http.X-Varnish;

@@ -21,6 +21,8 @@ export const settings = [
   { name: 'PURGE_RETRY_MAX_MS', type: 'int', default: '30000', doc: 'longest retry delay', min: 1 },
   { name: 'PURGE_CLAIM_IDLE_MS', type: 'int', default: '30000', doc: 'pending events of another (crashed) consumer idle this long are claimed', min: 1 },
   { name: 'PURGE_VARNISH_NODES', type: 'list', default: '127.0.0.1:6081', doc: 'varnish nodes (host:port); a name resolving to several addresses purges each' },
+  { name: 'PURGE_NODE_RETRY_MS', type: 'int', default: '500', doc: 'how often purges a varnish node missed (it was down or refused) are sent to it again, oldest first', min: 10 },
+  { name: 'PURGE_NODE_MAX_AGE_S', type: 'int', default: '86400', doc: 'a missed purge older than this is dropped (a node away that long restarts with an empty cache)', min: 1 },
   { name: 'PURGE_XKEY_SOFT', type: 'bool', default: 'false', doc: 'soft-purge xkeys (objects stay for grace) instead of removing them' },
   { name: 'PURGE_TIMEOUT_MS', type: 'int', default: '5000', doc: 'timeout of one purge call to varnish or the CDN', min: 1 },
   { name: 'CDN_PURGE_BASES', type: 'list', default: '', doc: 'public bases whose avatar URLs are purged at the CDN; empty: PUBLIC_URL' },

@@ -33,6 +33,10 @@ export function createPurgeMetrics(registry, queue) {
   return {
     received: new client.Counter({ name: 'purge_events_received_total', help: 'Webhook calls and chain events received, by source and result', labelNames: ['source', 'result'], registers }),
     queued: new client.Counter({ name: 'purge_events_queued_total', help: 'Events durably queued', labelNames: ['source'], registers }),
+    nodeDeferred: new client.Counter({ name: 'purge_node_deferred_total', help: 'Purges a varnish node did not take at once, kept in its own queue', labelNames: ['node'], registers }),
+    nodeFailures: new client.Counter({ name: 'purge_node_retry_failures_total', help: 'Retries of a varnish node\'s missed purges that failed (the node still away)', labelNames: ['node'], registers }),
+    nodeBacklog: new client.Gauge({ name: 'purge_node_backlog', help: 'Purges waiting for a varnish node (first 100 counted)', labelNames: ['node'], registers }),
+    nodeLag: new client.Gauge({ name: 'purge_node_lag_seconds', help: 'Age of the oldest purge waiting for a varnish node', labelNames: ['node'], registers }),
     acked: new client.Counter({ name: 'purge_events_acked_total', help: 'Events acknowledged (every target purged, or dead-lettered)', registers }),
     duration: new client.Histogram({
       name: 'purge_target_duration_seconds', help: 'Time of one purge call per target (resolver, varnish, cdn)', labelNames: ['target', 'outcome'],

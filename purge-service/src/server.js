@@ -10,6 +10,7 @@ import { createListSync } from './takedown-sources.js';
 import { createTakedownStore } from './takedowns.js';
 import { createCloudflareTarget } from './targets/cloudflare.js';
 import { createVarnishTarget } from './targets/varnish.js';
+import { createNodeQueue } from './node-queue.js';
 import { webhookRouter } from './webhook.js';
 import { createWorker } from './worker.js';
 
@@ -29,7 +30,9 @@ await runService({
         perCall: config.CLOUDFLARE_URLS_PER_CALL, callsPerSecond: config.CLOUDFLARE_CALLS_PER_SECOND, burst: config.CLOUDFLARE_BURST, timeoutMs: config.PURGE_TIMEOUT_MS,
       })
       : null;
-    const worker = createWorker({ redis, config, logger, varnish, cdn, metrics });
+    const nodes = createNodeQueue({ redis, varnish, config, logger, metrics });
+    nodes.start();
+    const worker = createWorker({ redis, config, logger, varnish, nodes, cdn, metrics });
     worker.start();
     const follower = config.HIVE_FOLLOW
       ? createFollower({ hive: createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS }), redis, config, logger, metrics })
@@ -57,6 +60,7 @@ await runService({
         lists.stop();
         await follower?.stop();
         await worker.stop();
+        await nodes.stop();
         await varnish.close();
         redis.disconnect();
       },

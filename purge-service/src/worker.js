@@ -37,17 +37,19 @@ export function coalesce(entries) {
 
 /**
  * The purge workers: read the stream as a consumer group, purge the resolver cache, then every varnish
- * node, then the CDN (inner layer before outer), and acknowledge an event only after all succeeded. A
+ * node, then the CDN (inner layer before outer), and acknowledge an event only after all succeeded (a
+ * varnish node that is away gets the purge later from its own queue: node-queue.js). A
  * takedown (type=takedown) purges every source it covers (xkey img:<id>, the origins' caches, each URL the
  * source was served under at the CDN) and, for an account, its avatars as an avatar change does.
  * Failed targets are retried with backoff; events whose retries ran out go to the dead-letter stream.
  * Pending events of this consumer (a restart) are read first; those of crashed consumers are claimed.
  * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, logger: import('pino').Logger,
  *   varnish: ReturnType<typeof import('./targets/varnish.js').createVarnishTarget>,
+ *   nodes: ReturnType<typeof import('./node-queue.js').createNodeQueue>,
  *   cdn: ReturnType<typeof import('./targets/cloudflare.js').createCloudflareTarget> | null,
  *   metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
-export function createWorker({ redis, config, logger, varnish, cdn, metrics }) {
+export function createWorker({ redis, config, logger, varnish, nodes, cdn, metrics }) {
   const stream = config.PURGE_STREAM;
   const group = config.PURGE_GROUP;
   const consumer = config.PURGE_CONSUMER;
@@ -141,7 +143,10 @@ export function createWorker({ redis, config, logger, varnish, cdn, metrics }) {
       const accounts = [...kinds.keys()];
       const tags = [...removed.sources.keys()].map((id) => `img:${id}`);
       if (accounts.length) await step('resolver', () => purgeResolver(redis, accounts));
-      await step('varnish', () => varnish.purge(kinds, tags));
+      await step('varnish', async () => {
+        const done = await varnish.purge(kinds, tags);
+        for (const node of done.failed) await nodes.defer(node, done);
+      });
       if (removed.sources.size) await step('origin', () => evictFromOrigins(redis, removed.sources));
       if (cdn) {
         const paths = [...accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account)))), ...[...removed.sources.values()].flat()];

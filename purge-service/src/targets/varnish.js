@@ -40,6 +40,22 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
   }
 
   /**
+   * One node: the xkeys (many per request) and a PURGE of each path. @param {string} origin
+   * @param {string[]} xkeys @param {string[]} paths
+   */
+  async function purgeNode(origin, xkeys, paths) {
+    const calls = [];
+    for (let start = 0; start < xkeys.length; start += KEYS_PER_REQUEST) {
+      const keys = xkeys.slice(start, start + KEYS_PER_REQUEST).join(' ');
+      calls.push(send(origin, '/', soft ? { xkey: keys, 'xkey-soft': '1' } : { xkey: keys }));
+    }
+    for (const path of paths) calls.push(send(origin, path));
+    await Promise.all(calls);
+  }
+
+  /**
+   * Every node at once; what one node could not take is returned (`failed`: its address), never thrown, so a
+   * node that is down holds up neither the others nor the CDN (see node-queue.js).
    * @param {Map<string, 'avatar'|'cover'|'both'>} kinds account → what changed
    * @param {string[]} [tags] more xkeys (a takedown's `img:<id>`)
    */
@@ -47,16 +63,11 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
     const accounts = [...kinds.keys()];
     const paths = accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account))));
     const xkeys = [...accounts.map((account) => `avatar:${account}`), ...tags];
-    await Promise.all((await addresses()).map(async (origin) => {
-      const calls = [];
-      for (let start = 0; start < xkeys.length; start += KEYS_PER_REQUEST) {
-        const keys = xkeys.slice(start, start + KEYS_PER_REQUEST).join(' ');
-        calls.push(send(origin, '/', soft ? { xkey: keys, 'xkey-soft': '1' } : { xkey: keys }));
-      }
-      for (const path of paths) calls.push(send(origin, path));
-      await Promise.all(calls);
-    }));
+    /** @type {string[]} */
+    const failed = [];
+    await Promise.all((await addresses()).map((origin) => purgeNode(origin, xkeys, paths).catch(() => failed.push(origin))));
+    return { xkeys, paths, failed };
   }
 
-  return { purge, close: () => Promise.all([...pools.values()].map((p) => p.close())) };
+  return { purge, purgeNode, addresses, close: () => Promise.all([...pools.values()].map((p) => p.close())) };
 }

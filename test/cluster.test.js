@@ -1,0 +1,159 @@
+// Two varnish nodes behind nginx (EDGE_VARNISH_NODES): the stack's own and a second varnishd started here
+// from the same rendered VCL. Each URL is cached on one node (consistent hash); a node killed under steady
+// traffic costs no error, its objects are fetched again once each and the other node's stay cached; purges
+// reach every node, and one that was away gets what it missed from its own queue when it is back.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
+import { base58Url } from '@stack/lib';
+import { solid } from './support/images.js';
+import { metricValue } from './support/metrics.js';
+import { freePort, waitFor } from './support/ports.js';
+import { startProcess } from './support/processes.js';
+import { startStack } from './support/stack.js';
+
+const run = promisify(execFile);
+/** @type {Awaited<ReturnType<typeof startStack>>} */
+let stack;
+/** @type {ReturnType<typeof startProcess> | null} */
+let nodeB = null;
+let portA = 0;
+let portB = 0;
+
+/** The second varnish node: the stack's rendered VCL, its own work directory and port, named node-b. */
+async function startNodeB() {
+  const conf = path.join(stack.dir, 'conf', 'varnish');
+  nodeB = startProcess('varnishd', ['-F', '-n', path.join(stack.dir, 'run', 'varnish-b'), '-i', 'node-b', '-a', `127.0.0.1:${portB}`,
+    '-T', `127.0.0.1:${await freePort()}`, '-f', path.join(conf, 'default.vcl'), '-p', `vcl_path=${conf}`, '-s', 'malloc,64M']);
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${portB}/healthz`).catch(() => null))?.status === 200, 30_000, 'varnish node-b serving');
+  // nginx tries a node it found refusing again after EDGE_VARNISH_FAIL_TIMEOUT_S (3 s), each worker on its own
+  await new Promise((resolve) => setTimeout(resolve, 3500));
+  await waitFor(async () => {
+    const nodes = await Promise.all(Array.from({ length: 16 }, async (_, i) => (await fetch(`${stack.base}/healthz?n=${i}`)).headers.get('x-served-by')));
+    return nodes.filter((node) => node === 'node-b').length >= 4;
+  }, 15_000, 'the edge sending node-b its share');
+}
+
+/** SIGKILL node-b, its manager and its worker child alike. */
+async function killNodeB() {
+  await run('pkill', ['-KILL', '-f', `varnish-b -i node-b`]).catch(() => {});
+  await nodeB?.exited;
+  await waitFor(async () => !(await fetch(`http://127.0.0.1:${portB}/healthz`).catch(() => null)), 10_000, 'node-b gone');
+  nodeB = null;
+}
+
+before(async () => {
+  portA = await freePort();
+  portB = await freePort();
+  stack = await startStack({
+    VARNISH_PORT: String(portA), EDGE_VARNISH_NODES: `127.0.0.1:${portA},127.0.0.1:${portB}`, UPLOAD_TOKENS: 'cluster', AVATAR_ADMIN_TOKEN: 'cluster-admin',
+    NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', PURGE_NODE_RETRY_MS: '200',
+  });
+  await startNodeB();
+});
+after(async () => {
+  await killNodeB();
+  await stack?.stop();
+});
+
+/** @param {Buffer} body */
+async function upload(body) {
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(body)]), 'a.png');
+  const response = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer cluster' }, body: form });
+  assert.equal(response.status, 200);
+  return /** @type {{ url: string }} */ (await response.json()).url;
+}
+
+/** @param {string} url */
+async function get(url) {
+  const response = await fetch(url, { redirect: 'manual' });
+  await response.arrayBuffer();
+  return { status: response.status, node: response.headers.get('x-served-by'), cache: response.headers.get('x-cache'), location: response.headers.get('location') };
+}
+
+const originRequests = () => metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'http_request_duration_seconds_count', { route: 'proxy' });
+
+test('a varnish node killed under steady traffic: no error, its objects fetched again once each, the other node\'s stay cached', async () => {
+  const source = await upload(await solid(400, 300, 'png'));
+  const urls = Array.from({ length: 40 }, (_, i) => `${stack.base}/p/${base58Url.encode(source)}?width=${60 + i}`);
+  for (const url of urls) assert.equal((await get(url)).status, 200);
+  /** @type {Map<string, string>} url → node holding it */
+  const holder = new Map();
+  for (const url of urls) {
+    const answer = await get(url);
+    assert.equal(answer.cache, 'HIT', 'the second pass is served from cache');
+    holder.set(url, String(answer.node));
+  }
+  const onB = urls.filter((url) => holder.get(url) === 'node-b');
+  const onA = urls.filter((url) => holder.get(url) !== 'node-b');
+  assert.ok(onA.length >= 5 && onB.length >= 5, `the URLs spread over both nodes (${onA.length} / ${onB.length})`);
+
+  const before = await originRequests();
+  /** @type {Array<{ url: string, status: number, node: string | null, cache: string | null }>} */
+  const after = [];
+  let stop = false;
+  let killed = false;
+  const traffic = (async () => {
+    while (!stop) {
+      for (const url of urls) {
+        const answer = await get(url);
+        if (killed) after.push({ url, ...answer });
+      }
+    }
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await killNodeB();
+  killed = true;
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  stop = true;
+  await traffic;
+  assert.ok(after.length >= urls.length * 2, `${after.length} requests after the kill`);
+  assert.deepEqual(after.filter((answer) => answer.status !== 200), [], 'not one error');
+  assert.ok(after.every((answer) => answer.node !== 'node-b'));
+  for (const answer of after.filter((entry) => onA.includes(entry.url))) assert.equal(answer.cache, 'HIT', `node A kept ${answer.url}`);
+  assert.equal(await originRequests() - before, onB.length, 'each of node-b\'s objects fetched again once');
+  await startNodeB();
+});
+
+test('an avatar changed while a varnish node is down: once it is back, no request gets the old avatar', async () => {
+  const accounts = Array.from({ length: 12 }, (_, i) => `cluster${i}`);
+  const set = async (/** @type {string} */ account, /** @type {string} */ avatar) => {
+    const response = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/${account}`, {
+      method: 'PUT', headers: { authorization: 'Bearer cluster-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar }),
+    });
+    assert.equal(response.status, 200);
+  };
+  const purgeMetrics = `http://127.0.0.1:${stack.env.PURGE_SERVICE_METRICS_PORT}/metrics`;
+  for (const account of accounts) await set(account, `https://img.example/${account}-old.png`);
+  await waitFor(async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0, 10_000, 'the first purges done');
+  // cached on both nodes: straight to each (the edge would put each URL on one)
+  /** @type {Map<string, string>} account → where its avatar pointed before the change */
+  const old = new Map();
+  for (const port of [portA, portB]) for (const account of accounts) old.set(account, String((await get(`http://127.0.0.1:${port}/u/${account}/avatar`)).location));
+  for (const port of [portA, portB]) for (const account of accounts) assert.equal((await get(`http://127.0.0.1:${port}/u/${account}/avatar`)).cache, 'HIT');
+  const fresh = (/** @type {string} */ account, /** @type {string | null} */ location) => Boolean(location) && location !== old.get(account);
+
+  // node-b away but alive: stopped (SIGSTOP), so it keeps its objects and misses the purges
+  const pids = (await run('pgrep', ['-f', 'varnish-b -i node-b'])).stdout.trim().split('\n').map(Number);
+  for (const pid of pids) process.kill(pid, 'SIGSTOP');
+  try {
+    for (const account of accounts) await set(account, `https://img.example/${account}-new.png`);
+    await waitFor(async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0, 20_000, 'the purges acknowledged while node-b is away');
+    await waitFor(async () => (await metricValue(purgeMetrics, 'purge_node_deferred_total', { node: `http://127.0.0.1:${portB}` })) >= 1, 10_000, 'node-b\'s purges kept for later');
+    for (const account of accounts) assert.ok(fresh(account, (await get(`http://127.0.0.1:${portA}/u/${account}/avatar`)).location), 'node A purged at once');
+    await waitFor(async () => (await metricValue(purgeMetrics, 'purge_node_backlog', { node: `http://127.0.0.1:${portB}` })) > 0, 15_000, 'node-b\'s backlog counted');
+  } finally {
+    for (const pid of pids) process.kill(pid, 'SIGCONT');
+  }
+  await waitFor(async () => (await metricValue(purgeMetrics, 'purge_node_backlog', { node: `http://127.0.0.1:${portB}` })) === 0, 15_000, 'node-b caught up');
+  for (let round = 0; round < 3; round += 1) {
+    for (const account of accounts) {
+      for (const url of [`${stack.base}/u/${account}/avatar`, `http://127.0.0.1:${portB}/u/${account}/avatar`]) {
+        assert.ok(fresh(account, (await get(url)).location), `${url} after node-b is back`);
+      }
+    }
+  }
+});
