@@ -130,13 +130,14 @@ function statsPassword(config) {
 /**
  * The supervisord program of the embedded versitygw (STORE=s3 without S3_ENDPOINT), or nothing. Its root
  * credentials come from supervisord's environment (the resolved settings), never from the rendered file.
- * @param {Record<string, any>} config @param {{ DATA_ROOT: string, LOG_DIR: string }} dirs
+ * @param {Record<string, any>} config @param {{ DATA_ROOT: string, LOG_DIR: string }} dirs @param {string} user its user= line
  */
-function s3Program(config, dirs) {
+function s3Program(config, dirs, user) {
   if (!config.S3_EMBEDDED) return '; no embedded S3 server (STORE=fs, or S3_ENDPOINT names one)';
   const binary = process.env.VERSITYGW || 'versitygw';
   return `[program:versitygw]
 ; the uploads' bucket (STORE=s3): a directory per bucket under data/s3, objects are files
+${user}
 command=${binary} --port ${config.LISTEN_ADDRESS}:${config.S3_PORT} --iam-dir ${dirs.DATA_ROOT}/s3-iam posix ${dirs.DATA_ROOT}/s3
 environment=ROOT_ACCESS_KEY_ID="%(ENV_S3_ACCESS_KEY_ID)s",ROOT_SECRET_ACCESS_KEY="%(ENV_S3_SECRET_ACCESS_KEY)s"
 priority=15
@@ -146,8 +147,60 @@ stdout_logfile=${dirs.LOG_DIR}/versitygw.log
 redirect_stderr=true`;
 }
 
+/** Every program's role: each runs as its own user, STACK_USER_PREFIX + role. */
+export const ROLES = ['edge', 'haproxy', 'redis', 'origin', 'resolver', 'purge', 'metrics', 's3'];
+
+/**
+ * The users the stack's programs run as, by role: when rendering as root with a STACK_USER_PREFIX and the
+ * users exist (up creates them), else null (every program runs as whoever starts the stack).
+ * @param {Record<string, any>} config @returns {Record<string, { name: string, uid: number, gid: number }> | null}
+ */
+export function stackUsers(config) {
+  if (process.getuid?.() !== 0 || !config.STACK_USER_PREFIX) return null;
+  const passwd = fs.existsSync('/etc/passwd') ? fs.readFileSync('/etc/passwd', 'utf8').split('\n').map((line) => line.split(':')) : [];
+  /** @type {Record<string, { name: string, uid: number, gid: number }>} */
+  const users = {};
+  for (const role of ROLES) {
+    const entry = passwd.find((fields) => fields[0] === `${config.STACK_USER_PREFIX}${role}`);
+    if (!entry) return null;
+    users[role] = { name: entry[0], uid: Number(entry[2]), gid: Number(entry[3]) };
+  }
+  return users;
+}
+
+/**
+ * Where the programs run from: this checkout, or when the stack user cannot read it (a root-run clone in
+ * /root, a mktemp -d) a copy of it in /var/lib/image-cdn-stack, made again whenever a file of the checkout
+ * is newer than the copy. @param {Record<string, unknown> | null} users
+ */
+export function appRoot(users) {
+  if (!users || reachableByOthers(ROOT)) return ROOT;
+  const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
+  const target = path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`, 'app');
+  const stamp = path.join(target, '.copied');
+  const skip = ['.git', '.run', 'bench/.peers', 'bench/reports'];
+  const changed = !fs.existsSync(stamp) || execFileSync('find', [ROOT, ...skip.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']), '-newer', stamp, '-print', '-quit'], { encoding: 'utf8' }).trim() !== '';
+  if (!changed) return target;
+  const fresh = `${target}.${process.pid}`;
+  fs.mkdirSync(fresh, { recursive: true });
+  const excludes = skip.map((dir) => `--exclude=./${dir}`).join(' ');
+  execFileSync('sh', ['-c', `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf - && chmod -R a+rX "$2"`, 'copy', ROOT, fresh]);
+  fs.writeFileSync(path.join(fresh, '.copied'), '');
+  fs.rmSync(target, { recursive: true, force: true });
+  fs.renameSync(fresh, target);
+  return target;
+}
+
+/** The directory of the node binary the programs run, in the app copy when there is one. @param {string} app */
+function nodeBin(app) {
+  const bin = path.dirname(process.execPath);
+  return bin.startsWith(`${ROOT}/`) ? path.join(app, path.relative(ROOT, bin)) : bin;
+}
+
 /** Values only templates need, derived from the settings. @param {Record<string, any>} config */
 export function templateValues(config) {
+  const users = stackUsers(config);
+  const app = appRoot(users);
   const dirs = { ROOT, CONF_DIR: path.join(config.STACK_DIR, 'conf'), RUN_DIR: path.join(config.STACK_DIR, 'run'), LOG_DIR: path.join(config.STACK_DIR, 'logs'), DATA_ROOT: path.join(config.STACK_DIR, 'data') };
   const servers = (/** @type {string} */ name, /** @type {string[]} */ list, /** @type {string} */ extra) => list
     .map((address, i) => `  server ${name}${i + 1} ${address} check ${extra}`).join('\n');
@@ -160,8 +213,12 @@ export function templateValues(config) {
   return {
     ...values,
     ...dirs,
+    APP_ROOT: app,
+    APP_NODE_BIN: nodeBin(app),
+    SUPERVISOR_USER_LINE: process.getuid?.() === 0 ? 'user=root' : '; started by a user: every program runs as it',
+    ...Object.fromEntries(ROLES.map((role) => [`USER_${role.toUpperCase()}`, users ? `user=${users[role].name}` : '; the user that started the stack'])),
     HAPROXY_STATS_PASSWORD: statsPassword(config),
-    S3_PROGRAM: s3Program(config, dirs),
+    S3_PROGRAM: s3Program(config, dirs, users ? `user=${users.s3.name}` : '; the user that started the stack'),
     HAPROXY_IMAGES_HOST: config.HAPROXY_HOST,
     HAPROXY_AVATARS_HOST: config.HAPROXY_HOST,
     VARNISH_PURGERS_ACL: config.VARNISH_PURGERS.map((/** @type {string} */ address) => `  "${address}";`).join('\n'),
@@ -233,9 +290,9 @@ function nginxErrorPages() {
  * @param {Record<string, any>} config @param {string} runDir
  */
 function varnishSocket(config, runDir) {
-  const socket = config.VARNISH_SOCKET || path.join(runDir, 'varnish.sock');
-  // nginx's workers are not varnish's user: the socket is as open as the loopback port beside it
-  const listen = config.VARNISH_SOCKET === 'off' ? '' : `-a ${socket},mode=0666`;
+  const socket = config.VARNISH_SOCKET || path.join(runDir, 'edge', 'varnish.sock');
+  // nginx and varnish run as the same user (the edge's): nobody else reaches the socket
+  const listen = config.VARNISH_SOCKET === 'off' ? '' : `-a ${socket},mode=0600`;
   const local = config.VARNISH_SOCKET === 'off' ? `${config.VARNISH_HOST}:${config.VARNISH_PORT}` : `unix:${socket}`;
   return { VARNISH_SOCKET_LISTEN: listen, NGINX_VARNISH_SERVERS: nginxVarnishServers(config, local) };
 }
@@ -299,6 +356,7 @@ export function renderAll(config) {
     fs.writeFileSync(output, substitute(fs.readFileSync(source, 'utf8'), values, template), { mode: secret ? 0o600 : 0o644 });
     if (secret) fs.chmodSync(output, 0o600);
   }
+  giveToStackUsers(config, values);
   // the VCL logic is not templated: copied beside default.vcl, found through vcl_path
   for (const file of fs.readdirSync(path.join(ROOT, 'vcl')).filter((name) => name.endsWith('.vcl'))) {
     fs.copyFileSync(path.join(ROOT, 'vcl', file), path.join(values.CONF_DIR, 'varnish', file));
@@ -314,8 +372,43 @@ export function renderAll(config) {
   return values;
 }
 
+/**
+ * Each program's directories are its own user's (recursively the first time, then only the top: a large
+ * data directory is not walked at every start); the config holding a secret is its reader's alone. logs/
+ * stays root's (supervisord writes every program's log) but the edge may add files and rename its own
+ * there (group-writable, sticky): nginx writes its logs itself and rotate-logs renames them.
+ * @param {Record<string, any>} config @param {Record<string, string>} values
+ */
+function giveToStackUsers(config, values) {
+  const users = stackUsers(config);
+  if (!users) return;
+  /** @type {Array<[string, keyof typeof users]>} */
+  const owned = [
+    [path.join(values.RUN_DIR, 'varnish'), 'edge'], [path.join(values.RUN_DIR, 'nginx'), 'edge'], [path.join(values.RUN_DIR, 'edge'), 'edge'],
+    [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'], [path.join(values.DATA_ROOT, 'redis'), 'redis'], [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
+    [config.DATA_DIR, 'origin'],
+  ];
+  if (config.S3_EMBEDDED) owned.push([path.join(values.DATA_ROOT, 's3'), 's3'], [path.join(values.DATA_ROOT, 's3-iam'), 's3']);
+  for (const [dir, role] of owned) {
+    fs.mkdirSync(dir, { recursive: true });
+    const { uid, gid } = users[role];
+    if (fs.statSync(dir).uid !== uid) execFileSync('chown', ['-R', `${uid}:${gid}`, dir]);
+    fs.chmodSync(dir, 0o750);
+  }
+  fs.chownSync(values.LOG_DIR, 0, users.edge.gid);
+  fs.chmodSync(values.LOG_DIR, 0o1775);
+  for (const name of fs.readdirSync(values.LOG_DIR).filter((file) => /^nginx-(access|error)\.log/.test(file))) {
+    fs.chownSync(path.join(values.LOG_DIR, name), users.edge.uid, users.edge.gid);
+  }
+  fs.chownSync(path.join(values.CONF_DIR, 'haproxy.cfg'), users.haproxy.uid, users.haproxy.gid);
+}
+
 async function main() {
   const config = await resolveSettings();
+  if (process.argv.includes('--stack-users')) {
+    if (process.getuid?.() === 0 && config.STACK_USER_PREFIX) process.stdout.write(`${ROLES.map((role) => `${config.STACK_USER_PREFIX}${role}`).join('\n')}\n`);
+    return;
+  }
   if (process.argv.includes('--dir-only')) {
     process.stdout.write(`${config.STACK_DIR}\n`);
     return;

@@ -4,9 +4,10 @@
 /** @type {import('../lib/src/config.js').Setting[]} */
 export const stackSettings = [
   { name: 'STACK_DIR', type: 'string', default: '.run', doc: 'run directory: rendered configs, logs, pids, data of a native stack (tests use their own)' },
+  { name: 'STACK_USER_PREFIX', type: 'string', default: 'image-cdn-', doc: 'started as root, every program of the native stack runs as its own unprivileged user, this prefix + its role (edge: nginx, varnish, mtail; haproxy; redis; origin; resolver; purge; metrics: prometheus and exporters; s3: versitygw), created by up; empty: as the user that starts the stack' },
   { name: 'LISTEN_ADDRESS', type: 'string', default: '127.0.0.1', doc: 'address every internal component binds to' },
   { name: 'VARNISH_HOST', type: 'string', default: '', doc: 'how nginx and the purge service reach varnish; empty: LISTEN_ADDRESS (compose: varnish)' },
-  { name: 'VARNISH_SOCKET', type: 'string', default: '', doc: 'Unix socket varnish also listens on, for nginx on the same host (about 10% more cache hits/s than loopback TCP); empty: STACK_DIR/run/varnish.sock; off: nginx uses VARNISH_HOST:VARNISH_PORT (compose)' },
+  { name: 'VARNISH_SOCKET', type: 'string', default: '', doc: 'Unix socket varnish also listens on, for nginx on the same host (about 10% more cache hits/s than loopback TCP); empty: STACK_DIR/run/edge/varnish.sock; off: nginx uses VARNISH_HOST:VARNISH_PORT (compose)' },
   { name: 'HAPROXY_HOST', type: 'string', default: '', doc: 'how varnish reaches haproxy; empty: LISTEN_ADDRESS (compose: haproxy)' },
   { name: 'PURGE_SERVICE_UPSTREAM', type: 'string', default: '', doc: 'how nginx reaches the purge service (host:port); empty: this stack\'s' },
   { name: 'NGINX_BIND', type: 'string', default: '127.0.0.1', doc: 'address of the public front (0.0.0.0 to serve the world)' },

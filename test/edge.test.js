@@ -173,16 +173,92 @@ test('operator surfaces stay off the public path', async () => {
   assert.equal((await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/-/ready`)).status, 200, 'still running');
 });
 
-test('the rendered config holding the stats password is readable by root alone', async () => {
+test('the rendered config holding the stats password is readable by haproxy\'s user alone', async () => {
   const file = path.join(stack.dir, 'conf', 'haproxy.cfg');
   assert.ok(fs.readFileSync(file, 'utf8').includes(stack.env.HAPROXY_STATS_PASSWORD));
   assert.equal(fs.statSync(file).mode & 0o777, 0o600);
-  // another local user cannot read it (nor the resolved settings, which hold every secret)
-  for (const secret of [file, path.join(stack.dir, 'env')]) {
-    const { status } = spawnSync('runuser', ['-u', 'nobody', '--', 'cat', secret], { stdio: 'ignore' });
-    assert.notEqual(status, 0, `nobody read ${secret}`);
+  assert.equal(userOf(fs.statSync(file).uid), 'image-cdn-haproxy');
+  // another local user cannot read it (nor the resolved settings, which hold every secret), not even the
+  // stack's other services
+  for (const secret of [file, path.join(stack.dir, 'env'), path.join(stack.dir, 'secrets', 'haproxy-stats-password')]) {
+    for (const user of ['nobody', 'image-cdn-origin']) {
+      const { status } = spawnSync('runuser', ['-u', user, '--', 'cat', secret], { stdio: 'ignore' });
+      assert.notEqual(status, 0, `${user} read ${secret}`);
+    }
   }
   assert.equal(spawnSync('runuser', ['-u', 'nobody', '--', 'cat', path.join(stack.dir, 'conf', 'nginx.conf')], { stdio: 'ignore' }).status, 0, 'configs without secrets stay readable');
+});
+
+/** A user's name from /etc/passwd. @param {number} uid */
+function userOf(uid) {
+  return fs.readFileSync('/etc/passwd', 'utf8').split('\n').map((line) => line.split(':')).find((fields) => Number(fields[2]) === uid)?.[0];
+}
+
+/** Real, effective, saved and filesystem uids of a process (/proc/<pid>/status). @param {number} pid */
+function uidsOf(pid) {
+  const line = fs.readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((entry) => entry.startsWith('Uid:')) || '';
+  return line.split(/\s+/).slice(1, 5).map(Number);
+}
+
+/** Every process below `pid`, children of children included (/proc/<pid>/stat's parent field). @param {number} pid */
+function descendants(pid) {
+  const parents = new Map();
+  for (const name of fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const found = [];
+  for (let frontier = [pid]; frontier.length;) {
+    frontier = [...parents].filter(([, parent]) => frontier.includes(parent)).map(([child]) => child);
+    found.push(...frontier);
+  }
+  return found;
+}
+
+test('every program of the stack runs as its own unprivileged user, read from /proc', async () => {
+  const expected = {
+    redis: 'redis', origin: 'origin', 'avatar-resolver': 'resolver', 'purge-service': 'purge', haproxy: 'haproxy', varnish: 'edge', nginx: 'edge',
+    prometheus: 'metrics', 'varnish-exporter': 'edge', 'nginx-exporter': 'metrics', 'redis-exporter': 'metrics', mtail: 'edge', 'rotate-logs': 'edge',
+  };
+  for (const [program, role] of Object.entries(expected)) {
+    const pid = await stack.pid(program);
+    assert.ok(pid, `${program} running`);
+    for (const uid of uidsOf(pid)) assert.equal(userOf(uid), `image-cdn-${role}`, program);
+  }
+  // and everything they started (varnish's worker, nginx's workers, sh wrappers): nothing below supervisord is root
+  const all = descendants(Number(fs.readFileSync(path.join(stack.dir, 'run', 'supervisord.pid'), 'utf8')));
+  assert.ok(all.length >= Object.keys(expected).length);
+  for (const pid of all) {
+    try {
+      assert.ok(uidsOf(pid).every((uid) => uid !== 0), `pid ${pid} (${fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim()}) runs as root`);
+    } catch (err) {
+      if (/** @type {any} */ (err).code !== 'ENOENT') throw err;
+    }
+  }
+});
+
+test('the origin\'s user can write its data directory and nothing of the stack outside it', async () => {
+  const origin = userOf(uidsOf(await stack.pid('origin'))[0]);
+  /** @param {string} file */
+  const writes = (file) => spawnSync('runuser', ['-u', String(origin), '--', 'sh', '-c', 'echo x > "$1"', 'write', file], { stdio: 'ignore' }).status === 0;
+  const own = path.join(stack.dir, 'data', 'origin', `probe-${process.pid}`);
+  assert.ok(writes(own), 'its data directory');
+  fs.rmSync(own);
+  const elsewhere = [
+    path.join(path.dirname(new URL(import.meta.url).pathname), `..`, `probe-${process.pid}`), // the checkout (its code)
+    path.join(stack.dir, 'conf', 'probe'), path.join(stack.dir, 'run', 'probe'), path.join(stack.dir, 'logs', 'probe'),
+    path.join(stack.dir, 'logs', 'origin.log'), path.join(stack.dir, 'secrets', 'probe'), path.join(stack.dir, 'env'),
+    path.join(stack.dir, 'data', 'redis', 'probe'), path.join(stack.dir, 'data', 'prometheus', 'probe'), path.join(stack.dir, 'run', 'varnish', 'probe'),
+    '/etc/probe', '/root/probe', '/usr/local/bin/probe',
+  ];
+  for (const file of elsewhere) {
+    assert.ok(!writes(file), `the origin's user wrote ${file}`);
+    if (fs.existsSync(file) && file.endsWith('probe')) fs.rmSync(file);
+  }
 });
 
 test('a burst past the per-client rate limit gets JSON 429s, and the rest are served', async () => {
