@@ -10,10 +10,12 @@ sub vcl_recv {
   # images are public: credentials and cookies must not split (or bypass) the cache
   unset req.http.Cookie;
   unset req.http.Authorization;
-  # the origin only distinguishes avif, webp, or neither: three Accept values, three variants at most
-  if (req.http.Accept ~ "image/avif") {
+  # the origin only distinguishes avif, webp, or neither: three Accept values, three variants at most. A type
+  # counts when it is listed with a q above 0 ("image/avif;q=0" refuses AVIF; origin/src/routes/proxy.js
+  # acceptClass reads it the same way)
+  if (req.http.Accept ~ {"(?i)(^|,)\s*image/avif\s*(,|$|;(?![^,]*\bq\s*=\s*0(\.0{0,3})?\s*(;|,|$)))"}) {
     set req.http.Accept = "image/avif";
-  } elsif (req.http.Accept ~ "image/webp") {
+  } elsif (req.http.Accept ~ {"(?i)(^|,)\s*image/webp\s*(,|$|;(?![^,]*\bq\s*=\s*0(\.0{0,3})?\s*(;|,|$)))"}) {
     set req.http.Accept = "image/webp";
   } else {
     unset req.http.Accept;

@@ -66,8 +66,8 @@ await runService({
     const verifyHivesigner = config.HIVESIGNER_APP
       ? createHivesignerAuth({ apiUrl: config.HIVESIGNER_API_URL, app: config.HIVESIGNER_APP, timeoutMs: config.HIVE_API_TIMEOUT_MS })
       : null;
-    // an upload's check decode has slots of its own (one per core): bounded, and never behind transforms
-    const checks = new TransformQueue({ concurrency: os.availableParallelism(), maxQueued: Number.MAX_SAFE_INTEGER });
+    // an upload's check decode has slots of its own (one per core) and a bounded waiting list: never behind transforms
+    const checks = new TransformQueue({ concurrency: os.availableParallelism(), maxQueued: config.UPLOAD_CHECKS_QUEUE_MAX });
     const takedowns = createTakedownList({ redis, logger, service: 'origin', pollMs: config.TAKEDOWN_POLL_MS });
     await takedowns.ready;
     const guard = createGuard({ takedowns, redis, config, logger });

@@ -161,3 +161,24 @@ test('TIFF sources are served as JPEG, or PNG when they have alpha', async () =>
     assert.deepEqual([info.format, info.width, info.height], [format, 150, 100]);
   }
 });
+
+test('uploads waiting for their check decode are bounded: past UPLOAD_CHECKS_QUEUE_MAX a JSON 503, and the rest stored', async () => {
+  const bounded = await startOrigin({ UPLOAD_CHECKS_QUEUE_MAX: '0' });
+  try {
+    // one decode per core at once and none waiting: a burst of large uploads cannot all be checked at once
+    const photos = await Promise.all(Array.from({ length: 8 }, (_, i) => noise(2400 + i, 1800)));
+    const answers = await Promise.all(photos.map(async (photo) => {
+      const response = await tokenUpload(bounded.base, photo);
+      return { status: response.status, body: /** @type {any} */ (await response.json()) };
+    }));
+    const refused = answers.filter((answer) => answer.status === 503);
+    assert.ok(refused.length >= 1, `refused: ${answers.map((answer) => answer.status)}`);
+    for (const { body } of refused) assert.deepEqual(body.error, { name: 'overloaded', info: { reason: 'upload_checks_full' } });
+    const stored = answers.filter((answer) => answer.status === 200);
+    assert.ok(stored.length >= 1);
+    for (const { body } of stored) assert.equal((await fetch(body.url)).status, 200);
+    assert.deepEqual(new Set(answers.map((answer) => answer.status)), new Set([200, 503]));
+  } finally {
+    await bounded.stop();
+  }
+});

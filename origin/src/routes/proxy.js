@@ -33,10 +33,22 @@ function dimension(value, name, cap) {
   return Math.min(number, cap);
 }
 
-/** avif > webp > nothing, from the Accept header (varnish already narrowed it). @param {string | undefined} accept */
+/** The media types an Accept header accepts: listed with a q above 0 (a missing q is 1). @param {string} accept */
+function acceptedTypes(accept) {
+  const types = new Set();
+  for (const entry of accept.split(',')) {
+    const [type, ...params] = entry.split(';').map((part) => part.trim().toLowerCase());
+    const q = params.map((param) => /^q\s*=\s*([\d.]+)$/.exec(param)).find(Boolean);
+    if (type && (!q || Number(q[1]) > 0)) types.add(type);
+  }
+  return types;
+}
+
+/** avif > webp > nothing, from the Accept header (varnish already narrowed it, by the same rules). @param {string | undefined} accept */
 export function acceptClass(accept = '') {
-  if (/image\/avif/i.test(accept)) return 'avif';
-  if (/image\/webp/i.test(accept)) return 'webp';
+  const types = acceptedTypes(accept);
+  if (types.has('image/avif')) return 'avif';
+  if (types.has('image/webp')) return 'webp';
   return '';
 }
 

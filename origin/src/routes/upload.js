@@ -113,7 +113,10 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
     const account = await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
     // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
-    await checks.run(() => verify(tempPath, info), true);
+    await checks.run(() => verify(tempPath, info), true).catch((err) => {
+      if (err instanceof HttpError && err.name === 'overloaded') throw new HttpError(503, 'overloaded', { reason: 'upload_checks_full' }, { 'Retry-After': '5' });
+      throw err;
+    });
     const key = keyFromDigest(file.digest);
     if (deps.guard.blockedUpload(key, account)) throw takedownError(config.CACHE_CONTROL_TAKEDOWN);
     await store.put(key, tempPath);
@@ -144,21 +147,35 @@ async function recordOwner(redis, key, account) {
   }
 }
 
+const WEEK_MS = 7 * 24 * 3600 * 1000;
+// a rolling week: the account's uploads of the last 7 days by key (a retry of the same bytes, the same key,
+// counts once), the oldest dropped as they age out; taken only while under the limit
+const TAKE_QUOTA = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+if redis.call('ZSCORE', KEYS[1], ARGV[4]) then return 0 end
+local used = redis.call('ZCARD', KEYS[1])
+if used >= tonumber(ARGV[3]) then return redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 0`;
+
 /**
- * Per-account weekly quota in Redis; Redis down means no upload (503), never an unmetered one.
- * @param {import('ioredis').Redis} redis @param {string} account @param {number} limit
+ * Per-account quota over a rolling week in Redis, one count per distinct upload (a retried upload of the
+ * same bytes is not counted again); Redis down means no upload (503), never an unmetered one. Past the limit
+ * a 429 whose Retry-After says when the oldest upload of the window ages out.
+ * @param {import('ioredis').Redis} redis @param {string} account @param {number} limit @param {string} key the upload's key
  */
-async function takeQuota(redis, account, limit) {
-  const week = Math.floor(Date.now() / (7 * 24 * 3600 * 1000));
-  const key = `origin:quota:${account}:${week}`;
-  let used;
+async function takeQuota(redis, account, limit, key) {
+  const now = Date.now();
+  let oldest;
   try {
-    used = await redis.incr(key);
-    if (used === 1) await redis.expire(key, 8 * 24 * 3600);
+    oldest = Number(await redis.eval(TAKE_QUOTA, 1, `origin:quota:${account}`, String(now), String(WEEK_MS), String(limit), key));
   } catch {
     throw new HttpError(503, 'unavailable', { reason: 'quota store' }, { 'Retry-After': '10' });
   }
-  if (used > limit) throw new HttpError(429, 'quota_exceeded', { limit, period: 'week' }, { 'Retry-After': '86400' });
+  if (oldest) {
+    const retryAfter = Math.max(1, Math.ceil((oldest + WEEK_MS - now) / 1000));
+    throw new HttpError(429, 'quota_exceeded', { limit, period: 'rolling week' }, { 'Retry-After': String(retryAfter) });
+  }
 }
 
 /**
@@ -179,7 +196,7 @@ export function hiveUploadRoute(deps, signed = 'data') {
       if (!/^[0-9a-f]{130}$/i.test(signature)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
       await acceptUpload(deps, 'hive', async (digest, checksum) => {
         await deps.verifySignature(account, signature, checksum ? challengeHash().update(checksum).digest() : digest);
-        await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK);
+        await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
         return account;
       }, req, res, signed === 'checksum');
     } catch (err) {
@@ -201,9 +218,9 @@ export function hivesignerUploadRoute(deps) {
       const verify = deps.verifyHivesigner;
       if (!verify) throw new HttpError(404, 'hivesigner_disabled');
       if (req.params.token.length > 4096) throw new HttpError(400, 'invalid_token', { reason: 'too long' });
-      await acceptUpload(deps, 'hivesigner', async () => {
+      await acceptUpload(deps, 'hivesigner', async (digest) => {
         const account = await verify(req.params.token);
-        await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK);
+        await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
         return account;
       }, req, res);
     } catch (err) {
