@@ -204,8 +204,10 @@ export function templateValues(config) {
   const dirs = { ROOT, CONF_DIR: path.join(config.STACK_DIR, 'conf'), RUN_DIR: path.join(config.STACK_DIR, 'run'), LOG_DIR: path.join(config.STACK_DIR, 'logs'), DATA_ROOT: path.join(config.STACK_DIR, 'data') };
   const servers = (/** @type {string} */ name, /** @type {string[]} */ list, /** @type {string} */ extra) => list
     .map((address, i) => `  server ${name}${i + 1} ${address} check ${extra}`).join('\n');
+  // nginx reads the certificate and key as the edge user: from copies in conf/tls (see renderAll)
+  const tlsDir = path.join(dirs.CONF_DIR, 'tls');
   const tls = config.NGINX_TLS_CERT && config.NGINX_TLS_KEY
-    ? `listen ${config.NGINX_BIND}:${config.NGINX_TLS_PORT} ssl http2;\n    ssl_certificate ${config.NGINX_TLS_CERT};\n    ssl_certificate_key ${config.NGINX_TLS_KEY};\n    ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:tls:10m;`
+    ? `listen ${config.NGINX_BIND}:${config.NGINX_TLS_PORT} ssl http2;\n    ssl_certificate ${tlsDir}/cert.pem;\n    ssl_certificate_key ${tlsDir}/key.pem;\n    ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:tls:10m;`
     : '# no TLS certificate configured (NGINX_TLS_CERT, NGINX_TLS_KEY)';
   /** @type {Record<string, string>} */
   const values = {};
@@ -226,6 +228,9 @@ export function templateValues(config) {
     UPLOAD_SERVER_LINES: config.ORIGIN_SERVERS.map((/** @type {string} */ address, /** @type {number} */ i) => `  server origin${i + 1} ${address} track be_images/origin${i + 1} maxconn ${config.HAPROXY_UPLOAD_MAXCONN}`).join('\n'),
     AVATAR_SERVER_LINES: servers('resolver', config.AVATAR_SERVERS, 'maxconn 512'),
     NGINX_CLIENT_MAX_BODY: String(config.UPLOAD_MAX_BYTES + 64 * 1024),
+    // each layer waits a little longer than the one inside it, which so answers first, cleanly
+    VARNISH_FIRST_BYTE_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 2),
+    NGINX_PROXY_READ_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 4),
     NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
     NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map((/** @type {string} */ range) => `  set_real_ip_from ${range};`).join('\n'),
     NGINX_TLS: tls,
@@ -356,6 +361,11 @@ export function renderAll(config) {
     fs.writeFileSync(output, substitute(fs.readFileSync(source, 'utf8'), values, template), { mode: secret ? 0o600 : 0o644 });
     if (secret) fs.chmodSync(output, 0o600);
   }
+  copyTls(config, values.CONF_DIR);
+  // Prometheus authenticates to haproxy's metrics with the stats password, from a file only its user reads
+  const scrapePassword = path.join(values.CONF_DIR, 'prometheus', 'haproxy-password');
+  fs.writeFileSync(scrapePassword, values.HAPROXY_STATS_PASSWORD, { mode: 0o600 });
+  fs.chmodSync(scrapePassword, 0o600);
   giveToStackUsers(config, values);
   // the VCL logic is not templated: copied beside default.vcl, found through vcl_path
   for (const file of fs.readdirSync(path.join(ROOT, 'vcl')).filter((name) => name.endsWith('.vcl'))) {
@@ -370,6 +380,22 @@ export function renderAll(config) {
   env.push(`HAPROXY_STATS_PASSWORD=${quote(values.HAPROXY_STATS_PASSWORD)}`);
   fs.writeFileSync(path.join(config.STACK_DIR, 'env'), `${env.join('\n')}\n`, { mode: 0o600 });
   return values;
+}
+
+/**
+ * The TLS certificate and key, copied where nginx reads them as the edge user (the key 0600, the edge's:
+ * the originals may stay root's, e.g. certbot's). `up` copies them again, so a renewed certificate takes
+ * effect with the next start (or a render and nginx -s reload).
+ * @param {Record<string, any>} config @param {string} confDir
+ */
+function copyTls(config, confDir) {
+  if (!config.NGINX_TLS_CERT || !config.NGINX_TLS_KEY) return;
+  const dir = path.join(confDir, 'tls');
+  fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  fs.copyFileSync(config.NGINX_TLS_CERT, path.join(dir, 'cert.pem'));
+  fs.chmodSync(path.join(dir, 'cert.pem'), 0o644);
+  fs.writeFileSync(path.join(dir, 'key.pem'), fs.readFileSync(config.NGINX_TLS_KEY), { mode: 0o600 });
+  fs.chmodSync(path.join(dir, 'key.pem'), 0o600);
 }
 
 /**
@@ -401,6 +427,8 @@ function giveToStackUsers(config, values) {
     fs.chownSync(path.join(values.LOG_DIR, name), users.edge.uid, users.edge.gid);
   }
   fs.chownSync(path.join(values.CONF_DIR, 'haproxy.cfg'), users.haproxy.uid, users.haproxy.gid);
+  fs.chownSync(path.join(values.CONF_DIR, 'prometheus', 'haproxy-password'), users.metrics.uid, users.metrics.gid);
+  if (fs.existsSync(path.join(values.CONF_DIR, 'tls', 'key.pem'))) fs.chownSync(path.join(values.CONF_DIR, 'tls', 'key.pem'), users.edge.uid, users.edge.gid);
 }
 
 async function main() {

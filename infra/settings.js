@@ -22,6 +22,8 @@ export const stackSettings = [
   { name: 'NGINX_CLIENT_HEADER_TIMEOUT_S', type: 'int', default: '10', doc: 'longest a client may take to send its request headers (then the connection is closed)', min: 1 },
   { name: 'NGINX_CLIENT_BODY_TIMEOUT_S', type: 'int', default: '10', doc: 'longest pause between two reads of a request body (then a JSON 408)', min: 1 },
   { name: 'NGINX_SEND_TIMEOUT_S', type: 'int', default: '30', doc: 'longest pause between two writes to a client that reads slowly (then the connection is closed)', min: 1 },
+  { name: 'NGINX_UPLOADS_PER_CLIENT', type: 'int', default: '4', doc: 'uploads one client address may have in progress at once (more: a JSON 429)', min: 1 },
+  { name: 'NGINX_UPLOADS_TOTAL', type: 'int', default: '256', doc: 'uploads in progress at once in all (more: a JSON 429); bodies are received whole by nginx before the origin sees them', min: 1 },
   { name: 'NGINX_RATE_LIMIT', type: 'int', default: '100', doc: 'requests per second per client address (429 past the burst)', min: 1 },
   { name: 'NGINX_RATE_BURST', type: 'int', default: '200', doc: 'burst allowed above the rate', min: 0 },
   { name: 'EDGE_VARNISH_NODES', type: 'list', default: '', doc: 'a varnish cluster (host:port list) nginx spreads requests over by a consistent hash of the URL, each object cached once; the purge service purges each node (PURGE_VARNISH_NODES follows it); empty: this stack\'s varnish over its socket' },

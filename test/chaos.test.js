@@ -163,3 +163,51 @@ test('overload at 10× the transform capacity: fast 503s, flat memory, the fast 
   assert.ok(result.avatarP99 < 100, `avatar p99 ${result.avatarP99} ms`);
   assert.equal(result.afterStatus, 200, 'new work is served again once the queue drained');
 });
+
+/** be_uploads' sessions at haproxy now: uploads the origins are receiving. */
+async function uploadSessions() {
+  const response = await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/stats;csv`, { headers: { authorization: stack.statsAuth } });
+  const [header, ...rows] = (await response.text()).trim().split('\n').map((line) => line.split(','));
+  const row = rows.find((fields) => fields[0] === 'be_uploads' && fields[1] === 'BACKEND');
+  return Number(row?.[header.indexOf('scur')] || 0);
+}
+
+test('300 slow uploads (a byte a second): bounded at nginx, no origin slot held, /p/ misses served as usual', async () => {
+  const source = await upload(await solid(800, 600, 'jpeg'), 'slow-source.jpg');
+  /** @param {number} from */
+  const misses = async (from) => {
+    const times = [];
+    for (let width = from; width < from + 10; width += 1) {
+      const result = await get(variant(source, `width=${width}`));
+      assert.equal(result.status, 200);
+      times.push(result.ms);
+    }
+    return times;
+  };
+  const usual = await misses(200);
+  const { default: net } = await import('node:net');
+  /** @type {Array<{ socket: import('node:net').Socket, answer: string }>} */
+  const clients = [];
+  for (let i = 0; i < 300; i += 1) {
+    const socket = net.connect(Number(stack.env.NGINX_PORT), '127.0.0.1');
+    const client = { socket, answer: '' };
+    socket.on('data', (chunk) => { client.answer += chunk.toString(); });
+    socket.on('error', () => {});
+    socket.write('POST /upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer chaos\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000000\r\n\r\n--b');
+    clients.push(client);
+  }
+  const drip = setInterval(() => { for (const { socket } of clients) if (!socket.destroyed) socket.write('x'); }, 1000);
+  try {
+    await waitFor(async () => clients.filter((client) => client.answer.startsWith('HTTP/1.1 429')).length >= 290, 15_000, 'uploads past the per-client bound refused');
+    const during = await misses(300);
+    assert.equal(await uploadSessions(), 0, 'no slow upload reached an origin: nginx holds them');
+    const limit = Math.max(...usual) * 5 + 2000;
+    assert.ok(Math.max(...during) < limit, `misses under the slow uploads: ${during.map(Math.round)} ms (usual ${usual.map(Math.round)})`);
+    const admitted = clients.filter((client) => !client.answer);
+    assert.ok(admitted.length <= Number(4), `${admitted.length} slow uploads admitted (NGINX_UPLOADS_PER_CLIENT 4)`);
+    for (const { answer } of clients.filter((client) => client.answer)) assert.match(answer, /^HTTP\/1\.1 429[^]*"too_many_requests"/);
+  } finally {
+    clearInterval(drip);
+    for (const { socket } of clients) socket.destroy();
+  }
+});

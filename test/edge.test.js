@@ -30,7 +30,7 @@ async function upload(body, name) {
 
 /** haproxy's own Prometheus exporter: requests per frontend. */
 async function frontendRequests() {
-  const text = await (await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/metrics`)).text();
+  const text = await (await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/metrics`, { headers: { authorization: stack.statsAuth } })).text();
   /** @type {Record<string, number>} */
   const counts = {};
   for (const match of text.matchAll(/^haproxy_frontend_http_requests_total\{proxy="(\w+)"\} (\d+)/gm)) counts[match[1]] = Number(match[2]);
@@ -165,8 +165,10 @@ test('operator surfaces stay off the public path', async () => {
     const response = await fetch(stack.base + route);
     assert.equal(response.status, 404, route);
   }
-  const stats = await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/stats`);
-  assert.equal(stats.status, 401, 'the stats page needs its password');
+  for (const route of ['/stats', '/metrics']) {
+    const answer = await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}${route}`);
+    assert.equal(answer.status, 401, `haproxy's ${route} needs the password`);
+  }
   // Prometheus' lifecycle API (reload, quit) is off: anyone on the box could otherwise stop the monitoring
   const quit = await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/-/quit`, { method: 'POST' });
   assert.equal(quit.status, 403);

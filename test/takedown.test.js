@@ -45,7 +45,9 @@ before(async () => {
   hive.setAccount({ name: 'bob', posting: keyAuthority(posting.publicKey), active: keyAuthority(posting.publicKey), json_metadata: '', posting_json_metadata: '' });
   listServer = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(remoteList));
   await new Promise((resolve) => listServer.listen(0, '127.0.0.1', () => resolve(undefined)));
+  // the purge service reads it as its own user (image-cdn-purge): the directory must let it in
   listFile = path.join(fs.mkdtempSync('/tmp/takedown-list-'), 'blocked.json');
+  fs.chmodSync(path.dirname(listFile), 0o755);
   fs.writeFileSync(listFile, '{}');
   stack = await startStack({
     FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1', HIVE_API_URLS: hive.url, PURGE_ADMIN_TOKEN: ADMIN, AVATAR_ADMIN_TOKEN: ADMIN,
