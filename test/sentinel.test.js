@@ -122,10 +122,10 @@ test('the master SIGKILLed under signed webhooks: sentinel fails over, webhooks 
   const killedAt = Date.now();
   await servers.a.proc.kill();
   // the sentinels promote the replica; the old master, back on its port, is made a replica of it
-  await waitFor(async () => String(await ask(servers.b.port, ['INFO', 'replication'])).includes('role:master'), 30_000, 'the replica promoted');
+  await waitFor(async () => String(await ask(servers.b.port, ['INFO', 'replication'])).includes('role:master'), 60_000, 'the replica promoted');
   servers.a.proc = startProcess('redis-server', servers.a.args);
-  await waitFor(async () => String(await ask(servers.a.port, ['INFO', 'replication'])).includes('master_link_status:up'), 30_000, 'the old master back as a replica');
-  await waitFor(async () => sent.filter((hook) => hook.at > killedAt + 1000 && hook.status === 202).length >= 20, 30_000, 'webhooks answered 202 again after the failover');
+  await waitFor(async () => String(await ask(servers.a.port, ['INFO', 'replication'])).includes('master_link_status:up'), 60_000, 'the old master back as a replica');
+  await waitFor(async () => sent.filter((hook) => hook.at > killedAt + 1000 && hook.status === 202).length >= 20, 60_000, 'webhooks answered 202 again after the failover');
   stop = true;
   await stream;
   const acknowledged = sent.filter((hook) => hook.status === 202);
@@ -147,5 +147,5 @@ test('with the replica gone, a webhook is refused (503) rather than acknowledged
   } finally {
     servers[replica].proc = startProcess('redis-server', servers[replica].args);
   }
-  await waitFor(async () => (await webhook(`again-${n++}`)) === 202, 30_000, '202 once the replica is back');
+  await waitFor(async () => (await webhook(`again-${n++}`)) === 202, 60_000, '202 once the replica is back');
 });
