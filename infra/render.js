@@ -130,20 +130,19 @@ function statsPassword(config) {
 /**
  * The supervisord program of the embedded versitygw (STORE=s3 without S3_ENDPOINT), or nothing. Its root
  * credentials come from supervisord's environment (the resolved settings), never from the rendered file.
- * @param {Record<string, any>} config @param {{ DATA_ROOT: string, LOG_DIR: string }} dirs @param {string} user its user= line
+ * @param {Record<string, any>} config @param {{ DATA_ROOT: string, LOG_DIR: string, binary: string }} dirs @param {string} user its user= line
  */
-function s3Program(config, dirs, user) {
+function s3Program(config, { DATA_ROOT, LOG_DIR, binary }, user) {
   if (!config.S3_EMBEDDED) return '; no embedded S3 server (STORE=fs, or S3_ENDPOINT names one)';
-  const binary = process.env.VERSITYGW || 'versitygw';
   return `[program:versitygw]
 ; the uploads' bucket (STORE=s3): a directory per bucket under data/s3, objects are files
 ${user}
-command=${binary} --port ${config.LISTEN_ADDRESS}:${config.S3_PORT} --iam-dir ${dirs.DATA_ROOT}/s3-iam posix ${dirs.DATA_ROOT}/s3
+command=${binary} --port ${config.LISTEN_ADDRESS}:${config.S3_PORT} --iam-dir ${DATA_ROOT}/s3-iam posix ${DATA_ROOT}/s3
 environment=ROOT_ACCESS_KEY_ID="%(ENV_S3_ACCESS_KEY_ID)s",ROOT_SECRET_ACCESS_KEY="%(ENV_S3_SECRET_ACCESS_KEY)s"
 priority=15
 autorestart=true
 startsecs=1
-stdout_logfile=${dirs.LOG_DIR}/versitygw.log
+stdout_logfile=${LOG_DIR}/versitygw.log
 redirect_stderr=true`;
 }
 
@@ -191,10 +190,9 @@ export function appRoot(users) {
   return target;
 }
 
-/** The directory of the node binary the programs run, in the app copy when there is one. @param {string} app */
-function nodeBin(app) {
-  const bin = path.dirname(process.execPath);
-  return bin.startsWith(`${ROOT}/`) ? path.join(app, path.relative(ROOT, bin)) : bin;
+/** A path of the checkout as the programs see it: in the app copy when there is one. @param {string} app @param {string} file */
+function inApp(app, file) {
+  return file.startsWith(`${ROOT}/`) ? path.join(app, path.relative(ROOT, file)) : file;
 }
 
 /** Values only templates need, derived from the settings. @param {Record<string, any>} config */
@@ -216,11 +214,11 @@ export function templateValues(config) {
     ...values,
     ...dirs,
     APP_ROOT: app,
-    APP_NODE_BIN: nodeBin(app),
+    APP_NODE_BIN: inApp(app, path.dirname(process.execPath)),
     SUPERVISOR_USER_LINE: process.getuid?.() === 0 ? 'user=root' : '; started by a user: every program runs as it',
     ...Object.fromEntries(ROLES.map((role) => [`USER_${role.toUpperCase()}`, users ? `user=${users[role].name}` : '; the user that started the stack'])),
     HAPROXY_STATS_PASSWORD: statsPassword(config),
-    S3_PROGRAM: s3Program(config, dirs, users ? `user=${users.s3.name}` : '; the user that started the stack'),
+    S3_PROGRAM: s3Program(config, { ...dirs, binary: inApp(app, process.env.VERSITYGW || 'versitygw') }, users ? `user=${users.s3.name}` : '; the user that started the stack'),
     HAPROXY_IMAGES_HOST: config.HAPROXY_HOST,
     HAPROXY_AVATARS_HOST: config.HAPROXY_HOST,
     VARNISH_PURGERS_ACL: config.VARNISH_PURGERS.map((/** @type {string} */ address) => `  "${address}";`).join('\n'),
