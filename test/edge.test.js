@@ -263,6 +263,34 @@ test('the origin\'s user can write its data directory and nothing of the stack o
   }
 });
 
+test('1,000 non-canonical spellings of one variant through the edge: one transform, a bounded number of varnish objects', async () => {
+  const url = await upload(await solid(700, 500, 'jpeg'), 'spellings.jpg');
+  const { base58Url } = await import('@stack/lib');
+  const base = `${stack.base}/p/${base58Url.encode(url)}`;
+  const transforms = () => metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_transforms_total');
+  const beforeTransforms = await transforms();
+  const beforeObjects = (await stack.varnishStats())('MAIN.n_object');
+  const spellings = Array.from({ length: 1000 }, (_, i) => {
+    const params = [`width=${'0'.repeat(i % 4)}512${['', 'px', '.5', '.0'][i % 3]}`, `cb${i}=${i}`];
+    if (i % 2) params.push('format=match');
+    if (i % 3) params.push('mode=cover');
+    if (i % 5 === 0) params.push('height=0', `token=${i}`);
+    if (i % 7 === 0) params.push('', 'utm_source=feed');
+    return `${base}?${(i % 2 ? params.reverse() : params).join('&')}`;
+  });
+  const statuses = new Set();
+  for (const [i, spelling] of spellings.entries()) {
+    // a client address each (nginx believes X-Forwarded-For from this loopback proxy): no rate limit in the way
+    const response = await fetch(spelling, { headers: { 'x-forwarded-for': `10.${i >> 8}.${i & 255}.1` } });
+    await response.arrayBuffer();
+    statuses.add(response.status);
+  }
+  assert.deepEqual([...statuses], [200]);
+  assert.ok(await transforms() - beforeTransforms <= 1, 'at most one transform');
+  const objects = (await stack.varnishStats())('MAIN.n_object') - beforeObjects;
+  assert.ok(objects <= 2, `${objects} new varnish objects for 1,000 spellings`);
+});
+
 test('a burst past the per-client rate limit gets JSON 429s, and the rest are served', async () => {
   const url = await upload(await solid(20, 20, 'png'), 'burst.png');
   await fetch(url);

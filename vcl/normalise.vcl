@@ -24,7 +24,15 @@ sub vcl_recv {
   # for every holder. On /p/ it is ours; in a legacy URL's query only a 48-hex token is (another belongs
   # to the source URL, e.g. a Firebase download token)
   if (req.url ~ "^/p/") {
-    set req.url = regsuball(req.url, "([?&])token=[^&]*(&|$)", "\1");
+    # only what the origin reads keys the cache, in one spelling each (its result cache keys on the parsed
+    # values alike): every other parameter (the preview token, a cache buster) is dropped; sizes are read as
+    # the origin reads them (leading digits, no leading zeros; 0 is no size); the defaults (format=match,
+    # mode=cover) and format=jpg's alias are written as the origin understands them
+    set req.url = regsuball(req.url, {"([?&])(?!(?:width|height|mode|format)=)[^&]*"}, "\1");
+    set req.url = regsuball(req.url, {"([?&](?:width|height)=)0*([0-9]+)[^&]*"}, "\1\2");
+    set req.url = regsuball(req.url, {"([?&])(?:width=0|height=0|format=match|mode=cover)(?=&|$)"}, "\1");
+    set req.url = regsuball(req.url, {"([?&]format=)jpg(?=&|$)"}, "\1jpeg");
+    set req.url = regsuball(req.url, {"([?&])&+"}, "\1");
   } elsif (req.url ~ "^/[0-9]+x[0-9]+/") {
     set req.url = regsuball(req.url, "([?&])token=[0-9a-f]{48}(&|$)", "\1");
   }
