@@ -182,3 +182,26 @@ test('uploads waiting for their check decode are bounded: past UPLOAD_CHECKS_QUE
     await bounded.stop();
   }
 });
+
+test('a /p/ answer past REQUEST_TIMEOUT_S is a JSON 503 from the origin itself; the work goes on and is served next', async () => {
+  const deadline = await startOrigin({ REQUEST_TIMEOUT_S: '1', FETCH_RESPONSE_TIMEOUT_MS: '5000', FETCH_TOTAL_TIMEOUT_MS: '10000' });
+  try {
+    deadline.site.add('late.jpg', await noise(300, 200));
+    // headers after 2.5 s: within every fetch limit, past the request's deadline
+    const url = deadline.proxied(`${deadline.site.base}/slow/2500/late.jpg`, { width: 120 });
+    const started = performance.now();
+    const first = await fetch(url);
+    const ms = performance.now() - started;
+    assert.equal(first.status, 503);
+    assert.equal(first.headers.get('retry-after'), '5');
+    assert.deepEqual((await jsonError(first)).name, 'request_timeout');
+    assert.ok(ms >= 900 && ms < 2400, `answered after ${Math.round(ms)} ms`);
+    // the fetch and the transform finished meanwhile: the next request is served at once from the caches
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    const again = await fetch(url);
+    assert.equal(again.status, 200);
+    assert.deepEqual((await sharp(Buffer.from(await again.arrayBuffer())).metadata()).width, 120);
+  } finally {
+    await deadline.stop();
+  }
+});
