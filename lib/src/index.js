@@ -2,7 +2,7 @@ export { loadConfig, envExample, commonSettings, sharedSettings, hiveSettings, p
 export { HttpError, toHttpError, errorAnswer, errorHandler } from './errors.js';
 export { createLogger, logRequest, requestIdOf, requestLogger } from './log.js';
 export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
-export { awaitReplicas, connectRedis, redisReady, redisTarget } from './redis.js';
+export { awaitReplicas, connectRedis, redisReady } from './redis.js';
 export { runService } from './service.js';
 export { base58Url } from './base58-url.js';
 export { createHiveClient } from './hive-rpc.js';

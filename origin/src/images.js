@@ -3,7 +3,6 @@ import os from 'node:os';
 import { LRUCache } from 'lru-cache';
 import { HttpError, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
 import { createBackground } from './background.js';
-import { TransformQueue } from './queue.js';
 import { plan, probe, threadsPerImage, transform, transformTimeout } from './transform.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
@@ -173,7 +172,7 @@ export function createImages(deps) {
   /** @param {Source} source @param {Want} want @param {string} key @param {boolean} later @returns {Promise<Variant>} */
   async function makeVariantOnce(source, want, key, later) {
     // refused before any fetch, stat or probe: under overload a refusal must stay cheap
-    if (queue.full) throw TransformQueue.overloaded();
+    if (queue.full) throw queue.overloaded();
     /** @type {Timings} */
     const timings = {};
     const file = await original(source, timings);

@@ -6,12 +6,15 @@ import { HttpError } from '@stack/lib';
  */
 export class TransformQueue {
   /**
-   * @param {{ concurrency: number, maxQueued: number, onChange?: (queue: TransformQueue) => void }} options
+   * `refusal`: what a refused task is told (reason, Retry-After seconds).
+   * @param {{ concurrency: number, maxQueued: number, onChange?: (queue: TransformQueue) => void,
+   *   refusal?: { reason: string, retryAfterS: number } }} options
    */
-  constructor({ concurrency, maxQueued, onChange = () => {} }) {
+  constructor({ concurrency, maxQueued, onChange = () => {}, refusal = { reason: 'transform_queue_full', retryAfterS: 2 } }) {
     this.concurrency = concurrency;
     this.maxQueued = maxQueued;
     this.onChange = onChange;
+    this.refusal = refusal;
     this.running = 0;
     /** @type {Array<() => void>} */
     this.small = [];
@@ -41,7 +44,7 @@ export class TransformQueue {
    * @returns {() => void}
    */
   reserve() {
-    if (this.full) throw TransformQueue.overloaded();
+    if (this.full) throw this.overloaded();
     this.reserved += 1;
     let held = true;
     return () => {
@@ -51,8 +54,8 @@ export class TransformQueue {
   }
 
   /** The 503 a refused task gets. */
-  static overloaded() {
-    return new HttpError(503, 'overloaded', { reason: 'transform_queue_full' }, { 'Retry-After': '2' });
+  overloaded() {
+    return new HttpError(503, 'overloaded', { reason: this.refusal.reason }, { 'Retry-After': String(this.refusal.retryAfterS) });
   }
 
   /**
@@ -65,7 +68,7 @@ export class TransformQueue {
   async run(task, small, release) {
     const queuedAt = performance.now();
     release?.();
-    if (this.full) throw TransformQueue.overloaded();
+    if (this.full) throw this.overloaded();
     if (this.running >= this.concurrency) {
       await new Promise((resolve) => {
         (small ? this.small : this.large).push(() => resolve(null));

@@ -67,7 +67,9 @@ await runService({
       ? createHivesignerAuth({ apiUrl: config.HIVESIGNER_API_URL, app: config.HIVESIGNER_APP, timeoutMs: config.HIVE_API_TIMEOUT_MS })
       : null;
     // an upload's check decode has slots of its own (one per core) and a bounded waiting list: never behind transforms
-    const checks = new TransformQueue({ concurrency: os.availableParallelism(), maxQueued: config.UPLOAD_CHECKS_QUEUE_MAX });
+    const checks = new TransformQueue({
+      concurrency: os.availableParallelism(), maxQueued: config.UPLOAD_CHECKS_QUEUE_MAX, refusal: { reason: 'upload_checks_full', retryAfterS: 5 },
+    });
     const takedowns = createTakedownList({ redis, logger, service: 'origin', pollMs: config.TAKEDOWN_POLL_MS });
     await takedowns.ready;
     const guard = createGuard({ takedowns, redis, config, logger });

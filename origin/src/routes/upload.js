@@ -113,10 +113,7 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
     const account = await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
     // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
-    await checks.run(() => verify(tempPath, info), true).catch((err) => {
-      if (err instanceof HttpError && err.name === 'overloaded') throw new HttpError(503, 'overloaded', { reason: 'upload_checks_full' }, { 'Retry-After': '5' });
-      throw err;
-    });
+    await checks.run(() => verify(tempPath, info), true);
     const key = keyFromDigest(file.digest);
     if (deps.guard.blockedUpload(key, account)) throw takedownError(config.CACHE_CONTROL_TAKEDOWN);
     await store.put(key, tempPath);
