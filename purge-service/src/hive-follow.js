@@ -1,4 +1,5 @@
 import { avatarLastKey, enqueuePurge, hiveMapping } from '@stack/lib';
+import { inRounds } from './rounds.js';
 
 const CURSOR = 'purge:hive:cursor';
 const PROFILE_OPS = new Set(['account_update', 'account_update2']);
@@ -34,16 +35,12 @@ export async function changesIn(ops, redis) {
  *   config: Record<string, any>, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
 export function createFollower({ hive, redis, config, logger, metrics }) {
-  let running = false;
-  /** @type {Promise<void> | null} */
-  let done = null;
-
   async function catchUp() {
     const props = await hive.call('condenser_api.get_dynamic_global_properties', []);
     const head = Number(props.head_block_number);
     const stored = await redis.get(CURSOR);
     let cursor = stored ? Number(stored) : (config.HIVE_FOLLOW_START_BLOCK || head) - 1;
-    while (running && cursor < head) {
+    while (rounds.running() && cursor < head) {
       const block = cursor + 1;
       const ops = await hive.call('condenser_api.get_ops_in_block', [block, false]);
       for (const event of await changesIn(ops || [], redis)) {
@@ -57,25 +54,6 @@ export function createFollower({ hive, redis, config, logger, metrics }) {
     }
   }
 
-  async function loop() {
-    while (running) {
-      try {
-        await catchUp();
-      } catch (err) {
-        logger.warn({ err: /** @type {Error} */ (err).message }, 'hive follower');
-      }
-      await new Promise((resolve) => setTimeout(resolve, config.HIVE_FOLLOW_POLL_MS));
-    }
-  }
-
-  return {
-    start() {
-      running = true;
-      done = loop();
-    },
-    async stop() {
-      running = false;
-      await done;
-    },
-  };
+  const rounds = inRounds({ work: catchUp, everyMs: config.HIVE_FOLLOW_POLL_MS, logger, what: 'hive follower' });
+  return { start: rounds.start, stop: rounds.stop };
 }

@@ -2,6 +2,8 @@
 // could not take is kept in Redis, in that node's own stream (durable like the purge stream), and sent to
 // it as soon as it answers again, oldest first.
 
+import { inRounds } from './rounds.js';
+
 const NODES = 'purge:nodes';
 // a node is forgotten only when its stream is empty, in one step (a purge deferred meanwhile keeps it listed)
 const FORGET_IF_EMPTY = `if redis.call('XLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end return 0`;
@@ -13,9 +15,6 @@ const streamOf = (node) => `purge:node:${node}`;
  *   config: Record<string, any>, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
 export function createNodeQueue({ redis, varnish, config, logger, metrics }) {
-  let running = false;
-  /** @type {Promise<void> | null} */
-  let loopDone = null;
 
   /**
    * Keeps a purge for a node that did not take it. @param {string} node
@@ -69,27 +68,16 @@ export function createNodeQueue({ redis, varnish, config, logger, metrics }) {
     }
   }
 
-  async function loop() {
-    await observeAll();
-    while (running) {
-      try {
-        for (const node of await redis.smembers(NODES)) await drain(node);
-      } catch (err) {
-        logger.warn({ err: /** @type {Error} */ (err).message }, 'varnish node queue read failed');
-      }
-      await new Promise((resolve) => setTimeout(resolve, config.PURGE_NODE_RETRY_MS));
+  let observed = false;
+  /** One round: every node with missed purges gets them, in turn (the first round first zeroes every node's series). */
+  async function round() {
+    if (!observed) {
+      observed = true;
+      await observeAll();
     }
+    for (const node of await redis.smembers(NODES)) await drain(node);
   }
 
-  return {
-    defer,
-    start() {
-      running = true;
-      loopDone = loop();
-    },
-    async stop() {
-      running = false;
-      await loopDone;
-    },
-  };
+  const rounds = inRounds({ work: round, everyMs: config.PURGE_NODE_RETRY_MS, logger, what: 'varnish node queue read failed' });
+  return { defer, start: rounds.start, stop: rounds.stop };
 }
