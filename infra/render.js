@@ -343,10 +343,9 @@ const SECRET_CONFIGS = ['haproxy.cfg'];
 export function renderAll(config) {
   embeddedS3Credentials(config);
   const values = templateValues(config);
-  const dirs = [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, path.join(values.RUN_DIR, 'nginx'), path.join(values.DATA_ROOT, 'redis'), path.join(values.DATA_ROOT, 'prometheus')];
-  // the embedded versitygw's bucket is a directory
-  if (config.S3_EMBEDDED) dirs.push(path.join(values.DATA_ROOT, 's3', config.S3_BUCKET), path.join(values.DATA_ROOT, 's3-iam'));
-  for (const dir of dirs) fs.mkdirSync(dir, { recursive: true });
+  for (const dir of [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, ...programDirs(config, values).map(([dir]) => dir)]) {
+    fs.mkdirSync(dir, { recursive: true });
+  }
   // searchable by varnish's users (its workdir is in run/, its VCL in conf/varnish) whatever the umask
   for (const dir of [config.STACK_DIR, values.CONF_DIR, values.RUN_DIR]) fs.chmodSync(dir, 0o755);
   for (const [template, target] of TEMPLATES) {
@@ -397,6 +396,23 @@ function copyTls(config, confDir) {
 }
 
 /**
+ * The directories the programs write, each with the role whose user owns it.
+ * @param {Record<string, any>} config @param {Record<string, string>} values
+ * @returns {Array<[string, typeof ROLES[number]]>}
+ */
+function programDirs(config, values) {
+  /** @type {Array<[string, typeof ROLES[number]]>} */
+  const dirs = [
+    [path.join(values.RUN_DIR, 'varnish'), 'edge'], [path.join(values.RUN_DIR, 'nginx'), 'edge'], [path.join(values.RUN_DIR, 'edge'), 'edge'],
+    [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'], [path.join(values.DATA_ROOT, 'redis'), 'redis'], [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
+    [config.DATA_DIR, 'origin'],
+  ];
+  // the embedded versitygw's bucket is a directory
+  if (config.S3_EMBEDDED) dirs.push([path.join(values.DATA_ROOT, 's3'), 's3'], [path.join(values.DATA_ROOT, 's3', config.S3_BUCKET), 's3'], [path.join(values.DATA_ROOT, 's3-iam'), 's3']);
+  return dirs;
+}
+
+/**
  * Each program's directories are its own user's (recursively the first time, then only the top: a large
  * data directory is not walked at every start); the config holding a secret is its reader's alone. logs/
  * stays root's (supervisord writes every program's log) but the edge may add files and rename its own
@@ -406,15 +422,7 @@ function copyTls(config, confDir) {
 function giveToStackUsers(config, values) {
   const users = stackUsers(config);
   if (!users) return;
-  /** @type {Array<[string, keyof typeof users]>} */
-  const owned = [
-    [path.join(values.RUN_DIR, 'varnish'), 'edge'], [path.join(values.RUN_DIR, 'nginx'), 'edge'], [path.join(values.RUN_DIR, 'edge'), 'edge'],
-    [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'], [path.join(values.DATA_ROOT, 'redis'), 'redis'], [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
-    [config.DATA_DIR, 'origin'],
-  ];
-  if (config.S3_EMBEDDED) owned.push([path.join(values.DATA_ROOT, 's3'), 's3'], [path.join(values.DATA_ROOT, 's3-iam'), 's3']);
-  for (const [dir, role] of owned) {
-    fs.mkdirSync(dir, { recursive: true });
+  for (const [dir, role] of programDirs(config, values)) {
     const { uid, gid } = users[role];
     if (fs.statSync(dir).uid !== uid) execFileSync('chown', ['-R', `${uid}:${gid}`, dir]);
     fs.chmodSync(dir, 0o750);
