@@ -3,12 +3,10 @@
 // three runs of each; and the drain rate of a 10,000-event backlog.
 //   node bench/purge.js [--quick]
 import fs from 'node:fs';
-import path from 'node:path';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
 import { sign } from '../purge-service/src/signature.js';
 import { freePort, waitFor } from '../test/support/ports.js';
-import { startProcess } from '../test/support/processes.js';
 import { startStack } from '../test/support/stack.js';
 import { machine, percentile, spread, writeReport } from './lib.js';
 
@@ -25,14 +23,9 @@ async function startBench(nodes) {
   const portB = await freePort();
   const settings = { PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', LOG_LEVEL: 'warn', VARNISH_PORT: String(portA) };
   const stack = await startStack(nodes > 1 ? { ...settings, EDGE_VARNISH_NODES: `127.0.0.1:${portA},127.0.0.1:${portB}` } : settings);
-  /** @type {ReturnType<typeof startProcess> | null} */
+  /** @type {ReturnType<typeof import('../test/support/processes.js').startProcess> | null} */
   let second = null;
-  if (nodes > 1) {
-    const conf = path.join(stack.dir, 'conf', 'varnish');
-    second = startProcess('varnishd', ['-F', '-n', path.join(stack.dir, 'run', 'varnish-b'), '-i', 'node-b', '-a', `127.0.0.1:${portB}`,
-      '-T', `127.0.0.1:${await freePort()}`, '-f', path.join(conf, 'default.vcl'), '-p', `vcl_path=${conf}`, '-s', 'malloc,256M']);
-    await waitFor(async () => (await fetch(`http://127.0.0.1:${portB}/healthz`).catch(() => null))?.status === 200, 30_000, 'varnish node-b');
-  }
+  if (nodes > 1) second = await stack.startVarnish('node-b', portB, 'malloc,256M');
   const pools = [portA, portB].slice(0, nodes).map((port) => new Pool(`http://127.0.0.1:${port}`, { connections: 64 }));
   return {
     stack,

@@ -166,10 +166,8 @@ test('overload at 10× the transform capacity: fast 503s, flat memory, the fast 
 
 /** be_uploads' sessions at haproxy now: uploads the origins are receiving. */
 async function uploadSessions() {
-  const response = await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/stats;csv`, { headers: { authorization: stack.statsAuth } });
-  const [header, ...rows] = (await response.text()).trim().split('\n').map((line) => line.split(','));
-  const row = rows.find((fields) => fields[0] === 'be_uploads' && fields[1] === 'BACKEND');
-  return Number(row?.[header.indexOf('scur')] || 0);
+  const row = (await stack.haproxyStats()).find((fields) => fields.pxname === 'be_uploads' && fields.svname === 'BACKEND');
+  return Number(row?.scur || 0);
 }
 
 test('300 slow uploads (a byte a second): bounded at nginx, no origin slot held, /p/ misses served as usual', async () => {

@@ -4,30 +4,25 @@
 // reach every node, and one that was away gets what it missed from its own queue when it is back.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { base58Url } from '@stack/lib';
 import { solid } from './support/images.js';
 import { metricValue } from './support/metrics.js';
 import { freePort, waitFor } from './support/ports.js';
-import { startProcess } from './support/processes.js';
 import { startStack } from './support/stack.js';
 
 const run = promisify(execFile);
 /** @type {Awaited<ReturnType<typeof startStack>>} */
 let stack;
-/** @type {ReturnType<typeof startProcess> | null} */
+/** @type {ReturnType<typeof import('./support/processes.js').startProcess> | null} */
 let nodeB = null;
 let portA = 0;
 let portB = 0;
 
-/** The second varnish node: the stack's rendered VCL, its own work directory and port, named node-b. */
+/** The second varnish node, named node-b; then the edge sends it its share. */
 async function startNodeB() {
-  const conf = path.join(stack.dir, 'conf', 'varnish');
-  nodeB = startProcess('varnishd', ['-F', '-n', path.join(stack.dir, 'run', 'varnish-b'), '-i', 'node-b', '-a', `127.0.0.1:${portB}`,
-    '-T', `127.0.0.1:${await freePort()}`, '-f', path.join(conf, 'default.vcl'), '-p', `vcl_path=${conf}`, '-s', 'malloc,64M']);
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${portB}/healthz`).catch(() => null))?.status === 200, 30_000, 'varnish node-b serving');
+  nodeB = await stack.startVarnish('node-b', portB);
   // nginx tries a node it found refusing again after EDGE_VARNISH_FAIL_TIMEOUT_S (3 s), each worker on its own
   await new Promise((resolve) => setTimeout(resolve, 3500));
   await waitFor(async () => {
@@ -38,7 +33,7 @@ async function startNodeB() {
 
 /** SIGKILL node-b, its manager and its worker child alike. */
 async function killNodeB() {
-  await run('pkill', ['-KILL', '-f', `varnish-b -i node-b`]).catch(() => {});
+  await run('pkill', ['-KILL', '-f', `varnish-node-b -i node-b`]).catch(() => {});
   await nodeB?.exited;
   await waitFor(async () => !(await fetch(`http://127.0.0.1:${portB}/healthz`).catch(() => null)), 10_000, 'node-b gone');
   nodeB = null;
@@ -137,7 +132,7 @@ test('an avatar changed while a varnish node is down: once it is back, no reques
   const fresh = (/** @type {string} */ account, /** @type {string | null} */ location) => Boolean(location) && location !== old.get(account);
 
   // node-b away but alive: stopped (SIGSTOP), so it keeps its objects and misses the purges
-  const pids = (await run('pgrep', ['-f', 'varnish-b -i node-b'])).stdout.trim().split('\n').map(Number);
+  const pids = (await run('pgrep', ['-f', 'varnish-node-b -i node-b'])).stdout.trim().split('\n').map(Number);
   for (const pid of pids) process.kill(pid, 'SIGSTOP');
   try {
     for (const account of accounts) await set(account, `https://img.example/${account}-new.png`);

@@ -47,13 +47,10 @@ after(async () => {
   await stack?.stop();
 });
 
-/** be_images' servers as haproxy's stats CSV gives them. */
+/** be_images' servers as haproxy's stats give them. */
 async function haproxyServers() {
-  const response = await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/stats;csv`, { headers: { authorization: stack.statsAuth } });
-  const [header, ...rows] = (await response.text()).trim().split('\n').map((line) => line.split(','));
-  const at = (/** @type {string} */ name) => header.indexOf(name);
-  return rows.filter((row) => row[0] === 'be_images' && !['BACKEND', 'FRONTEND'].includes(row[1]))
-    .map((row) => ({ name: row[1], status: row[at('status')] }));
+  return (await stack.haproxyStats()).filter((row) => row.pxname === 'be_images' && !['BACKEND', 'FRONTEND'].includes(row.svname))
+    .map((row) => ({ name: row.svname, status: row.status }));
 }
 
 /** A distinct photograph-sized image (noise compresses badly: about a megabyte as PNG). @param {number} width */

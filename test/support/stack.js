@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, waitFor } from './ports.js';
-import { root } from './processes.js';
+import { root, startProcess } from './processes.js';
 
 const run = promisify(execFile);
 
@@ -82,6 +82,7 @@ export async function startStack(settings = {}) {
     });
     return Number(String(stdout).trim()) || 0;
   };
+  const statsAuth = `Basic ${Buffer.from(`admin:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`;
   return {
     dir,
     env,
@@ -130,9 +131,27 @@ export async function startStack(settings = {}) {
       const full = async (/** @type {string} */ backend) => /\s(\d+)\/\1\s+healthy\b/.test(await backendLine(backend));
       for (const backend of ['images', 'avatars']) await waitFor(() => full(backend), 60_000, `varnish's ${backend} backend healthy, every probe of its window good`);
     },
+    /** haproxy's stats as records keyed by the CSV's column names (pxname, svname, status, scur, …). */
+    async haproxyStats() {
+      const response = await fetch(`http://127.0.0.1:${env.HAPROXY_STATS_PORT}/stats;csv`, { headers: { authorization: statsAuth } });
+      const [header, ...rows] = (await response.text()).trim().split('\n').map((line) => line.split(','));
+      const names = header.map((name) => name.replace(/^# /, ''));
+      return rows.map((row) => Object.fromEntries(names.map((name, i) => [name, row[i]])));
+    },
+    /**
+     * Another varnish node on `port`, from this stack's rendered VCL, named `name` (X-Served-By; work
+     * directory run/varnish-<name>); resolves once it serves. @param {string} name @param {number} port
+     */
+    async startVarnish(name, port, storage = 'malloc,64M') {
+      const conf = path.join(dir, 'conf', 'varnish');
+      const node = startProcess('varnishd', ['-F', '-n', path.join(dir, 'run', `varnish-${name}`), '-i', name, '-a', `127.0.0.1:${port}`,
+        '-T', `127.0.0.1:${await freePort()}`, '-f', path.join(conf, 'default.vcl'), '-p', `vcl_path=${conf}`, '-s', storage]);
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status === 200, 30_000, `varnish ${name} serving`);
+      return node;
+    },
     /** `supervisorctl status` whatever the programs' states. */
     statusText: async () => (await ctl('status').catch((/** @type {any} */ err) => err)).stdout,
-    statsAuth: `Basic ${Buffer.from(`admin:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`,
+    statsAuth,
     /** @param {string} file */
     log: (file) => fs.readFileSync(path.join(dir, 'logs', file), 'utf8'),
     async stop() {
