@@ -6,11 +6,10 @@ import { createReadStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { isUploadKey, loadConfig } from '@stack/lib';
 import { settings } from './config.js';
 import { challengeHash, keyFromDigest } from './keys.js';
-import { bucketProblem, objectKey, putObject, s3Client, s3Status } from './store/s3.js';
+import { bucketProblem, objectSize, putObject, s3Client } from './store/s3.js';
 
 /** @typedef {'copied' | 'present' | 'damaged' | 'failed'} Outcome */
 
@@ -38,12 +37,7 @@ async function migrateFile(client, config, file) {
   const key = path.basename(file);
   if (await keyOfFile(file) !== key) return 'damaged';
   const { size } = await fs.stat(file);
-  try {
-    const head = await client.send(new HeadObjectCommand({ Bucket: config.S3_BUCKET, Key: objectKey(config, key) }));
-    if (head.ContentLength === size) return 'present';
-  } catch (err) {
-    if (s3Status(err) !== 404) throw err;
-  }
+  if (await objectSize(client, config, key) === size) return 'present';
   await putObject(client, config, key, file);
   return 'copied';
 }

@@ -26,7 +26,7 @@ export function s3Client(config) {
 }
 
 /** The HTTP status S3 answered, or 0 when it did not answer (unreachable, timed out). @param {unknown} err */
-export function s3Status(err) {
+function s3Status(err) {
   return /** @type {any} */ (err)?.$metadata?.httpStatusCode || 0;
 }
 
@@ -34,7 +34,7 @@ export function s3Status(err) {
 const missing = (err) => s3Status(err) === 404 || /** @type {any} */ (err)?.name === 'NoSuchKey' || /** @type {any} */ (err)?.name === 'NotFound';
 
 /** S3 down, slow or refusing: a clean 503 the client may retry, never a "not found" anyone remembers. */
-export function storeUnavailable() {
+function storeUnavailable() {
   return new HttpError(503, 'store_unavailable', { reason: 'object storage unreachable' }, { 'Retry-After': '5' });
 }
 
@@ -58,7 +58,21 @@ export async function bucketProblem(client, config) {
 }
 
 /** An upload's object key. @param {S3Settings} config @param {string} key */
-export const objectKey = (config, key) => `${config.S3_PREFIX}${key}`;
+const objectKey = (config, key) => `${config.S3_PREFIX}${key}`;
+
+/**
+ * An upload's object size, or null when the bucket has no such object (HEAD).
+ * @param {S3Client} client @param {S3Settings} config @param {string} key @returns {Promise<number | null>}
+ */
+export async function objectSize(client, config, key) {
+  try {
+    const head = await client.send(new HeadObjectCommand({ Bucket: config.S3_BUCKET, Key: objectKey(config, key) }));
+    return head.ContentLength ?? 0;
+  } catch (err) {
+    if (missing(err)) return null;
+    throw err;
+  }
+}
 
 /**
  * Writes a file as an upload's object; resolves once S3 acknowledged it.
@@ -163,17 +177,6 @@ export class S3Store {
     }
   }
 
-  /** @param {string} key @returns {Promise<boolean>} */
-  async exists(key) {
-    try {
-      await this.client.send(new HeadObjectCommand({ Bucket: this.config.S3_BUCKET, Key: this.objectKey(key) }));
-      return true;
-    } catch (err) {
-      if (missing(err)) return false;
-      throw err;
-    }
-  }
-
   /**
    * Writes a complete temp file under its key and returns once S3 acknowledged it; content-addressed, so
    * bytes already there are not written again. The file then joins the local cache.
@@ -181,7 +184,7 @@ export class S3Store {
    */
   async put(key, tempFile) {
     try {
-      if (await this.exists(key)) {
+      if (await objectSize(this.client, this.config, key) !== null) {
         this.count('put', 'exists');
       } else {
         await putObject(this.client, this.config, key, tempFile);
