@@ -72,5 +72,5 @@ export async function awaitReplicas(redis, config) {
   const replicas = config.REDIS_ACK_REPLICAS || 0;
   if (!replicas) return;
   const held = Number(await redis.wait(replicas, config.REDIS_ACK_TIMEOUT_MS || 1000));
-  if (held < replicas) throw Object.assign(new Error(`held by ${held} of ${replicas} replicas`), { notReplicated: true });
+  if (held < replicas) throw new Error(`held by ${held} of ${replicas} replicas`);
 }

@@ -139,7 +139,7 @@ export function createImages(deps) {
     } catch (err) {
       if (/** @type {any} */ (err)?.code !== 'ENOENT') throw err;
       // an upload's own file (STORE=fs) is the upload: gone is gone; a copy of the bucket's is read again
-      if (source.uploadKey && !('forget' in store)) throw err;
+      if (source.uploadKey && !store.copies) throw err;
       const cached = originals.get(source.id);
       if (cached) probed.delete(cached.path);
       originals.forget(source.id);

@@ -21,6 +21,8 @@ export class FsStore {
   constructor(dir) {
     this.dir = path.resolve(dir, 'uploads');
     this.tmpDir = path.resolve(dir, 'tmp');
+    /** its files are the uploads themselves, not copies: one gone is gone */
+    this.copies = false;
   }
 
   async init() {

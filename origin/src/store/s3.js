@@ -106,6 +106,8 @@ export class S3Store {
   constructor({ config, cache, logger, previous, onOperation = () => {} }) {
     this.config = config;
     this.previous = previous;
+    /** its files are copies in the originals cache: one gone is read from the bucket again */
+    this.copies = true;
     this.client = s3Client(config);
     this.cache = cache;
     this.logger = logger;
@@ -203,10 +205,5 @@ export class S3Store {
     await this.client.send(new DeleteObjectCommand({ Bucket: this.config.S3_BUCKET, Key: this.objectKey(key) }));
     await this.cache.remove(key);
     await this.previous?.remove(key);
-  }
-
-  /** A cached copy whose file is gone (removed by hand): read from the bucket again. @param {string} key */
-  forget(key) {
-    this.cache.forget(key);
   }
 }
