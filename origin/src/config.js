@@ -43,7 +43,7 @@ export const settings = [
   { name: 'TRANSFORM_CONCURRENCY', type: 'int', default: '0', doc: 'transforms at once; 0: 2 × cores', min: 0 },
   { name: 'TRANSFORM_QUEUE_MAX', type: 'int', default: '64', doc: 'transforms waiting; past it an immediate 503 with Retry-After', min: 0 },
   { name: 'TRANSFORM_DEGRADE_DEPTH', type: 'int', default: '8', doc: 'queue depth from which avif/auto are encoded as cheaper WebP with a short Cache-Control', min: 0 },
-  { name: 'REQUEST_TIMEOUT_S', type: 'int', default: '55', doc: 'longest a /p/ answer takes, fetch, queue and transform included: then a JSON 503 request_timeout (the work goes on and is cached); keep it under HAPROXY_SERVER_TIMEOUT_S so the origin answers first', min: 1 },
+  { name: 'REQUEST_TIMEOUT_S', type: 'int', default: '55', doc: 'longest a variant not yet cached takes (/p/), fetch, queue and transform included: then a JSON 503 request_timeout (the work goes on and is cached); keep it under HAPROXY_SERVER_TIMEOUT_S so the origin answers first', min: 1 },
   { name: 'TRANSFORM_TIMEOUT_S', type: 'int', default: '30', doc: 'longest transform', min: 1 },
   { name: 'TRANSFORM_THREADS', type: 'int', default: '0', doc: 'libvips threads per transform; 0: cores ÷ transforms running (a lone transform gets every core, a full house one each)', min: 0 },
   { name: 'TRANSFORM_NICE', type: 'int', default: '10', doc: 'niceness of the threads that transform (all but the event loop), so the request path keeps the CPU under a flood of transforms; 0 leaves them alone', min: 0, max: 19 },

@@ -19,6 +19,21 @@ export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
  */
 
 /**
+ * The work, or a 503 at its deadline (REQUEST_TIMEOUT_S, under haproxy's server timeout: the origin answers
+ * first, cleanly). The work goes on; what it makes is cached for the next request.
+ * @template T @param {Promise<T>} work @param {number} seconds @returns {Promise<T>}
+ */
+function withinDeadline(work, seconds) {
+  /** @type {NodeJS.Timeout | undefined} */
+  let timer;
+  const deadline = new Promise((_resolve, reject) => {
+    timer = setTimeout(() => reject(new HttpError(503, 'request_timeout', { limit_s: seconds }, { 'Retry-After': '5' })), seconds * 1000);
+  });
+  work.catch(() => {}); // answered by the deadline already
+  return /** @type {Promise<T>} */ (Promise.race([work, deadline])).finally(() => clearTimeout(timer));
+}
+
+/**
  * The image pipeline: source → original (store or remote, cached) → variant (cached), with single-flight
  * on both and the failure cache in front.
  * @param {{ config: Record<string, any>, store: import('./store/index.js').Store,
@@ -115,7 +130,8 @@ export function createImages(deps) {
     const cached = variants.get(key);
     metrics.cache.inc({ level: 'variant', result: cached ? 'hit' : 'miss' });
     if (cached) return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, cached, timings: {} };
-    const made = () => flight('transform', key, () => makeVariant(source, want, key));
+    // a miss answers by REQUEST_TIMEOUT_S, whatever a fetch, the queue and a transform add up to
+    const made = () => withinDeadline(flight('transform', key, () => makeVariant(source, want, key)), config.REQUEST_TIMEOUT_S);
     if (!flight.has('transform', key)) return made();
     // joining a transform in flight is waiting like a queued request, so it holds a place in the queue
     // (refused when it is full): otherwise duplicates, which varnish sends while an earlier 503 for the same

@@ -89,9 +89,7 @@ const withoutExtension = (encoded) => encoded.replace(EXTENSION, '');
  * @returns {(encoded: string, query: Record<string, unknown>, accept: string | undefined, paths: (string | undefined)[]) => Promise<ProxyAnswer>}
  */
 function proxyAnswer({ images, config, guard }) {
-  return (encoded, query, accept, paths) => withinDeadline(answerOnce(encoded, query, accept, paths), config.REQUEST_TIMEOUT_S);
-  /** @param {string} encoded @param {Record<string, unknown>} query @param {string | undefined} accept @param {(string | undefined)[]} paths @returns {Promise<ProxyAnswer>} */
-  async function answerOnce(encoded, query, accept, paths) {
+  return async (encoded, query, accept, paths) => {
     const text = base58Url.decode(withoutExtension(encoded));
     if (!text) throw new HttpError(400, 'invalid_url', { reason: 'not base58' });
     const want = parseWant(query, accept, config);
@@ -120,23 +118,7 @@ function proxyAnswer({ images, config, guard }) {
       if (!config.CDN_VARY_ACCEPT) Object.assign(headers, { 'CDN-Cache-Control': 'no-store', 'Cloudflare-CDN-Cache-Control': 'no-store' });
     }
     return { headers, variant };
-  }
-}
-
-/**
- * The answer, or a 503 at the request's deadline (REQUEST_TIMEOUT_S, under haproxy's server timeout: the
- * origin answers first, cleanly, whatever a fetch, the queue and a transform add up to). The work goes on;
- * what it makes is cached for the next request.
- * @template T @param {Promise<T>} work @param {number} seconds @returns {Promise<T>}
- */
-function withinDeadline(work, seconds) {
-  /** @type {NodeJS.Timeout | undefined} */
-  let timer;
-  const deadline = new Promise((_resolve, reject) => {
-    timer = setTimeout(() => reject(new HttpError(503, 'request_timeout', { limit_s: seconds }, { 'Retry-After': '5' })), seconds * 1000);
-  });
-  work.catch(() => {}); // answered by the deadline already
-  return /** @type {Promise<T>} */ (Promise.race([work, deadline])).finally(() => clearTimeout(timer));
+  };
 }
 
 /**
