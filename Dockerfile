@@ -1,32 +1,35 @@
 # syntax=docker/dockerfile:1
-# One image recipe for the three Node services (build arg SERVICE), the same install step the native
-# launcher runs (npm ci), without dev dependencies, running as the unprivileged "node" user.
+# The image of the three Node services (origin, avatar-resolver, purge-service: SERVICE picks one) and of
+# the render step, with the same install the native launcher runs (npm ci), without dev dependencies, as
+# the unprivileged user "cdn" (uid 10001, the same as the components image's: they share the rendered files).
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS deps
-ARG SERVICE=origin
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY lib/package.json lib/
 COPY origin/package.json origin/
 COPY avatar-resolver/package.json avatar-resolver/
 COPY purge-service/package.json purge-service/
-RUN npm ci --omit=dev --no-audit --no-fund --workspace lib --workspace "${SERVICE}"
+RUN npm ci --omit=dev --no-audit --no-fund --workspaces
 
 FROM ${NODE_IMAGE}
-ARG SERVICE=origin
-ENV NODE_ENV=production SERVICE=${SERVICE}
+ENV NODE_ENV=production SERVICE=origin
 WORKDIR /app
+RUN useradd --uid 10001 --user-group --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin cdn \
+ && mkdir -p /stack /data && chown cdn:cdn /stack /data
 COPY --from=deps /app/node_modules node_modules
-COPY package.json .env.example ./
+COPY package.json .env.example LICENSE ./
 COPY lib lib
-COPY infra/settings.js infra/render.js infra/
+COPY infra/settings.js infra/render.js infra/rotate-logs.js infra/redis.conf.template infra/supervisord.conf.template infra/
+COPY infra/prometheus infra/prometheus
+COPY infra/mtail infra/mtail
 COPY nginx nginx
 COPY vcl vcl
 COPY haproxy haproxy
-COPY infra/redis.conf.template infra/supervisord.conf.template infra/
-COPY infra/prometheus infra/prometheus
-COPY ${SERVICE} ${SERVICE}
-USER node
-# the settings rendered once by the compose "render" service, then the service itself
-CMD ["sh", "-c", "set -a; . /stack/env; set +a; exec ${SERVICE}/bin/${SERVICE}"]
+COPY origin origin
+COPY avatar-resolver avatar-resolver
+COPY purge-service purge-service
+USER 10001
+# a service takes its settings from the environment; in compose from the file the render step wrote
+CMD ["sh", "-c", "exec ${SERVICE}/bin/${SERVICE}"]

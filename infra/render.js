@@ -222,8 +222,7 @@ export function templateValues(config) {
     HAPROXY_IMAGES_HOST: config.HAPROXY_HOST,
     HAPROXY_AVATARS_HOST: config.HAPROXY_HOST,
     VARNISH_PURGERS_ACL: config.VARNISH_PURGERS.map((/** @type {string} */ address) => `  "${address}";`).join('\n'),
-    ORIGIN_SERVER_LINES: servers('origin', config.ORIGIN_SERVERS, `maxconn ${config.HAPROXY_ORIGIN_MAXCONN}`),
-    UPLOAD_SERVER_LINES: config.ORIGIN_SERVERS.map((/** @type {string} */ address, /** @type {number} */ i) => `  server origin${i + 1} ${address} track be_images/origin${i + 1} maxconn ${config.HAPROXY_UPLOAD_MAXCONN}`).join('\n'),
+    ...originServers(config, servers),
     AVATAR_SERVER_LINES: servers('resolver', config.AVATAR_SERVERS, 'maxconn 512'),
     NGINX_CLIENT_MAX_BODY: String(config.UPLOAD_MAX_BYTES + 64 * 1024),
     // each layer waits a little longer than the one inside it, which so answers first, cleanly
@@ -235,7 +234,31 @@ export function templateValues(config) {
     NGINX_ERROR_PAGES: nginxErrorPages(),
     ...varnishSocket(config, dirs.RUN_DIR),
     REDIS_BIND: config.LISTEN_ADDRESS,
+    REDIS_PROTECTED_MODE: config.LISTEN_ADDRESS === '0.0.0.0' ? 'no' : 'yes',
     REACH_ADDRESS: config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS,
+  };
+}
+
+/**
+ * haproxy's origins: the ORIGIN_SERVERS list (uploads tracking the images backend's health checks), or with
+ * ORIGIN_DISCOVERY every address a DNS name resolves to, followed as it changes (a Kubernetes headless
+ * Service: origins scaled up or down join and leave without a reload), through the resolvers of
+ * /etc/resolv.conf.
+ * @param {Record<string, any>} config @param {(name: string, list: string[], extra: string) => string} servers
+ */
+function originServers(config, servers) {
+  if (!config.ORIGIN_DISCOVERY) {
+    return {
+      HAPROXY_RESOLVERS: '# origins by address (ORIGIN_SERVERS): no DNS resolution at run time',
+      ORIGIN_SERVER_LINES: servers('origin', config.ORIGIN_SERVERS, `maxconn ${config.HAPROXY_ORIGIN_MAXCONN}`),
+      UPLOAD_SERVER_LINES: config.ORIGIN_SERVERS.map((/** @type {string} */ address, /** @type {number} */ i) => `  server origin${i + 1} ${address} track be_images/origin${i + 1} maxconn ${config.HAPROXY_UPLOAD_MAXCONN}`).join('\n'),
+    };
+  }
+  const template = (/** @type {string} */ maxconn) => `1-${config.ORIGIN_DISCOVERY_SLOTS} ${config.ORIGIN_DISCOVERY} check resolvers system init-addr none maxconn ${maxconn}`;
+  return {
+    HAPROXY_RESOLVERS: 'resolvers system\n  parse-resolv-conf\n  hold valid 5s\n  hold obsolete 30s\n  accepted_payload_size 8192',
+    ORIGIN_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_ORIGIN_MAXCONN))}`,
+    UPLOAD_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_UPLOAD_MAXCONN))}`,
   };
 }
 
@@ -370,6 +393,8 @@ export function renderAll(config) {
   }
   fs.chmodSync(path.join(values.CONF_DIR, 'varnish'), 0o755);
   for (const file of fs.readdirSync(path.join(values.CONF_DIR, 'varnish'))) fs.chmodSync(path.join(values.CONF_DIR, 'varnish', file), 0o644);
+  // mtail's programs beside the configs (a container of the components image has no checkout)
+  fs.cpSync(path.join(ROOT, 'infra', 'mtail'), path.join(values.CONF_DIR, 'mtail'), { recursive: true });
   const rules = path.join(ROOT, 'infra', 'prometheus', 'rules');
   if (fs.existsSync(rules)) fs.cpSync(rules, path.join(values.CONF_DIR, 'prometheus', 'rules'), { recursive: true });
   const quote = (/** @type {string} */ value) => `'${value.replace(/'/g, "'\\''")}'`;

@@ -42,6 +42,8 @@ export const stackSettings = [
   { name: 'HAPROXY_STATS_PASSWORD', type: 'string', default: '', doc: 'stats page password; empty: one is generated into STACK_DIR/secrets', secret: true },
   { name: 'ORIGIN_SERVERS', type: 'list', default: '', doc: 'origin servers haproxy balances (host:port list); empty: this stack\'s origin' },
   { name: 'AVATAR_SERVERS', type: 'list', default: '', doc: 'avatar resolvers haproxy balances; empty: this stack\'s resolver' },
+  { name: 'ORIGIN_DISCOVERY', type: 'string', default: '', doc: 'host:port of a DNS name resolving to every origin (a Kubernetes headless Service): haproxy follows its addresses as they change, up to ORIGIN_DISCOVERY_SLOTS origins, instead of ORIGIN_SERVERS; empty: ORIGIN_SERVERS' },
+  { name: 'ORIGIN_DISCOVERY_SLOTS', type: 'int', default: '32', doc: 'most origins haproxy takes from ORIGIN_DISCOVERY', min: 1 },
   { name: 'HAPROXY_ORIGIN_MAXCONN', type: 'int', default: '0', doc: 'connections per origin server; 0: transform slots + TRANSFORM_QUEUE_MAX + 32 (the origin\'s own queue decides: small first, degrade, fast 503)', min: 0 },
   { name: 'HAPROXY_UPLOAD_MAXCONN', type: 'int', default: '32', doc: 'uploads in progress per origin server (past it they wait in haproxy\'s queue, then a 503): uploads never hold the connections images need', min: 1 },
   { name: 'HAPROXY_SERVER_TIMEOUT_S', type: 'int', default: '60', doc: 'longest haproxy waits for a service\'s answer (then a JSON 504)', min: 1 },

@@ -25,7 +25,7 @@ test('compose uses the same config templates as the native stack, rendered by th
   }
   const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
   assert.match(dockerfile, /npm ci --omit=dev/, 'the image installs with npm ci like the launcher');
-  assert.match(dockerfile, /^USER node$/m, 'non-root');
+  assert.match(dockerfile, /^USER 10001$/m, 'non-root');
   assert.match(fs.readFileSync(path.join(ROOT, 'infra/stack'), 'utf8'), /npm ci /);
   const configCopies = ['nginx.conf', 'haproxy.cfg', 'default.vcl'].filter((name) => fs.existsSync(path.join(ROOT, 'infra/docker', name)));
   assert.deepEqual(configCopies, [], 'no second copy of a config for compose');

@@ -1,0 +1,158 @@
+// The Helm chart, checked offline: helm lint --strict, helm template, the rendered objects against
+// Kubernetes' own schemas (kubernetes-validate --strict, three minor versions) and a linter (kube-score);
+// then what the multi-node values make. The tools are installed by ./infra/stack test (.tools/).
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { ROOT } from '../infra/render.js';
+
+const CHART = path.join(ROOT, 'infra', 'helm', 'image-cdn-stack');
+const MULTI = path.join(CHART, 'ci', 'multi-node-values.yaml');
+const HELM = process.env.HELM || 'helm';
+const KUBE_SCORE = process.env.KUBE_SCORE || 'kube-score';
+const KUBERNETES_VALIDATE = process.env.KUBERNETES_VALIDATE || 'kubernetes-validate';
+const KUBERNETES_VERSIONS = ['1.35.0', '1.36.0', '1.37.0'];
+
+/** @param {string} command @param {string[]} args */
+function run(command, args) {
+  const result = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
+  return { status: result.status, out: `${result.stdout}${result.stderr}`, stdout: result.stdout };
+}
+
+/** The objects `helm template` renders. @param {string[]} args */
+function template(...args) {
+  const rendered = run(HELM, ['template', 'cdn', CHART, '--namespace', 'images', ...args]);
+  assert.equal(rendered.status, 0, rendered.out);
+  return { text: rendered.stdout, objects: parseAllDocuments(rendered.stdout).map((doc) => doc.toJS()).filter(Boolean) };
+}
+
+/** @param {any[]} objects @param {string} kind @param {string} name */
+function find(objects, kind, name) {
+  const found = objects.find((object) => object.kind === kind && object.metadata.name === name);
+  assert.ok(found, `${kind} ${name}`);
+  return found;
+}
+
+for (const [label, values] of [['default values', []], ['multi-node values', ['-f', MULTI]]]) {
+  test(`chart (${label}): helm lint --strict, Kubernetes' schemas (${KUBERNETES_VERSIONS.join(', ')}) and kube-score pass`, () => {
+    const lint = run(HELM, ['lint', '--strict', CHART, ...values]);
+    assert.equal(lint.status, 0, lint.out);
+    const { text } = template(...values);
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'chart-')), 'rendered.yaml');
+    fs.writeFileSync(file, text);
+    for (const version of KUBERNETES_VERSIONS) {
+      const checked = run(KUBERNETES_VALIDATE, ['--strict', '--quiet', '--no-warn', '-k', version, file]);
+      assert.equal(checked.status, 0, `Kubernetes ${version}:\n${checked.out.slice(0, 4000)}`);
+    }
+    const score = run(KUBE_SCORE, ['score', '--output-format', 'ci', file]);
+    assert.equal(score.status, 0, score.out.split('\n').filter((line) => /\[(CRITICAL|WARNING)\]/.test(line)).join('\n'));
+    fs.rmSync(path.dirname(file), { recursive: true, force: true });
+  });
+}
+
+test('the schema check fails on what Kubernetes would refuse (a field of no schema)', () => {
+  const { text } = template();
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'chart-')), 'broken.yaml');
+  fs.writeFileSync(file, text.replace('revisionHistoryLimit: 3', 'revisionHistoryLimit: 3\n  replica: 2'));
+  const checked = run(KUBERNETES_VALIDATE, ['--strict', '--quiet', '--no-warn', '-k', KUBERNETES_VERSIONS[0], file]);
+  assert.notEqual(checked.status, 0);
+  assert.match(checked.out, /'replica' was unexpected/);
+  fs.rmSync(path.dirname(file), { recursive: true, force: true });
+});
+
+test('multi-node values: two or more origins (HPA on CPU), resolvers and varnish nodes; purges find every node through the headless Service', () => {
+  const { objects } = template('-f', MULTI);
+  const name = 'cdn-image-cdn-stack';
+  const hpa = find(objects, 'HorizontalPodAutoscaler', `${name}-origin`);
+  assert.ok(hpa.spec.minReplicas >= 2);
+  assert.equal(hpa.spec.metrics[0].resource.name, 'cpu');
+  assert.equal(find(objects, 'Deployment', `${name}-origin`).spec.replicas, undefined, 'the autoscaler owns the count');
+  assert.ok(find(objects, 'Deployment', `${name}-avatar-resolver`).spec.replicas >= 2);
+  const varnish = find(objects, 'StatefulSet', `${name}-varnish`);
+  assert.ok(varnish.spec.replicas >= 2);
+  const headless = find(objects, 'Service', `${name}-varnish-headless`);
+  assert.equal(headless.spec.clusterIP, 'None');
+  assert.equal(headless.spec.publishNotReadyAddresses, true);
+  assert.equal(varnish.spec.serviceName, headless.metadata.name);
+  const settings = find(objects, 'ConfigMap', `${name}-settings`).data;
+  assert.equal(settings.PURGE_VARNISH_NODES, `${name}-varnish-headless.images.svc.cluster.local:6081`);
+  assert.deepEqual(settings.EDGE_VARNISH_NODES.split(','), [...Array(varnish.spec.replicas).keys()].map((i) => `${name}-varnish-${i}.${name}-varnish-headless.images.svc.cluster.local:6081`));
+  assert.equal(settings.ORIGIN_DISCOVERY, `${name}-origin-headless.images.svc.cluster.local:8800`);
+  assert.equal(find(objects, 'Service', `${name}-origin-headless`).spec.clusterIP, 'None');
+  assert.equal(settings.STORE, 's3');
+  assert.ok(settings.REDIS_SENTINELS.split(',').length >= 2);
+  assert.ok(objects.some((object) => object.kind === 'ServiceMonitor'));
+});
+
+test('every workload: non-root, read-only root filesystem, no privilege escalation, resources, probes; configs from infra/render.js', () => {
+  const { objects } = template('-f', MULTI);
+  const workloads = objects.filter((object) => ['Deployment', 'StatefulSet'].includes(object.kind));
+  assert.equal(workloads.length, 6);
+  for (const workload of workloads) {
+    const pod = workload.spec.template.spec;
+    assert.equal(pod.securityContext.runAsNonRoot, true, workload.metadata.name);
+    assert.equal(pod.automountServiceAccountToken, false);
+    for (const container of [...(pod.initContainers || []), ...pod.containers]) {
+      const where = `${workload.metadata.name}/${container.name}`;
+      assert.equal(container.securityContext.readOnlyRootFilesystem, true, where);
+      assert.equal(container.securityContext.allowPrivilegeEscalation, false, where);
+      assert.deepEqual(container.securityContext.capabilities.drop, ['ALL'], where);
+      assert.ok(container.resources.limits.memory && container.resources.requests.cpu, where);
+    }
+    assert.ok(pod.containers[0].readinessProbe && pod.containers[0].livenessProbe, workload.metadata.name);
+    // nginx, varnish and haproxy take their configs from the render step, never from a copy in the chart
+    if (pod.initContainers) assert.deepEqual(pod.initContainers[0].command, ['node', 'infra/render.js']);
+  }
+  const pdbs = objects.filter((object) => object.kind === 'PodDisruptionBudget').map((object) => object.metadata.name);
+  assert.equal(pdbs.length, 6);
+  const configs = fs.readdirSync(path.join(CHART, 'templates')).filter((file) => /\.(conf|cfg|vcl)$/.test(file));
+  assert.deepEqual(configs, [], 'no second copy of a config in the chart');
+});
+
+test('NetworkPolicy: only nginx\'s port is open to all; admin, metrics and purge ports only from their callers', () => {
+  const { objects } = template();
+  const name = 'cdn-image-cdn-stack';
+  const policies = objects.filter((object) => object.kind === 'NetworkPolicy');
+  const open = policies.flatMap((policy) => policy.spec.ingress.filter((/** @type {any} */ rule) => !rule.from).map((/** @type {any} */ rule) => `${policy.metadata.name}:${rule.ports.map((/** @type {any} */ port) => port.port)}`));
+  assert.deepEqual(open, [`${name}-nginx:http`]);
+  const purge = find(objects, 'NetworkPolicy', `${name}-purge-service`);
+  const callers = purge.spec.ingress.find((/** @type {any} */ rule) => rule.ports[0].port === 'http').from.map((/** @type {any} */ from) => from.podSelector.matchLabels['app.kubernetes.io/component']);
+  assert.deepEqual(callers, ['nginx']);
+  const stats = find(objects, 'NetworkPolicy', `${name}-haproxy`).spec.ingress.find((/** @type {any} */ rule) => rule.ports.some((/** @type {any} */ port) => port.port === 'stats'));
+  assert.ok(stats.from.every((/** @type {any} */ from) => from.namespaceSelector), 'stats from the monitoring namespace only');
+  const workloads = objects.filter((object) => ['Deployment', 'StatefulSet'].includes(object.kind)).map((object) => object.spec.template.metadata.labels['app.kubernetes.io/component']);
+  const covered = policies.map((policy) => policy.spec.podSelector.matchLabels['app.kubernetes.io/component']);
+  assert.deepEqual([...covered].sort(), [...workloads].sort());
+});
+
+test('the chart and its images follow the project\'s version; the dashboards ConfigMap holds every dashboard', () => {
+  const version = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version;
+  const chart = fs.readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8');
+  assert.match(chart, new RegExp(`^version: ${version}$`, 'm'));
+  assert.match(chart, new RegExp(`^appVersion: "${version}"$`, 'm'));
+  assert.match(chart, /artifacthub\.io\/license: Apache-2\.0/);
+  const compose = fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
+  const tags = [...compose.matchAll(/image: (image-cdn-stack-[a-z]+):(\S+)/g)];
+  assert.ok(tags.length >= 3);
+  for (const [, image, tag] of tags) assert.equal(tag, version, image);
+  assert.match(fs.readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8'), new RegExp(`^## \\[${version.replace(/\./g, '\\.')}\\]`, 'm'));
+  const { objects } = template();
+  const dashboards = find(objects, 'ConfigMap', 'cdn-image-cdn-stack-dashboards');
+  const files = fs.readdirSync(path.join(ROOT, 'dashboards')).filter((file) => file.endsWith('.json')).sort();
+  assert.deepEqual(Object.keys(dashboards.data).sort(), files);
+  for (const file of files) assert.equal(JSON.parse(dashboards.data[file]).uid, JSON.parse(fs.readFileSync(path.join(ROOT, 'dashboards', file), 'utf8')).uid);
+  assert.equal(dashboards.metadata.labels.grafana_dashboard, '1');
+  execFileSync(HELM, ['version'], { stdio: 'ignore' });
+});
+
+test('values that cannot work are refused with a clear message', () => {
+  const fsFleet = run(HELM, ['template', 'cdn', CHART, '--set', 'origin.autoscaling.enabled=true']);
+  assert.notEqual(fsFleet.status, 0);
+  assert.match(fsFleet.out, /more than one origin needs store\.type=s3/);
+  const noEndpoint = run(HELM, ['template', 'cdn', CHART, '--set', 'store.type=s3']);
+  assert.match(noEndpoint.out, /store\.type=s3 needs store\.s3\.endpoint/);
+});

@@ -1,0 +1,88 @@
+// docker-compose.yml run for real (under Podman here: ./infra/stack compose), talked to only through nginx's
+// published 127.0.0.1 port: an upload, a resize, an avatar redirect and a signed purge, then down with its
+// volumes. The images are built by docker-compose from the repository's Dockerfiles.
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import { base58Url } from '@stack/lib';
+import { sign } from '../purge-service/src/signature.js';
+import { ROOT } from '../infra/render.js';
+import { decode, solid } from './support/images.js';
+import { freePort, waitFor } from './support/ports.js';
+
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+const env = {
+  ...process.env, NGINX_PORT: String(port), S3_ACCESS_KEY_ID: 'composetest', S3_SECRET_ACCESS_KEY: 'compose-test-secret-key',
+  GRAFANA_ADMIN_PASSWORD: 'unused', UPLOAD_TOKENS: 'compose-token', AVATAR_ADMIN_TOKEN: 'compose-admin', PURGE_HMAC_KEYS: 'compose-hmac',
+};
+
+/** ./infra/stack compose … @param {string[]} args */
+function compose(...args) {
+  const result = spawnSync(`${ROOT}/infra/stack`, ['compose', ...args], { env, encoding: 'utf8', timeout: 900_000, cwd: ROOT });
+  assert.equal(result.status, 0, `compose ${args.join(' ')}:\n${(result.stdout + result.stderr).slice(-4000)}`);
+  return result.stdout;
+}
+
+before(async () => {
+  compose('down', '-v', '--remove-orphans');
+  compose('up');
+  await waitFor(async () => (await fetch(`${base}/healthz`).catch(() => null))?.status === 200, 180_000, 'nginx answering through the whole compose stack');
+}, { timeout: 1_200_000 });
+
+after(() => {
+  compose('down', '-v', '--remove-orphans');
+  const left = execFileSync('podman', ['ps', '-a', '--filter', 'label=com.docker.compose.project=image-cdn-stack', '--format', '{{.Names}}'], { env: { ...env, CONTAINERS_CONF: `${ROOT}/infra/podman/containers.conf` }, encoding: 'utf8' });
+  assert.equal(left.trim(), '', 'every container removed');
+});
+
+/** The avatar's redirect through nginx. */
+async function avatar() {
+  const response = await fetch(`${base}/u/alice/avatar`, { redirect: 'manual' });
+  await response.arrayBuffer();
+  return response;
+}
+
+test('compose: an upload, a resize, an avatar redirect and a signed purge through the published port', { timeout: 300_000 }, async () => {
+  const original = await solid(640, 480, 'png');
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(original)]), 'photo.png');
+  const uploaded = await fetch(`${base}/upload`, { method: 'POST', headers: { authorization: 'Bearer compose-token' }, body: form });
+  assert.equal(uploaded.status, 200, await uploaded.clone().text());
+  const { url } = /** @type {{ url: string }} */ (await uploaded.json());
+  const key = new URL(url).pathname;
+
+  const back = await fetch(`${base}${key}`);
+  assert.equal(back.status, 200);
+  assert.deepEqual(Buffer.from(await back.arrayBuffer()), original, 'the upload served byte for byte (from the S3 bucket)');
+
+  const resized = await fetch(`${base}/p/${base58Url.encode(url)}?width=100`);
+  assert.equal(resized.status, 200);
+  const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
+  assert.deepEqual([pixels.width, pixels.height], [100, 75]);
+
+  // the resolver's admin API is not on the public path: set alice's avatar from inside the network
+  const before = (await avatar()).headers.get('location');
+  const denied = await fetch(`${base}/admin/accounts/alice`, { method: 'PUT' });
+  assert.notEqual(denied.status, 200);
+  compose('exec', '-T', 'avatar-resolver', 'node', '-e', `fetch('http://127.0.0.1:8801/admin/accounts/alice', { method: 'PUT', headers: { authorization: 'Bearer compose-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: ${JSON.stringify(url)} }) }).then(async (r) => { if (r.status !== 200) { console.error(r.status, await r.text()); process.exit(1); } }, (e) => { console.error(e); process.exit(1); })`);
+  await waitFor(async () => (await avatar()).headers.get('location') !== before, 20_000, 'the avatar redirect to the upload');
+  const redirect = await avatar();
+  assert.equal(redirect.status, 302);
+  const face = await fetch(new URL(redirect.headers.get('location') || '', base));
+  assert.equal(face.status, 200);
+  const faceInfo = await decode(Buffer.from(await face.arrayBuffer()));
+  assert.ok(faceInfo.width > 0 && faceInfo.width === faceInfo.height, 'a square avatar made from the upload');
+  assert.match(String(base58Url.decode(new URL(redirect.headers.get('location') || '', base).pathname.split('/')[2])), new RegExp(key));
+  await waitFor(async () => (await avatar()).headers.get('x-cache') === 'HIT', 10_000, 'the redirect cached by varnish');
+
+  const body = JSON.stringify({ account: 'alice', kind: 'avatar' });
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const hook = await fetch(`${base}/hooks/avatar`, {
+    method: 'POST', body, headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('compose-hmac', timestamp, Buffer.from(body))}` },
+  });
+  assert.equal(hook.status, 202, await hook.text());
+  await waitFor(async () => (await avatar()).headers.get('x-cache') === 'MISS', 20_000, 'the cached redirect purged');
+  const unsigned = await fetch(`${base}/hooks/avatar`, { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': 'sha256=00' } });
+  assert.equal(unsigned.status, 401);
+});
