@@ -117,3 +117,17 @@ The linter's findings this chart does not follow, each for a reason:
 {{- define "cdn.lintExceptions" -}}
 kube-score/ignore: container-image-pull-policy,deployment-has-host-podantiaffinity,statefulset-has-host-podantiaffinity,deployment-replicas,deployment-strategy
 {{- end -}}
+
+{{/* One component's PodDisruptionBudget: (dict "root" $ "component" "varnish" "pdb" .Values.varnish.pdb) */}}
+{{- define "cdn.pdb" -}}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "cdn.fullname" .root }}-{{ .component }}
+  labels: {{- include "cdn.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  maxUnavailable: {{ .pdb.maxUnavailable }}
+  selector:
+    matchLabels: {{- include "cdn.selector" (dict "root" .root "component" .component) | nindent 6 }}
+{{- end -}}

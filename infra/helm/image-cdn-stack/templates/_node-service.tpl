@@ -81,16 +81,7 @@ spec:
     - { name: http, port: {{ .port }}, targetPort: http }
     - { name: metrics, port: {{ .metricsPort }}, targetPort: metrics }
 ---
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata:
-  name: {{ $name }}
-  labels: {{- include "cdn.labels" $root | nindent 4 }}
-    app.kubernetes.io/component: {{ .component }}
-spec:
-  maxUnavailable: {{ .values.pdb.maxUnavailable }}
-  selector:
-    matchLabels: {{- include "cdn.selector" (dict "root" $root "component" .component) | nindent 6 }}
+{{ include "cdn.pdb" (dict "root" $root "component" .component "pdb" .values.pdb) }}
 {{- end -}}
 
 {{/* Replicas of one component spread over nodes and zones when the cluster has several. */}}
