@@ -236,7 +236,39 @@ export function templateValues(config) {
     REDIS_BIND: config.LISTEN_ADDRESS,
     REDIS_PROTECTED_MODE: config.LISTEN_ADDRESS === '0.0.0.0' ? 'no' : 'yes',
     REACH_ADDRESS: config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS,
+    ...scrapeTargets(config),
   };
+}
+
+/**
+ * Prometheus' targets per job: this stack's own addresses, unless PROMETHEUS_SCRAPE names the job
+ * (`job=host:port`, one entry per target). A service bound to every address is scraped on loopback.
+ * @param {Record<string, any>} config
+ */
+function scrapeTargets(config) {
+  const own = config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS;
+  const host = (/** @type {string} */ address) => (address === '0.0.0.0' ? '127.0.0.1' : address);
+  /** @type {Record<string, string>} */
+  const defaults = {
+    haproxy: `${config.HAPROXY_HOST}:${config.HAPROXY_STATS_PORT}`,
+    varnish: `${config.VARNISH_HOST}:${config.VARNISH_EXPORTER_PORT}`,
+    nginx: `${own}:${config.NGINX_EXPORTER_PORT}`,
+    redis: `${own}:${config.REDIS_EXPORTER_PORT}`,
+    mtail: `${own}:${config.MTAIL_PORT}`,
+    origin: `${host(config.ORIGIN_HOST)}:${config.ORIGIN_METRICS_PORT}`,
+    'avatar-resolver': `${host(config.AVATAR_RESOLVER_HOST)}:${config.AVATAR_RESOLVER_METRICS_PORT}`,
+    'purge-service': `${host(config.PURGE_SERVICE_HOST)}:${config.PURGE_SERVICE_METRICS_PORT}`,
+  };
+  /** @type {Record<string, string[]>} */
+  const given = {};
+  for (const entry of config.PROMETHEUS_SCRAPE) {
+    const [job, target] = entry.split('=');
+    if (!(job in defaults) || !/^[^\s:]+:\d+$/.test(target || '')) throw new Error(`PROMETHEUS_SCRAPE: "${entry}" is not job=host:port with a job of ${Object.keys(defaults).join(', ')}`);
+    (given[job] ||= []).push(target);
+  }
+  return Object.fromEntries(Object.entries(defaults).map(([job, target]) => [
+    `SCRAPE_${job.toUpperCase().replace('-', '_')}`, (given[job] || [target]).map((address) => `'${address}'`).join(', '),
+  ]));
 }
 
 /**

@@ -52,6 +52,7 @@ export const stackSettings = [
   { name: 'REDIS_MAXMEMORY', type: 'string', default: '512mb', doc: 'redis memory bound (only keys with a TTL, the caches, are evicted)' },
   { name: 'S3_PORT', type: 'int', default: '7070', doc: 'port of the embedded S3 server (versitygw), started when STORE=s3 and S3_ENDPOINT is empty' },
   { name: 'PROMETHEUS_PORT', type: 'int', default: '9090', doc: 'Prometheus UI and API' },
+  { name: 'PROMETHEUS_SCRAPE', type: 'list', default: '', doc: 'scrape targets as job=host:port (jobs: haproxy, varnish, nginx, redis, mtail, origin, avatar-resolver, purge-service); a job named here is scraped at these targets only (several origins, compose\'s exporter containers); empty: every job on this stack\'s addresses' },
   { name: 'PROMETHEUS_RETENTION', type: 'string', default: '15d', doc: 'Prometheus retention' },
   { name: 'VARNISH_EXPORTER_PORT', type: 'int', default: '9131', doc: 'prometheus-varnish-exporter port' },
   { name: 'NGINX_EXPORTER_PORT', type: 'int', default: '9113', doc: 'prometheus-nginx-exporter port' },

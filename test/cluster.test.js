@@ -25,10 +25,18 @@ async function startNodeB() {
   nodeB = await stack.startVarnish('node-b', portB);
   // nginx tries a node it found refusing again after EDGE_VARNISH_FAIL_TIMEOUT_S (3 s), each worker on its own
   await new Promise((resolve) => setTimeout(resolve, 3500));
+  /** @type {string[]} what answered the last 16 requests: the wait's message names them */
+  let seen = [];
   await waitFor(async () => {
-    const nodes = await Promise.all(Array.from({ length: 16 }, async (_, i) => (await fetch(`${stack.base}/healthz?n=${i}`)).headers.get('x-served-by')));
-    return nodes.filter((node) => node === 'node-b').length >= 4;
-  }, 15_000, 'the edge sending node-b its share');
+    seen = await Promise.all(Array.from({ length: 16 }, async (_, i) => {
+      const response = await fetch(`${stack.base}/healthz?n=${i}`);
+      return `${response.status} ${response.headers.get('x-served-by')}`;
+    }));
+    return seen.filter((answer) => answer === '200 node-b').length >= 4;
+  }, 15_000, 'the edge sending node-b its share').catch(async (err) => {
+    const direct = await fetch(`http://127.0.0.1:${portB}/healthz`).then((r) => `${r.status} ${r.headers.get('x-served-by')}`, (e) => String(e));
+    throw new Error(`${err.message}; last answers: ${seen.join(', ')}; node-b directly: ${direct}; its output: ${nodeB?.output().slice(-2000)}`);
+  });
 }
 
 /** SIGKILL node-b, its manager and its worker child alike. */

@@ -86,3 +86,19 @@ test('compose: an upload, a resize, an avatar redirect and a signed purge throug
   const unsigned = await fetch(`${base}/hooks/avatar`, { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': 'sha256=00' } });
   assert.equal(unsigned.status, 401);
 });
+
+test('compose: Prometheus scrapes every component in its own container (every target up)', { timeout: 120_000 }, async () => {
+  const jobs = ['haproxy', 'varnish', 'nginx', 'redis', 'mtail', 'origin', 'avatar-resolver', 'purge-service'];
+  /** @type {Array<{ job: string, health: string, url: string, error: string }>} */
+  let targets = [];
+  await waitFor(async () => {
+    const answer = compose('exec', '-T', 'prometheus', 'curl', '-fsS', 'http://127.0.0.1:9090/api/v1/targets?state=active');
+    targets = JSON.parse(answer).data.activeTargets.map((/** @type {any} */ target) => ({
+      job: target.labels.job, health: target.health, url: target.scrapeUrl, error: target.lastError,
+    }));
+    return jobs.every((job) => targets.some((target) => target.job === job && target.health === 'up'));
+  }, 60_000, 'every scrape target up').catch((err) => {
+    throw new Error(`${err.message}: ${JSON.stringify(targets)}`);
+  });
+  assert.deepEqual(targets.filter((target) => target.health !== 'up'), [], 'no target down');
+});

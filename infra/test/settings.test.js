@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { test } from 'node:test';
 import { loadConfig } from '../../lib/src/config.js';
 import { renderEnvExample, withSettingsTable } from '../env-example.js';
-import { ROOT, resolveSettings, substitute } from '../render.js';
+import { ROOT, resolveSettings, substitute, templateValues } from '../render.js';
 import { allSettings } from '../settings.js';
 
 test('.env.example and the README settings table are generated from the declarations and current', async () => {
@@ -45,4 +45,14 @@ test('a run directory varnish\'s users cannot reach is refused when given, and n
   } finally {
     fs.rmSync(hidden, { recursive: true, force: true });
   }
+});
+
+test('Prometheus scrapes this stack\'s addresses, or exactly the targets PROMETHEUS_SCRAPE names for a job', async () => {
+  const own = templateValues(await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', LISTEN_ADDRESS: '0.0.0.0' }));
+  assert.equal(own.SCRAPE_ORIGIN, "'127.0.0.1:9800'");
+  const fleet = templateValues(await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', PROMETHEUS_SCRAPE: 'origin=10.0.0.1:9800,origin=10.0.0.2:9800,varnish=exporter:9131' }));
+  assert.equal(fleet.SCRAPE_ORIGIN, "'10.0.0.1:9800', '10.0.0.2:9800'");
+  assert.equal(fleet.SCRAPE_VARNISH, "'exporter:9131'");
+  assert.equal(fleet.SCRAPE_NGINX, "'127.0.0.1:9113'");
+  await assert.rejects(async () => templateValues(await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', PROMETHEUS_SCRAPE: 'grafana=g:3000' })), /PROMETHEUS_SCRAPE: "grafana=g:3000"/);
 });
