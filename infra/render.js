@@ -237,13 +237,39 @@ export function templateValues(config) {
     REDIS_PROTECTED_MODE: config.LISTEN_ADDRESS === '0.0.0.0' ? 'no' : 'yes',
     REACH_ADDRESS: config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS,
     ...scrapeTargets(config),
+    VARNISH_SIZE_LINES: varnishSizes(config),
   };
+}
+
+/**
+ * VCL that rewrites `width` and `height` in a /p/ URL to the size the origin makes (canonicalSize in
+ * origin/src/routes/proxy.js): at most MAX_DIMENSION (a number too long for an integer is past it too), then
+ * with ALLOWED_SIZES the next listed size up, the largest past them all.
+ * @param {Record<string, any>} config
+ */
+export function varnishSizes(config) {
+  const cap = config.MAX_DIMENSION;
+  const allowed = config.ALLOWED_SIZES.map(Number).sort((/** @type {number} */ a, /** @type {number} */ b) => a - b);
+  const bad = allowed.find((/** @type {number} */ size) => !Number.isInteger(size) || size < 1 || size > cap);
+  if (bad !== undefined) throw new Error(`ALLOWED_SIZES: ${bad} is not a whole number of pixels from 1 to MAX_DIMENSION (${cap})`);
+  const snap = allowed.map((/** @type {number} */ size, /** @type {number} */ i) => `${i ? ' elsif' : '    if'} (std.integer(req.http.X-Size, 0) <= ${size}) {\n      set req.http.X-Size = "${size}";\n    }`).join('');
+  return ['width', 'height'].map((name) => [
+    `  if (req.url ~ "[?&]${name}=[0-9]") {`,
+    `    set req.http.X-Size = regsub(req.url, "^.*?[?&]${name}=([0-9]+).*$", "\\1");`,
+    `    if (req.http.X-Size ~ "^[0-9]{10,}$" || std.integer(req.http.X-Size, 0) > ${cap}) {`,
+    `      set req.http.X-Size = "${cap}";`,
+    '    }',
+    ...(allowed.length ? [`${snap} else {\n      set req.http.X-Size = "${allowed[allowed.length - 1]}";\n    }`] : []),
+    `    set req.url = regsub(req.url, "([?&]${name}=)[0-9]+", "\\1" + req.http.X-Size);`,
+    '    unset req.http.X-Size;',
+    '  }',
+  ].join('\n')).join('\n');
 }
 
 /**
  * Prometheus' targets per job: this stack's own addresses, unless PROMETHEUS_SCRAPE names the job
  * (`job=host:port`, one entry per target). A service bound to every address is scraped on loopback.
- * @param {Record<string, any>} config
+ * @param {Record<string, any>} config @returns {Record<string, string>} SCRAPE_<JOB> → the YAML list's items
  */
 function scrapeTargets(config) {
   const own = config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS;
@@ -382,6 +408,7 @@ export function substitute(text, values, source) {
 export const TEMPLATES = [
   ['nginx/nginx.conf.template', 'nginx.conf'],
   ['vcl/default.vcl.template', 'varnish/default.vcl'],
+  ['vcl/sizes.vcl.template', 'varnish/sizes.vcl'],
   ['haproxy/haproxy.cfg.template', 'haproxy.cfg'],
   ['haproxy/errors/503.http', 'haproxy-errors/503.http'],
   ['haproxy/errors/504.http', 'haproxy-errors/504.http'],
@@ -502,6 +529,11 @@ async function main() {
   }
   if (process.argv.includes('--dir-only')) {
     process.stdout.write(`${config.STACK_DIR}\n`);
+    return;
+  }
+  if (process.argv.includes('--vcl-sizes')) {
+    // varnishtest's copy of the VCL has no rendered files: this one, from the settings
+    process.stdout.write(substitute(fs.readFileSync(path.join(ROOT, 'vcl', 'sizes.vcl.template'), 'utf8'), { VARNISH_SIZE_LINES: varnishSizes(config) }, 'sizes.vcl'));
     return;
   }
   if (process.argv.includes('--check-prometheus')) {

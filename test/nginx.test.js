@@ -1,6 +1,7 @@
 // The public front as a client meets it at the byte level: every answer nginx makes itself is the JSON error
 // shape with a request id, slow clients are cut off by explicit timeouts, the TLS listener serves HTTP/2,
-// and client addresses come from X-Forwarded-For only when a trusted proxy sends it.
+// and client addresses come from X-Forwarded-For only when a trusted proxy sends it. Its stack also has a
+// list of allowed sizes (ALLOWED_SIZES) and a low MAX_DIMENSION: any size asked is one of the made ones.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -9,6 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import tls from 'node:tls';
+import { decode, solid } from './support/images.js';
+import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
 
@@ -23,6 +26,7 @@ before(async () => {
   stack = await startStack({
     NGINX_TLS_CERT: path.join(certDir, 'cert.pem'), NGINX_TLS_KEY: path.join(certDir, 'key.pem'),
     NGINX_CLIENT_HEADER_TIMEOUT_S: '2', NGINX_CLIENT_BODY_TIMEOUT_S: '2', UPLOAD_TOKENS: 'nginx-token',
+    MAX_DIMENSION: '1200', ALLOWED_SIZES: '300,100,1000', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000',
   });
 });
 after(async () => {
@@ -166,4 +170,34 @@ test('client addresses: X-Forwarded-For is believed from a trusted proxy only', 
   await waitFor(async () => line(trusted.headers['x-request-id']) && line(untrusted.headers['x-request-id']), 5000, 'access log flush');
   assert.match(line(trusted.headers['x-request-id']), / 203\.0\.113\.7 "GET \/healthz"/);
   assert.match(line(untrusted.headers['x-request-id']), / 127\.0\.0\.2 "GET \/healthz"/);
+});
+
+test('ALLOWED_SIZES and MAX_DIMENSION: every size asked is one of the made ones, one transform and one varnish object each', async () => {
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(await solid(2000, 1000, 'png'))]), 'wide.png');
+  const uploaded = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer nginx-token' }, body: form });
+  assert.equal(uploaded.status, 200);
+  const { url } = /** @type {{ url: string }} */ (await uploaded.json());
+  const { base58Url } = await import('@stack/lib');
+  const base = `${stack.base}/p/${base58Url.encode(url)}`;
+  const transforms = () => metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_transforms_total');
+  const beforeTransforms = await transforms();
+  const beforeObjects = (await stack.varnishStats())('MAIN.n_object');
+  // width asked → width made (2:1 source, so the height is half): the next allowed size up, the largest past
+  // them all, and sizes past the cap (1200) as the cap, itself past the largest allowed size
+  /** @type {Array<[number | string, number]>} */
+  const cases = [[1, 100], [50, 100], ['099', 100], ['100px', 100], [101, 300], ['250.7', 300], [300, 300], [301, 1000], [999, 1000],
+    [1000, 1000], [1001, 1000], [5000, 1000], ['99999999999999999999', 1000]];
+  for (const [asked, made] of cases) {
+    const response = await fetch(`${base}?width=${asked}&mode=fit`);
+    assert.equal(response.status, 200, `width=${asked}`);
+    const image = await decode(Buffer.from(await response.arrayBuffer()));
+    assert.deepEqual([image.width, image.height], [made, made / 2], `width=${asked} is made ${made} wide`);
+  }
+  assert.equal(await transforms() - beforeTransforms, 3, 'one transform per made size');
+  assert.equal((await stack.varnishStats())('MAIN.n_object') - beforeObjects, 3, 'one varnish object per made size');
+  // the legacy form redirects straight to the made size
+  const legacy = await fetch(`${stack.base}/150x0/${url}`, { redirect: 'manual' });
+  assert.equal(legacy.status, 301);
+  assert.match(String(legacy.headers.get('location')), /[?&]width=300(&|$)/);
 });

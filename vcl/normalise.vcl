@@ -1,4 +1,6 @@
 # Requests are made alike before lookup, so equal answers share one object.
+include "sizes.vcl";
+
 sub vcl_recv {
   # uploads and anything that is not a read go straight through, never cached
   if (req.method != "GET" && req.method != "HEAD") {
@@ -33,6 +35,8 @@ sub vcl_recv {
     set req.url = regsuball(req.url, {"([?&])(?:width=0|height=0|format=match|mode=cover)(?=&|$)"}, "\1");
     set req.url = regsuball(req.url, {"([?&]format=)jpg(?=&|$)"}, "\1jpeg");
     set req.url = regsuball(req.url, {"([?&])&+"}, "\1");
+    # sizes past MAX_DIMENSION and, with ALLOWED_SIZES, between listed sizes, as the origin makes them
+    call canonical_sizes;
   } elsif (req.url ~ "^/[0-9]+x[0-9]+/") {
     set req.url = regsuball(req.url, "([?&])token=[0-9a-f]{48}(&|$)", "\1");
   }

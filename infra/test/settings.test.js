@@ -48,11 +48,13 @@ test('a run directory varnish\'s users cannot reach is refused when given, and n
 });
 
 test('Prometheus scrapes this stack\'s addresses, or exactly the targets PROMETHEUS_SCRAPE names for a job', async () => {
-  const own = templateValues(await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', LISTEN_ADDRESS: '0.0.0.0' }));
+  const values = async (/** @type {Record<string, string>} */ env) => /** @type {Record<string, string>} */ (templateValues(await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', ...env })));
+  const own = await values({ LISTEN_ADDRESS: '0.0.0.0' });
   assert.equal(own.SCRAPE_ORIGIN, "'127.0.0.1:9800'");
-  const fleet = templateValues(await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', PROMETHEUS_SCRAPE: 'origin=10.0.0.1:9800,origin=10.0.0.2:9800,varnish=exporter:9131' }));
+  const fleet = await values({ PROMETHEUS_SCRAPE: 'origin=10.0.0.1:9800,origin=10.0.0.2:9800,varnish=exporter:9131' });
   assert.equal(fleet.SCRAPE_ORIGIN, "'10.0.0.1:9800', '10.0.0.2:9800'");
   assert.equal(fleet.SCRAPE_VARNISH, "'exporter:9131'");
   assert.equal(fleet.SCRAPE_NGINX, "'127.0.0.1:9113'");
-  await assert.rejects(async () => templateValues(await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', PROMETHEUS_SCRAPE: 'grafana=g:3000' })), /PROMETHEUS_SCRAPE: "grafana=g:3000"/);
+  await assert.rejects(values({ PROMETHEUS_SCRAPE: 'grafana=g:3000' }), /PROMETHEUS_SCRAPE: "grafana=g:3000"/);
+  await assert.rejects(values({ ALLOWED_SIZES: '640,9000' }), /ALLOWED_SIZES: 9000 is not a whole number of pixels from 1 to MAX_DIMENSION/);
 });

@@ -38,6 +38,7 @@ export const settings = [
   { name: 'MAX_INPUT_PIXELS', type: 'int', default: '50000000', doc: 'largest source image (pixels, all frames), read from the header before decoding', min: 1 },
   { name: 'MAX_FRAMES', type: 'int', default: '300', doc: 'most frames in an animated source', min: 1 },
   { name: 'MAX_DIMENSION', type: 'int', default: '8000', doc: 'requested width and height are capped at this', min: 1 },
+  { name: 'ALLOWED_SIZES', type: 'list', default: '', doc: 'when set, the only widths and heights made (pixels, each at most MAX_DIMENSION): a requested size becomes the next listed one up, the largest past them all, so an image has at most this many sizes per dimension; varnish keys on the same. Hive frontends use 64,128,240,512,640,768,1024,1280,1344,1536 and their pixel-ratio multiples; empty: any size up to MAX_DIMENSION' },
   { name: 'DEFAULT_WIDTH', type: 'int', default: '1280', doc: 'box width when a request gives no size', min: 1 },
   { name: 'DEFAULT_HEIGHT', type: 'int', default: '8000', doc: 'box height when a request gives no size', min: 1 },
   { name: 'TRANSFORM_CONCURRENCY', type: 'int', default: '0', doc: 'transforms at once; 0: 2 × cores', min: 0 },

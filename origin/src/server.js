@@ -17,6 +17,7 @@ import { lowerWorkerPriority } from './nice.js';
 import { TransformQueue } from './queue.js';
 import { createSingleFlight } from './single-flight.js';
 import { createStore } from './store/index.js';
+import { allowedSizes } from './routes/proxy.js';
 import { createGuard, listenForEvictions } from './takedown.js';
 
 const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
@@ -28,6 +29,11 @@ await runService({
   name: 'origin',
   settings,
   async build({ config, logger, registry }) {
+    try {
+      allowedSizes(config);
+    } catch (err) {
+      throw Object.assign(/** @type {Error} */ (err), { startup: true });
+    }
     const metrics = createOriginMetrics(registry);
     const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);

@@ -85,6 +85,11 @@ test('the quota per account over a rolling week answers 429 past its limit; a re
     }
   }
   assert.deepEqual(statuses, [200, 200, 200, 200, 429]);
+  // a full week is refused before the body is read or the signature checked: a wrong signature is not
+  // found wrong (a 401 once the body was read), the answer is the quota's
+  const refused = await hiveUpload('bob', `00${'ab'.repeat(64)}`, await solid(45, 40, 'png'));
+  assert.deepEqual([refused.status, (await jsonError(refused)).name], [429, 'quota_exceeded'], 'the signature never checked');
+  assert.equal(refused.headers.get('connection'), 'close');
   // the window rolls: once the oldest upload is older than a week, there is room again
   const redis = origin.redis.client;
   const [oldest] = await redis.zrange('origin:quota:bob', '0', '0');

@@ -1,5 +1,5 @@
 import { base58Url, mendScheme } from '@stack/lib';
-import { publicPaths } from './proxy.js';
+import { canonicalSize, publicPaths } from './proxy.js';
 
 // the editor-preview token a frontend appends to a proxied URL (POST /proxy-auth answers 48 hex digits) is
 // ours, not the source's; another `token` (a Firebase download token, a signed URL's) is the source's own
@@ -34,8 +34,8 @@ export function legacyRoute({ config, images, guard }) {
       guard.served(source, publicPaths(req), true);
       await guard.check(source);
       const query = new URLSearchParams({ format: 'match', mode: 'fit' });
-      if (width) query.set('width', String(Math.min(width, config.MAX_DIMENSION)));
-      if (height) query.set('height', String(Math.min(height, config.MAX_DIMENSION)));
+      if (width) query.set('width', String(canonicalSize(width, config)));
+      if (height) query.set('height', String(canonicalSize(height, config)));
       res.set({ 'Cache-Control': config.CACHE_CONTROL_IMMUTABLE, xkey: `img:${source.id}` });
       res.redirect(301, `/p/${base58Url.encode(new URL(target).toString())}?${query}`);
     } catch (err) {

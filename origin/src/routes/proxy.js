@@ -33,6 +33,32 @@ function dimension(value, name, cap) {
   return Math.min(number, cap);
 }
 
+/**
+ * A requested size as it is made: at most MAX_DIMENSION, and with ALLOWED_SIZES the next listed size up
+ * (the largest past them all). varnish's key follows the same rule (infra/render.js varnishSizes).
+ * @param {number} size @param {Record<string, any>} config
+ */
+export function canonicalSize(size, config) {
+  const capped = Math.min(size, config.MAX_DIMENSION);
+  const allowed = allowedSizes(config);
+  if (!allowed.length) return capped;
+  return allowed.find((listed) => listed >= capped) ?? allowed[allowed.length - 1];
+}
+
+/** @type {WeakMap<object, number[]>} */
+const sortedSizes = new WeakMap();
+
+/** ALLOWED_SIZES as numbers, ascending (read once per config). @param {Record<string, any>} config @returns {number[]} */
+export function allowedSizes(config) {
+  const known = sortedSizes.get(config);
+  if (known) return known;
+  const sizes = (config.ALLOWED_SIZES || []).map(Number).sort((/** @type {number} */ a, /** @type {number} */ b) => a - b);
+  const bad = sizes.find((/** @type {number} */ size) => !Number.isInteger(size) || size < 1 || size > config.MAX_DIMENSION);
+  if (bad !== undefined) throw new Error(`ALLOWED_SIZES: ${bad} is not a whole number of pixels from 1 to MAX_DIMENSION (${config.MAX_DIMENSION})`);
+  sortedSizes.set(config, sizes);
+  return sizes;
+}
+
 /** The media types an Accept header accepts: listed with a q above 0 (a missing q is 1). @param {string} accept */
 function acceptedTypes(accept) {
   const types = new Set();
@@ -62,8 +88,9 @@ export function parseWant(query, accept, config) {
   const format = FORMAT_ALIASES.get(given) || given;
   if (!MODES.has(mode)) throw new HttpError(400, 'invalid_parameter', { name: 'mode', allowed: [...MODES] });
   if (!FORMATS.has(format)) throw new HttpError(400, 'invalid_parameter', { name: 'format', allowed: [...FORMATS] });
-  let width = dimension(query.width, 'width', config.MAX_DIMENSION);
-  let height = dimension(query.height, 'height', config.MAX_DIMENSION);
+  const sized = (/** @type {number | null} */ size) => (size === null ? null : canonicalSize(size, config));
+  let width = sized(dimension(query.width, 'width', config.MAX_DIMENSION));
+  let height = sized(dimension(query.height, 'height', config.MAX_DIMENSION));
   let chosenMode = /** @type {'cover'|'fit'} */ (mode);
   if (!width && !height) {
     width = config.DEFAULT_WIDTH;

@@ -169,10 +169,35 @@ async function takeQuota(redis, account, limit, key) {
   } catch {
     throw new HttpError(503, 'unavailable', { reason: 'quota store' }, { 'Retry-After': '10' });
   }
-  if (oldest) {
-    const retryAfter = Math.max(1, Math.ceil((oldest + WEEK_MS - now) / 1000));
-    throw new HttpError(429, 'quota_exceeded', { limit, period: 'rolling week' }, { 'Retry-After': String(retryAfter) });
+  if (oldest) throw quotaExceeded(limit, oldest, now);
+}
+
+// the quota's state before an upload is read: the oldest upload's time when the window is full, else 0
+const QUOTA_FULL = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] end
+return 0`;
+
+/**
+ * An account whose week is already full is refused before its body is read, checked for an image or its
+ * signature verified (a Hive API call): a full account costs the origin one Redis call. A retry of an upload
+ * the week already counts is refused with it (its URL is its content's hash, known to the client).
+ * @param {import('ioredis').Redis} redis @param {string} account @param {number} limit
+ */
+async function refuseFullQuota(redis, account, limit) {
+  const now = Date.now();
+  let oldest;
+  try {
+    oldest = Number(await redis.eval(QUOTA_FULL, 1, `origin:quota:${account}`, String(now), String(WEEK_MS), String(limit)));
+  } catch {
+    throw new HttpError(503, 'unavailable', { reason: 'quota store' }, { 'Retry-After': '10' });
   }
+  if (oldest) throw quotaExceeded(limit, oldest, now);
+}
+
+/** @param {number} limit @param {number} oldest @param {number} now */
+function quotaExceeded(limit, oldest, now) {
+  const retryAfter = Math.max(1, Math.ceil((oldest + WEEK_MS - now) / 1000));
+  return new HttpError(429, 'quota_exceeded', { limit, period: 'rolling week' }, { 'Retry-After': String(retryAfter), Connection: 'close' });
 }
 
 /**
@@ -191,6 +216,10 @@ export function hiveUploadRoute(deps, signed = 'data') {
     try {
       if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
       if (!/^[0-9a-f]{130}$/i.test(signature)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
+      await refuseFullQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK).catch((err) => {
+        deps.metrics.rejections.inc({ reason: err.name });
+        throw err;
+      });
       await acceptUpload(deps, 'hive', async (digest, checksum) => {
         await deps.verifySignature(account, signature, checksum ? challengeHash().update(checksum).digest() : digest);
         await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
