@@ -45,6 +45,7 @@ export async function resolveSettings(env = process.env) {
   if (!given('PUBLIC_URL')) config.PUBLIC_URL = `http://${config.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : config.NGINX_BIND}:${config.NGINX_PORT}`;
   if (!given('DATA_DIR')) config.DATA_DIR = path.join(config.STACK_DIR, 'data', 'origin');
   embeddedS3(config, given('S3_ENDPOINT'), reach);
+  config.STACK_PROGRAMS = stackPrograms(config);
   if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = config.EDGE_VARNISH_NODES.length ? config.EDGE_VARNISH_NODES : [`${config.VARNISH_HOST}:${config.VARNISH_PORT}`];
   if (!given('VARNISH_IDENTITY')) config.VARNISH_IDENTITY = `${os.hostname()}:${config.VARNISH_PORT}`;
   if (!config.ORIGIN_SERVERS.length) config.ORIGIN_SERVERS = [`${reach}:${config.ORIGIN_PORT}`];
@@ -54,6 +55,54 @@ export async function resolveSettings(env = process.env) {
   const slots = config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
   if (!config.HAPROXY_ORIGIN_MAXCONN) config.HAPROXY_ORIGIN_MAXCONN = slots + config.TRANSFORM_QUEUE_MAX + 32;
   return config;
+}
+
+/** Every program a machine of the stack can run (its supervisord program names). */
+export const PROGRAMS = ['redis', 'redis-sentinel', 'versitygw', 'origin', 'avatar-resolver', 'purge-service', 'haproxy', 'varnish', 'nginx',
+  'prometheus', 'varnish-exporter', 'nginx-exporter', 'redis-exporter', 'mtail', 'rotate-logs'];
+
+/**
+ * The programs this machine runs: STACK_PROGRAMS, or every one but the sentinel (one box); versitygw only
+ * when it is this stack's S3 (STORE=s3 without S3_ENDPOINT).
+ * @param {Record<string, any>} config @returns {string[]}
+ */
+function stackPrograms(config) {
+  const unknown = config.STACK_PROGRAMS.filter((/** @type {string} */ name) => !PROGRAMS.includes(name));
+  if (unknown.length) throw new Error(`STACK_PROGRAMS: ${unknown.join(', ')} is not one of ${PROGRAMS.join(', ')}`);
+  const chosen = config.STACK_PROGRAMS.length ? config.STACK_PROGRAMS : PROGRAMS.filter((name) => name !== 'redis-sentinel');
+  return chosen.filter((/** @type {string} */ name) => name !== 'versitygw' || config.S3_EMBEDDED);
+}
+
+/**
+ * supervisord.conf with only the programs this machine runs (each `[program:…]` section ends at the next).
+ * @param {string} text @param {string[]} programs
+ */
+export function keepPrograms(text, programs) {
+  return text.split(/\n(?=\[program:)/).filter((section) => {
+    const name = /^\[program:([^\]]+)\]/.exec(section)?.[1];
+    return !name || programs.includes(name);
+  }).join('\n');
+}
+
+/**
+ * The sentinel's config, written once into its data directory (Sentinel rewrites it with what it learns:
+ * the current master, the other sentinels, the replicas) and kept across starts. It announces this
+ * machine's address, since several may share one host's loopback.
+ * @param {Record<string, any>} config @param {string} dir
+ */
+function writeSentinelConfig(config, dir) {
+  const file = path.join(dir, 'sentinel.conf');
+  if (!config.STACK_PROGRAMS.includes('redis-sentinel') || fs.existsSync(file)) return;
+  const reach = config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS;
+  const [host, port] = (config.REDIS_SENTINEL_MONITOR || config.REDIS_REPLICA_OF || `${reach}:${config.REDIS_PORT}`).split(':');
+  const name = config.REDIS_MASTER_NAME;
+  fs.writeFileSync(file, [
+    '# Redis Sentinel, written once by infra/render.js; Sentinel keeps what it learns here (delete it to start over)',
+    `bind ${config.LISTEN_ADDRESS}`, `port ${config.REDIS_SENTINEL_PORT}`, 'protected-mode no', `dir ${dir}`, 'daemonize no',
+    ...(config.LISTEN_ADDRESS === '0.0.0.0' ? [] : [`sentinel announce-ip ${config.LISTEN_ADDRESS}`]),
+    `sentinel monitor ${name} ${host} ${port} ${config.REDIS_SENTINEL_QUORUM}`,
+    `sentinel down-after-milliseconds ${name} 3000`, `sentinel failover-timeout ${name} 30000`, `sentinel parallel-syncs ${name} 1`, '',
+  ].join('\n'), { mode: 0o600 });
 }
 
 /**
@@ -234,7 +283,10 @@ export function templateValues(config) {
     NGINX_ERROR_PAGES: nginxErrorPages(),
     ...varnishSocket(config, dirs.RUN_DIR),
     REDIS_BIND: config.LISTEN_ADDRESS,
-    REDIS_PROTECTED_MODE: config.LISTEN_ADDRESS === '0.0.0.0' ? 'no' : 'yes',
+    // loopback only: protected mode; on a network (compose's, a pod's, a fleet's private one) that network
+    // and its firewall are the protection, and the replicas and sentinels of other machines must get in
+    REDIS_PROTECTED_MODE: /^(127\.|::1$)/.test(config.LISTEN_ADDRESS) ? 'yes' : 'no',
+    REDIS_REPLICATION: redisReplication(config),
     REACH_ADDRESS: config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS,
     ...scrapeTargets(config),
     VARNISH_SIZE_LINES: varnishSizes(config),
@@ -264,6 +316,18 @@ export function varnishSizes(config) {
     '    unset req.http.X-Size;',
     '  }',
   ].join('\n')).join('\n');
+}
+
+/**
+ * redis.conf's replication lines: a replica of REDIS_REPLICA_OF, and the address it is known by (several
+ * machines may share one host's loopback, where the master would otherwise see 127.0.0.1).
+ * @param {Record<string, any>} config
+ */
+function redisReplication(config) {
+  const lines = [];
+  if (config.LISTEN_ADDRESS !== '0.0.0.0') lines.push(`replica-announce-ip ${config.LISTEN_ADDRESS}`);
+  lines.push(config.REDIS_REPLICA_OF ? `replicaof ${config.REDIS_REPLICA_OF.replace(':', ' ')}` : '# a master (REDIS_REPLICA_OF is empty); the sentinels may make it a replica after a failover');
+  return lines.join('\n');
 }
 
 /**
@@ -437,7 +501,8 @@ export function renderAll(config) {
     fs.mkdirSync(path.dirname(output), { recursive: true });
     // a config that holds a secret (haproxy.cfg: the stats password) is the stack user's alone, from its creation
     const secret = SECRET_CONFIGS.includes(target);
-    fs.writeFileSync(output, substitute(fs.readFileSync(source, 'utf8'), values, template), { mode: secret ? 0o600 : 0o644 });
+    const text = substitute(fs.readFileSync(source, 'utf8'), values, template);
+    fs.writeFileSync(output, target === 'supervisord.conf' ? keepPrograms(text, config.STACK_PROGRAMS) : text, { mode: secret ? 0o600 : 0o644 });
     if (secret) fs.chmodSync(output, 0o600);
   }
   copyTls(config, values.CONF_DIR);
@@ -445,6 +510,7 @@ export function renderAll(config) {
   const scrapePassword = path.join(values.CONF_DIR, 'prometheus', 'haproxy-password');
   fs.writeFileSync(scrapePassword, values.HAPROXY_STATS_PASSWORD, { mode: 0o600 });
   fs.chmodSync(scrapePassword, 0o600);
+  writeSentinelConfig(config, path.join(values.DATA_ROOT, 'redis-sentinel'));
   giveToStackUsers(config, values);
   // the VCL logic is not templated: copied beside default.vcl, found through vcl_path
   for (const file of fs.readdirSync(path.join(ROOT, 'vcl')).filter((name) => name.endsWith('.vcl'))) {
@@ -488,7 +554,7 @@ function programDirs(config, values) {
   /** @type {Array<[string, typeof ROLES[number]]>} */
   const dirs = [
     [path.join(values.RUN_DIR, 'varnish'), 'edge'], [path.join(values.RUN_DIR, 'nginx'), 'edge'], [path.join(values.RUN_DIR, 'edge'), 'edge'],
-    [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'], [path.join(values.DATA_ROOT, 'redis'), 'redis'], [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
+    [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'], [path.join(values.DATA_ROOT, 'redis'), 'redis'], [path.join(values.DATA_ROOT, 'redis-sentinel'), 'redis'], [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
     [config.DATA_DIR, 'origin'],
   ];
   // the embedded versitygw's bucket is a directory

@@ -5,6 +5,7 @@
 export const stackSettings = [
   { name: 'STACK_DIR', type: 'string', default: '.run', doc: 'run directory: rendered configs, logs, pids, data of a native stack (tests use their own)' },
   { name: 'STACK_USER_PREFIX', type: 'string', default: 'image-cdn-', doc: 'started as root, every program of the native stack runs as its own unprivileged user, this prefix + its role (edge: nginx, varnish, mtail; haproxy; redis; origin; resolver; purge; metrics: prometheus and exporters; s3: versitygw), created by up; empty: as the user that starts the stack' },
+  { name: 'STACK_PROGRAMS', type: 'list', default: '', doc: 'the programs this machine runs, of redis, redis-sentinel, versitygw, origin, avatar-resolver, purge-service, haproxy, varnish, nginx, prometheus, varnish-exporter, nginx-exporter, redis-exporter, mtail, rotate-logs (a fleet: infra/fleet.js); empty: every one but redis-sentinel (versitygw with STORE=s3 and no S3_ENDPOINT)' },
   { name: 'LISTEN_ADDRESS', type: 'string', default: '127.0.0.1', doc: 'address every internal component binds to' },
   { name: 'VARNISH_HOST', type: 'string', default: '', doc: 'how nginx and the purge service reach varnish; empty: LISTEN_ADDRESS (compose: varnish)' },
   { name: 'VARNISH_SOCKET', type: 'string', default: '', doc: 'Unix socket varnish also listens on, for nginx on the same host (about 10% more cache hits/s than loopback TCP); empty: STACK_DIR/run/edge/varnish.sock; off: nginx uses VARNISH_HOST:VARNISH_PORT (compose)' },
@@ -49,6 +50,10 @@ export const stackSettings = [
   { name: 'HAPROXY_SERVER_TIMEOUT_S', type: 'int', default: '60', doc: 'longest haproxy waits for a service\'s answer (then a JSON 504)', min: 1 },
   { name: 'HAPROXY_QUEUE_TIMEOUT_MS', type: 'int', default: '5000', doc: 'longest wait in haproxy\'s queue before a 503', min: 1 },
   { name: 'REDIS_PORT', type: 'int', default: '6379', doc: 'redis port of the native stack' },
+  { name: 'REDIS_REPLICA_OF', type: 'string', default: '', doc: 'host:port of the Redis master this machine\'s Redis starts as a replica of (the sentinels then manage who is master); empty: a master' },
+  { name: 'REDIS_SENTINEL_PORT', type: 'int', default: '26379', doc: 'port of this machine\'s Redis Sentinel (when STACK_PROGRAMS has redis-sentinel)' },
+  { name: 'REDIS_SENTINEL_MONITOR', type: 'string', default: '', doc: 'host:port of the master the sentinel watches first (it follows failovers from there); empty: REDIS_REPLICA_OF, else this machine\'s Redis' },
+  { name: 'REDIS_SENTINEL_QUORUM', type: 'int', default: '2', doc: 'sentinels that must agree the master is down before a failover (a majority of them)', min: 1 },
   { name: 'REDIS_MAXMEMORY', type: 'string', default: '512mb', doc: 'redis memory bound (only keys with a TTL, the caches, are evicted)' },
   { name: 'S3_PORT', type: 'int', default: '7070', doc: 'port of the embedded S3 server (versitygw), started when STORE=s3 and S3_ENDPOINT is empty' },
   { name: 'PROMETHEUS_PORT', type: 'int', default: '9090', doc: 'Prometheus UI and API' },

@@ -39,9 +39,10 @@ const serversUp = (url) => async () => {
 };
 
 /** component (its supervisord program and log) → check @type {Record<string, () => Promise<boolean>>} */
-export const CHECKS = {
+const ALL_CHECKS = {
   redis: tcp(host, Number(env.REDIS_PORT)),
-  ...(env.S3_EMBEDDED === 'true' ? { versitygw: tcp(host, Number(env.S3_PORT)) } : {}),
+  'redis-sentinel': tcp(host, Number(env.REDIS_SENTINEL_PORT)),
+  versitygw: tcp(host, Number(env.S3_PORT)),
   origin: http(`http://${reach(env.ORIGIN_HOST)}:${env.ORIGIN_PORT}/healthz`),
   'avatar-resolver': http(`http://${host}:${env.AVATAR_RESOLVER_PORT}/healthz`),
   'purge-service': http(`http://${host}:${env.PURGE_SERVICE_PORT}/healthz`),
@@ -54,6 +55,9 @@ export const CHECKS = {
   'redis-exporter': http(`http://${host}:${env.REDIS_EXPORTER_PORT}/metrics`),
   mtail: http(`http://${host}:${env.MTAIL_PORT}/metrics`),
 };
+
+/** The checks of the programs this machine runs (STACK_PROGRAMS, resolved by the renderer). */
+export const CHECKS = Object.fromEntries(Object.entries(ALL_CHECKS).filter(([name]) => !env.STACK_PROGRAMS || env.STACK_PROGRAMS.split(',').includes(name)));
 
 async function main() {
   const deadline = Date.now() + Number(env.STACK_START_TIMEOUT_MS || 60_000);

@@ -1,0 +1,100 @@
+// The multi-node layout from the stack's own settings: three machines, each one native stack (the same
+// templates, infra/render.js) running the programs its role needs.
+//
+//   a: edge (nginx, varnish node a, haproxy), origin, avatar resolver, purge service, Redis master,
+//      sentinel, the embedded S3 server (versitygw), Prometheus scraping every machine
+//   b: edge (nginx, varnish node b, haproxy), origin, avatar resolver, purge service, Redis replica, sentinel
+//   c: the third sentinel
+//
+// Every nginx hashes URLs over both varnish nodes, every haproxy balances both origins and both resolvers,
+// both purge services consume the one purge stream (a consumer each) and purge both varnish nodes, every
+// service finds the Redis master through the three sentinels and acknowledges an event once the replica
+// holds it.
+//
+//   node infra/fleet.js [--hosts A,B,C] [--dir DIR]   writes DIR/<machine>.env (0600) and prints DIR
+//
+// On one machine (the default) the three are loopback addresses (127.0.1.1-3: the whole 127.0.0.0/8 is
+// loopback on Linux) and `./infra/stack fleet up` starts them. On three machines, pass their addresses:
+// each machine's file is its .env (ENV_FILE), with the same checkout and `./infra/stack up`.
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { PROGRAMS, resolveSettings } from './render.js';
+
+export const MACHINES = ['a', 'b', 'c'];
+
+/**
+ * Each machine's settings. `secrets` are shared by the machines (the S3 keys of the one bucket).
+ * @param {string[]} hosts a, b and c's addresses @param {Record<string, string>} secrets
+ * @returns {Record<string, Record<string, string>>}
+ */
+export function fleetSettings(hosts, secrets) {
+  const [a, b, c] = hosts;
+  const both = (/** @type {number} */ port) => `${a}:${port},${b}:${port}`;
+  const loopback = hosts.every((host) => host.startsWith('127.'));
+  const scrape = [['origin', 9800], ['avatar-resolver', 9801], ['purge-service', 9802], ['varnish', 9131], ['nginx', 9113], ['redis', 9121], ['mtail', 3903], ['haproxy', 8404]]
+    .flatMap(([job, port]) => [a, b].map((host) => `${job}=${host}:${port}`)).join(',');
+  const shared = {
+    STORE: 's3',
+    ...secrets,
+    EDGE_VARNISH_NODES: both(6081),
+    ORIGIN_SERVERS: both(8800),
+    AVATAR_SERVERS: both(8801),
+    REDIS_SENTINELS: `${a}:26379,${b}:26379,${c}:26379`,
+    REDIS_MASTER_NAME: 'images',
+    REDIS_ACK_REPLICAS: '1',
+    // a load balancer (or the CDN) in front of both nginx in a real fleet
+    PUBLIC_URL: `http://${a}:8080`,
+    // every purge service may purge every node (on one host they connect from 127.0.0.1)
+    VARNISH_PURGERS: [a, b, ...(loopback ? ['127.0.0.1'] : [])].join(','),
+  };
+  /** @param {string} host @param {string} name */
+  const machine = (host, name) => ({
+    LISTEN_ADDRESS: host, NGINX_BIND: host, HAPROXY_STATS_BIND: host, VARNISH_IDENTITY: name, PURGE_CONSUMER: name,
+    REDIS_URL: `redis://${host}:6379/0`,
+  });
+  const edge = PROGRAMS.filter((program) => !['versitygw', 'prometheus'].includes(program));
+  return {
+    a: { ...shared, ...machine(a, 'a'), STACK_PROGRAMS: [...edge, 'versitygw', 'prometheus'].join(','), PROMETHEUS_SCRAPE: scrape },
+    // one host's loopback: varnish's admin port is on 127.0.0.1 for each, so b takes the next one
+    b: { ...shared, ...machine(b, 'b'), STACK_PROGRAMS: edge.join(','), REDIS_REPLICA_OF: `${a}:6379`, S3_ENDPOINT: `http://${a}:7070`, ...(loopback ? { VARNISH_ADMIN_PORT: '6083' } : {}) },
+    c: { ...shared, ...machine(c, 'c'), STACK_PROGRAMS: 'redis-sentinel', REDIS_SENTINEL_MONITOR: `${a}:6379` },
+  };
+}
+
+/** The fleet's shared secrets, made once and kept in DIR/secrets.env (0600). @param {string} dir */
+function sharedSecrets(dir) {
+  const file = path.join(dir, 'secrets.env');
+  if (!fs.existsSync(file)) {
+    fs.writeFileSync(file, [
+      `S3_ACCESS_KEY_ID=fleet${randomBytes(8).toString('hex')}`, `S3_SECRET_ACCESS_KEY=${randomBytes(24).toString('base64url')}`,
+      // one stats password: a's Prometheus scrapes every haproxy with it
+      `HAPROXY_STATS_PASSWORD=${randomBytes(18).toString('base64url')}`, '',
+    ].join('\n'), { mode: 0o600 });
+  }
+  return Object.fromEntries(fs.readFileSync(file, 'utf8').trim().split('\n').map((line) => /** @type {[string, string]} */ (line.split(/=(.*)/s).slice(0, 2))));
+}
+
+async function main() {
+  const { values } = parseArgs({ options: { hosts: { type: 'string', default: '127.0.1.1,127.0.1.2,127.0.1.3' }, dir: { type: 'string' } } });
+  const hosts = String(values.hosts).split(',');
+  if (hosts.length !== 3) throw new Error('--hosts: three addresses, for a, b and c');
+  // beside the default run directory (which moves out of a private checkout for root)
+  const dir = path.resolve(values.dir || `${(await resolveSettings({ ...process.env, STACK_DIR: '' })).STACK_DIR}-fleet`);
+  fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  for (const [name, settings] of Object.entries(fleetSettings(hosts, sharedSecrets(dir)))) {
+    // one host: each machine's run directory beside the others; separate machines keep their default
+    const own = hosts.every((host) => host.startsWith('127.')) ? { STACK_DIR: path.join(dir, name) } : {};
+    const lines = Object.entries({ ...settings, ...own }).map(([key, value]) => `${key}=${value}`);
+    fs.writeFileSync(path.join(dir, `${name}.env`), `# machine ${name} of the fleet (infra/fleet.js)\n${lines.join('\n')}\n`, { mode: 0o600 });
+  }
+  process.stdout.write(`${dir}\n`);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((err) => {
+    process.stderr.write(`fleet: ${err.message}\n`);
+    process.exit(2);
+  });
+}

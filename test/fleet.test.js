@@ -1,0 +1,146 @@
+// The multi-node layout on one machine (./infra/stack fleet, infra/fleet.js): machines a, b and c on their
+// own loopback addresses, each a native stack from the same settings and templates: two edges (nginx,
+// varnish, haproxy), two origins sharing one S3 bucket, two resolvers, two purge services, a Redis master and
+// its replica, three sentinels. Talked to only through the machines' addresses, as separate hosts would be.
+import assert from 'node:assert/strict';
+import { execFile, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
+import { base58Url } from '@stack/lib';
+import { sign } from '../purge-service/src/signature.js';
+import { ROOT } from '../infra/render.js';
+import { decode, solid } from './support/images.js';
+import { waitFor } from './support/ports.js';
+
+const run = promisify(execFile);
+// not 127.0.1.x, which `./infra/stack fleet up` uses by default: a person's fleet keeps running
+const [A, B, C] = ['127.0.3.1', '127.0.3.2', '127.0.3.3'];
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-'));
+fs.chmodSync(dir, 0o755);
+const env = {
+  ...process.env, FLEET_HOSTS: `${A},${B},${C}`, FLEET_DIR: dir, LOG_LEVEL: 'warn',
+  UPLOAD_TOKENS: 'fleet-token', AVATAR_ADMIN_TOKEN: 'fleet-admin', PURGE_HMAC_KEYS: 'fleet-hmac',
+};
+
+/** ./infra/stack fleet … @param {string} action */
+function fleet(action) {
+  const result = spawnSync(`${ROOT}/infra/stack`, ['fleet', action], { env, encoding: 'utf8', timeout: 600_000, cwd: ROOT });
+  assert.equal(result.status, 0, `fleet ${action}:\n${(result.stdout + result.stderr).slice(-4000)}`);
+}
+
+/** supervisorctl on one machine. @param {string} machine @param {...string} args */
+const ctl = (machine, ...args) => run('supervisorctl', ['-c', path.join(dir, machine, 'conf/supervisord.conf'), ...args]);
+/** A Redis command on a host (port 6379, or a sentinel's 26379). @param {string} host @param {number} port @param {...string} args */
+const redis = async (host, port, ...args) => (await run('redis-cli', ['-h', host, '-p', String(port), '--raw', ...args])).stdout.trim();
+
+before(() => fleet('up'), { timeout: 900_000 });
+after(() => {
+  fleet('down');
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** @param {string} url */
+async function get(url) {
+  const response = await fetch(url, { redirect: 'manual' });
+  const body = Buffer.from(await response.arrayBuffer());
+  return { status: response.status, body, node: response.headers.get('x-served-by'), cache: response.headers.get('x-cache'), location: response.headers.get('location') };
+}
+
+test('fleet: an upload through one edge is served by the other; URLs spread over both varnish nodes, each made once', async () => {
+  const original = await solid(400, 300, 'png');
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(original)]), 'fleet.png');
+  const uploaded = await fetch(`http://${B}:8080/upload`, { method: 'POST', headers: { authorization: 'Bearer fleet-token' }, body: form });
+  assert.equal(uploaded.status, 200, await uploaded.clone().text());
+  const { url } = /** @type {{ url: string }} */ (await uploaded.json());
+  const key = new URL(url).pathname;
+  assert.deepEqual((await get(`http://${A}:8080${key}`)).body, original, 'stored in the shared bucket, served by the other machine');
+
+  const urls = Array.from({ length: 24 }, (_, i) => `/p/${base58Url.encode(url)}?width=${50 + i}`);
+  /** @type {Map<string, string>} */
+  const holder = new Map();
+  for (const [i, pathname] of urls.entries()) {
+    const first = await get(`http://${i % 2 ? A : B}:8080${pathname}`);
+    assert.equal(first.status, 200);
+    assert.equal((await decode(first.body)).width, 50 + i);
+    holder.set(pathname, String(first.node));
+  }
+  assert.deepEqual(new Set(holder.values()), new Set(['a', 'b']), 'both varnish nodes hold some');
+  for (const pathname of urls) {
+    for (const edge of [A, B]) {
+      const again = await get(`http://${edge}:8080${pathname}`);
+      assert.deepEqual([again.cache, again.node], ['HIT', holder.get(pathname)], `${pathname} through ${edge}: one node holds it for both edges`);
+    }
+  }
+});
+
+test('fleet: three sentinels agree on a master with its replica; avatar changes and signed webhooks through either edge purge both varnish nodes', async () => {
+  for (const host of [A, B, C]) assert.equal((await redis(host, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0], A);
+  await waitFor(async () => /num-other-sentinels\n2\n/.test(await redis(A, 26379, 'sentinel', 'master', 'images')), 30_000, 'each sentinel knowing the two others');
+  assert.match(await redis(A, 6379, 'info', 'replication'), new RegExp(`slave0:ip=${B.replace(/\./g, '\\.')},port=6379,state=online`));
+  await purgedEverywhere('fleet1', A);
+});
+
+test('fleet: machine a\'s Prometheus scrapes every component of both edge machines', async () => {
+  /** @type {string[]} */
+  let down = [];
+  await waitFor(async () => {
+    const { data } = await (await fetch(`http://${A}:9090/api/v1/targets?state=active`)).json();
+    down = data.activeTargets.filter((/** @type {any} */ target) => target.health !== 'up').map((/** @type {any} */ target) => `${target.scrapeUrl}: ${target.lastError}`);
+    return data.activeTargets.length === 16 && !down.length;
+  }, 60_000, 'every target up').catch((err) => {
+    throw new Error(`${err.message}: ${down.join('; ')}`);
+  });
+});
+
+test('fleet: the Redis master stopped: the sentinels promote the replica, the old master returns as its replica, purges go on', { timeout: 180_000 }, async () => {
+  await ctl('a', 'stop', 'redis');
+  await waitFor(async () => (await redis(C, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0] === B, 60_000, 'b promoted');
+  await ctl('a', 'start', 'redis');
+  await waitFor(async () => /role:slave/.test(await redis(A, 6379, 'info', 'replication').catch(() => '')), 60_000, 'a back as a replica of b');
+  await waitFor(async () => /connected_slaves:1/.test(await redis(B, 6379, 'info', 'replication')), 30_000, 'b has its replica');
+  await purgedEverywhere('fleet2', B);
+});
+
+/**
+ * An account's avatar changed on a resolver's admin API (its own port, never the public path), then a
+ * signed webhook through `edge`: each change reaches both varnish nodes, straight to each (the edges would
+ * put the URL on one). @param {string} account @param {string} edge
+ */
+async function purgedEverywhere(account, edge) {
+  for (const version of ['old', 'new']) {
+    await waitFor(async () => (await setAvatar(account, `https://img.example/${account}-${version}.png`)) === 200, 30_000, `${account}'s avatar set`);
+    for (const node of [A, B]) {
+      await waitFor(async () => target((await get(`http://${node}:6081/u/${account}/avatar`)).location).includes(`${account}-${version}`), 15_000, `node ${node} answering the ${version} avatar`);
+      assert.equal((await get(`http://${node}:6081/u/${account}/avatar`)).cache, 'HIT', `cached on node ${node}`);
+    }
+  }
+  await waitFor(async () => (await webhook(edge, account)) === 202, 30_000, 'the webhook acknowledged');
+  for (const node of [A, B]) await waitFor(async () => (await get(`http://${node}:6081/u/${account}/avatar`)).cache === 'MISS', 15_000, `node ${node} purged by the webhook`);
+}
+
+/** The image an avatar redirect names (its /p/ URL's base58 part). @param {string | null} location */
+const target = (location) => String(base58Url.decode(String(location).split('/')[2]?.split('?')[0] || '') || '');
+
+/** @param {string} account @param {string} avatar */
+async function setAvatar(account, avatar) {
+  const response = await fetch(`http://${A}:8801/admin/accounts/${account}`, {
+    method: 'PUT', headers: { authorization: 'Bearer fleet-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar }),
+  });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+/** A signed "avatar changed" webhook through an edge's nginx. @param {string} edge @param {string} account */
+async function webhook(edge, account) {
+  const body = JSON.stringify({ account, kind: 'avatar' });
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const response = await fetch(`http://${edge}:8080/hooks/avatar`, {
+    method: 'POST', body, headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('fleet-hmac', timestamp, Buffer.from(body))}` },
+  });
+  await response.arrayBuffer();
+  return response.status;
+}
