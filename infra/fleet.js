@@ -25,11 +25,12 @@ import { PROGRAMS, resolveSettings } from './render.js';
 export const MACHINES = ['a', 'b', 'c'];
 
 /**
- * Each machine's settings. `secrets` are shared by the machines (the S3 keys of the one bucket).
- * @param {string[]} hosts a, b and c's addresses @param {Record<string, string>} secrets
+ * Each machine's settings. `secrets` are shared by the machines (the S3 keys of the one bucket, the stats
+ * password). On one host each machine's run directory is `dir`/<machine>; separate machines keep their default.
+ * @param {string[]} hosts a, b and c's addresses @param {Record<string, string>} secrets @param {string} dir
  * @returns {Record<string, Record<string, string>>}
  */
-export function fleetSettings(hosts, secrets) {
+export function fleetSettings(hosts, secrets, dir) {
   const [a, b, c] = hosts;
   const both = (/** @type {number} */ port) => `${a}:${port},${b}:${port}`;
   const loopback = hosts.every((host) => host.startsWith('127.'));
@@ -51,6 +52,7 @@ export function fleetSettings(hosts, secrets) {
   };
   /** @param {string} host @param {string} name */
   const machine = (host, name) => ({
+    ...(loopback ? { STACK_DIR: path.join(dir, name) } : {}),
     LISTEN_ADDRESS: host, NGINX_BIND: host, HAPROXY_STATS_BIND: host, VARNISH_IDENTITY: name, PURGE_CONSUMER: name,
     REDIS_URL: `redis://${host}:6379/0`,
   });
@@ -83,10 +85,8 @@ async function main() {
   // beside the default run directory (which moves out of a private checkout for root)
   const dir = path.resolve(values.dir || `${(await resolveSettings({ ...process.env, STACK_DIR: '' })).STACK_DIR}-fleet`);
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
-  for (const [name, settings] of Object.entries(fleetSettings(hosts, sharedSecrets(dir)))) {
-    // one host: each machine's run directory beside the others; separate machines keep their default
-    const own = hosts.every((host) => host.startsWith('127.')) ? { STACK_DIR: path.join(dir, name) } : {};
-    const lines = Object.entries({ ...settings, ...own }).map(([key, value]) => `${key}=${value}`);
+  for (const [name, settings] of Object.entries(fleetSettings(hosts, sharedSecrets(dir), dir))) {
+    const lines = Object.entries(settings).map(([key, value]) => `${key}=${value}`);
     fs.writeFileSync(path.join(dir, `${name}.env`), `# machine ${name} of the fleet (infra/fleet.js)\n${lines.join('\n')}\n`, { mode: 0o600 });
   }
   process.stdout.write(`${dir}\n`);

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../lib/src/config.js';
+import { allowedSizeList } from '../lib/src/sizes.js';
 import { allSettings } from './settings.js';
 
 export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -25,6 +26,9 @@ export function readEnvFile(file) {
   return values;
 }
 
+/** How to reach a program bound to `address` from this machine: loopback when it listens on every address. @param {string} address */
+const reachable = (address) => (address === '0.0.0.0' ? '127.0.0.1' : address);
+
 /**
  * Every setting resolved: declared default < .env (ENV_FILE) < the environment; then the values derived
  * from others where they were not set explicitly.
@@ -35,14 +39,14 @@ export async function resolveSettings(env = process.env) {
   const config = loadConfig(await allSettings(), explicit);
   const given = (/** @type {string} */ name) => explicit[name] !== undefined && explicit[name] !== '';
   const listen = config.LISTEN_ADDRESS;
-  const reach = listen === '0.0.0.0' ? '127.0.0.1' : listen;
+  const reach = reachable(listen);
   config.STACK_DIR = runDirectory(path.resolve(ROOT, config.STACK_DIR), given('STACK_DIR'));
   for (const service of ['ORIGIN', 'AVATAR_RESOLVER', 'PURGE_SERVICE']) if (!given(`${service}_HOST`)) config[`${service}_HOST`] = listen;
   if (!given('VARNISH_HOST')) config.VARNISH_HOST = reach;
   if (!given('HAPROXY_HOST')) config.HAPROXY_HOST = reach;
   if (!given('PURGE_SERVICE_UPSTREAM')) config.PURGE_SERVICE_UPSTREAM = `${reach}:${config.PURGE_SERVICE_PORT}`;
   if (!given('REDIS_URL')) config.REDIS_URL = `redis://${reach}:${config.REDIS_PORT}/0`;
-  if (!given('PUBLIC_URL')) config.PUBLIC_URL = `http://${config.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : config.NGINX_BIND}:${config.NGINX_PORT}`;
+  if (!given('PUBLIC_URL')) config.PUBLIC_URL = `http://${reachable(config.NGINX_BIND)}:${config.NGINX_PORT}`;
   if (!given('DATA_DIR')) config.DATA_DIR = path.join(config.STACK_DIR, 'data', 'origin');
   embeddedS3(config, given('S3_ENDPOINT'), reach);
   config.STACK_PROGRAMS = stackPrograms(config);
@@ -93,8 +97,7 @@ export function keepPrograms(text, programs) {
 function writeSentinelConfig(config, dir) {
   const file = path.join(dir, 'sentinel.conf');
   if (!config.STACK_PROGRAMS.includes('redis-sentinel') || fs.existsSync(file)) return;
-  const reach = config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS;
-  const [host, port] = (config.REDIS_SENTINEL_MONITOR || config.REDIS_REPLICA_OF || `${reach}:${config.REDIS_PORT}`).split(':');
+  const [host, port] = (config.REDIS_SENTINEL_MONITOR || config.REDIS_REPLICA_OF || `${reachable(config.LISTEN_ADDRESS)}:${config.REDIS_PORT}`).split(':');
   const name = config.REDIS_MASTER_NAME;
   fs.writeFileSync(file, [
     '# Redis Sentinel, written once by infra/render.js; Sentinel keeps what it learns here (delete it to start over)',
@@ -287,7 +290,7 @@ export function templateValues(config) {
     // and its firewall are the protection, and the replicas and sentinels of other machines must get in
     REDIS_PROTECTED_MODE: /^(127\.|::1$)/.test(config.LISTEN_ADDRESS) ? 'yes' : 'no',
     REDIS_REPLICATION: redisReplication(config),
-    REACH_ADDRESS: config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS,
+    REACH_ADDRESS: reachable(config.LISTEN_ADDRESS),
     ...scrapeTargets(config),
     VARNISH_SIZE_LINES: varnishSizes(config),
   };
@@ -301,9 +304,7 @@ export function templateValues(config) {
  */
 export function varnishSizes(config) {
   const cap = config.MAX_DIMENSION;
-  const allowed = config.ALLOWED_SIZES.map(Number).sort((/** @type {number} */ a, /** @type {number} */ b) => a - b);
-  const bad = allowed.find((/** @type {number} */ size) => !Number.isInteger(size) || size < 1 || size > cap);
-  if (bad !== undefined) throw new Error(`ALLOWED_SIZES: ${bad} is not a whole number of pixels from 1 to MAX_DIMENSION (${cap})`);
+  const allowed = allowedSizeList(config.ALLOWED_SIZES, cap);
   const snap = allowed.map((/** @type {number} */ size, /** @type {number} */ i) => `${i ? ' elsif' : '    if'} (std.integer(req.http.X-Size, 0) <= ${size}) {\n      set req.http.X-Size = "${size}";\n    }`).join('');
   return ['width', 'height'].map((name) => [
     `  if (req.url ~ "[?&]${name}=[0-9]") {`,
@@ -336,8 +337,7 @@ function redisReplication(config) {
  * @param {Record<string, any>} config @returns {Record<string, string>} SCRAPE_<JOB> → the YAML list's items
  */
 function scrapeTargets(config) {
-  const own = config.LISTEN_ADDRESS === '0.0.0.0' ? '127.0.0.1' : config.LISTEN_ADDRESS;
-  const host = (/** @type {string} */ address) => (address === '0.0.0.0' ? '127.0.0.1' : address);
+  const own = reachable(config.LISTEN_ADDRESS);
   /** @type {Record<string, string>} */
   const defaults = {
     haproxy: `${config.HAPROXY_HOST}:${config.HAPROXY_STATS_PORT}`,
@@ -345,9 +345,9 @@ function scrapeTargets(config) {
     nginx: `${own}:${config.NGINX_EXPORTER_PORT}`,
     redis: `${own}:${config.REDIS_EXPORTER_PORT}`,
     mtail: `${own}:${config.MTAIL_PORT}`,
-    origin: `${host(config.ORIGIN_HOST)}:${config.ORIGIN_METRICS_PORT}`,
-    'avatar-resolver': `${host(config.AVATAR_RESOLVER_HOST)}:${config.AVATAR_RESOLVER_METRICS_PORT}`,
-    'purge-service': `${host(config.PURGE_SERVICE_HOST)}:${config.PURGE_SERVICE_METRICS_PORT}`,
+    origin: `${reachable(config.ORIGIN_HOST)}:${config.ORIGIN_METRICS_PORT}`,
+    'avatar-resolver': `${reachable(config.AVATAR_RESOLVER_HOST)}:${config.AVATAR_RESOLVER_METRICS_PORT}`,
+    'purge-service': `${reachable(config.PURGE_SERVICE_HOST)}:${config.PURGE_SERVICE_METRICS_PORT}`,
   };
   /** @type {Record<string, string[]>} */
   const given = {};

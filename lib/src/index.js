@@ -5,6 +5,7 @@ export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.
 export { awaitReplicas, connectRedis, redisReady } from './redis.js';
 export { runService } from './service.js';
 export { base58Url } from './base58-url.js';
+export { allowedSizeList } from './sizes.js';
 export { createHiveClient } from './hive-rpc.js';
 export { isAccountName } from './account-name.js';
 export { healthRoute } from './health.js';

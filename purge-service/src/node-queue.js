@@ -15,7 +15,6 @@ const streamOf = (node) => `purge:node:${node}`;
  *   config: Record<string, any>, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
 export function createNodeQueue({ redis, varnish, config, logger, metrics }) {
-
   /**
    * Keeps a purge for a node that did not take it. @param {string} node
    * @param {{ xkeys: string[], paths: string[] }} purge

@@ -1,5 +1,5 @@
 import querystring from 'node:querystring';
-import { HttpError, base58Url, errorAnswer, logRequest, requestIdOf } from '@stack/lib';
+import { HttpError, allowedSizeList, base58Url, errorAnswer, logRequest, requestIdOf } from '@stack/lib';
 import { contentTypeOf } from '../transform.js';
 
 const MODES = new Set(['cover', 'fit']);
@@ -21,16 +21,16 @@ const bytesOf = (variant) => (variant.cached ? variant.cached.size : /** @type {
  * leading whole number counts ("640.5" and "640px" are 640, what a frontend multiplying by the pixel ratio
  * sends), and a value without one ("abc", "") is no size at all. A negative size is refused (imagehoster
  * fails inside sharp there). Repeated, the first counts.
- * @param {unknown} value @param {string} name @param {number} cap
+ * @param {unknown} value @param {string} name
  * @returns {number | null} null when absent, 0 or not a number (keep that dimension)
  */
-function dimension(value, name, cap) {
+function dimension(value, name) {
   const text = Array.isArray(value) ? value[0] : value;
   if (typeof text !== 'string') return null;
   const number = Number.parseInt(text, 10);
   if (Number.isNaN(number) || number === 0) return null;
   if (number < 0) throw new HttpError(400, 'invalid_parameter', { name, reason: 'a size is a positive number of pixels' });
-  return Math.min(number, cap);
+  return number;
 }
 
 /**
@@ -52,9 +52,7 @@ const sortedSizes = new WeakMap();
 export function allowedSizes(config) {
   const known = sortedSizes.get(config);
   if (known) return known;
-  const sizes = (config.ALLOWED_SIZES || []).map(Number).sort((/** @type {number} */ a, /** @type {number} */ b) => a - b);
-  const bad = sizes.find((/** @type {number} */ size) => !Number.isInteger(size) || size < 1 || size > config.MAX_DIMENSION);
-  if (bad !== undefined) throw new Error(`ALLOWED_SIZES: ${bad} is not a whole number of pixels from 1 to MAX_DIMENSION (${config.MAX_DIMENSION})`);
+  const sizes = allowedSizeList(config.ALLOWED_SIZES || [], config.MAX_DIMENSION);
   sortedSizes.set(config, sizes);
   return sizes;
 }
@@ -89,8 +87,8 @@ export function parseWant(query, accept, config) {
   if (!MODES.has(mode)) throw new HttpError(400, 'invalid_parameter', { name: 'mode', allowed: [...MODES] });
   if (!FORMATS.has(format)) throw new HttpError(400, 'invalid_parameter', { name: 'format', allowed: [...FORMATS] });
   const sized = (/** @type {number | null} */ size) => (size === null ? null : canonicalSize(size, config));
-  let width = sized(dimension(query.width, 'width', config.MAX_DIMENSION));
-  let height = sized(dimension(query.height, 'height', config.MAX_DIMENSION));
+  let width = sized(dimension(query.width, 'width'));
+  let height = sized(dimension(query.height, 'height'));
   let chosenMode = /** @type {'cover'|'fit'} */ (mode);
   if (!width && !height) {
     width = config.DEFAULT_WIDTH;

@@ -146,11 +146,13 @@ async function recordOwner(redis, key, account) {
 
 const WEEK_MS = 7 * 24 * 3600 * 1000;
 // a rolling week: the account's uploads of the last 7 days by key (a retry of the same bytes, the same key,
-// counts once), the oldest dropped as they age out; taken only while under the limit
+// counts once), the oldest dropped as they age out; taken only while under the limit. Without a key (''),
+// only whether the week is full.
 const TAKE_QUOTA = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
-if redis.call('ZSCORE', KEYS[1], ARGV[4]) then return 0 end
+if ARGV[4] ~= '' and redis.call('ZSCORE', KEYS[1], ARGV[4]) then return 0 end
 local used = redis.call('ZCARD', KEYS[1])
 if used >= tonumber(ARGV[3]) then return redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] end
+if ARGV[4] == '' then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 0`;
@@ -158,8 +160,11 @@ return 0`;
 /**
  * Per-account quota over a rolling week in Redis, one count per distinct upload (a retried upload of the
  * same bytes is not counted again); Redis down means no upload (503), never an unmetered one. Past the limit
- * a 429 whose Retry-After says when the oldest upload of the window ages out.
- * @param {import('ioredis').Redis} redis @param {string} account @param {number} limit @param {string} key the upload's key
+ * a 429 whose Retry-After says when the oldest upload of the window ages out. With `key` '' nothing is
+ * taken: an account whose week is already full is refused before its body is read, checked or its
+ * signature verified (a Hive API call), so a full account costs the origin one Redis call; a retry of an
+ * upload the week already counts is refused with it (its URL is its content's hash, known to the client).
+ * @param {import('ioredis').Redis} redis @param {string} account @param {number} limit @param {string} key the upload's key, or ''
  */
 async function takeQuota(redis, account, limit, key) {
   const now = Date.now();
@@ -169,35 +174,10 @@ async function takeQuota(redis, account, limit, key) {
   } catch {
     throw new HttpError(503, 'unavailable', { reason: 'quota store' }, { 'Retry-After': '10' });
   }
-  if (oldest) throw quotaExceeded(limit, oldest, now);
-}
-
-// the quota's state before an upload is read: the oldest upload's time when the window is full, else 0
-const QUOTA_FULL = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] end
-return 0`;
-
-/**
- * An account whose week is already full is refused before its body is read, checked for an image or its
- * signature verified (a Hive API call): a full account costs the origin one Redis call. A retry of an upload
- * the week already counts is refused with it (its URL is its content's hash, known to the client).
- * @param {import('ioredis').Redis} redis @param {string} account @param {number} limit
- */
-async function refuseFullQuota(redis, account, limit) {
-  const now = Date.now();
-  let oldest;
-  try {
-    oldest = Number(await redis.eval(QUOTA_FULL, 1, `origin:quota:${account}`, String(now), String(WEEK_MS), String(limit)));
-  } catch {
-    throw new HttpError(503, 'unavailable', { reason: 'quota store' }, { 'Retry-After': '10' });
+  if (oldest) {
+    const retryAfter = Math.max(1, Math.ceil((oldest + WEEK_MS - now) / 1000));
+    throw new HttpError(429, 'quota_exceeded', { limit, period: 'rolling week' }, { 'Retry-After': String(retryAfter), ...(key ? {} : { Connection: 'close' }) });
   }
-  if (oldest) throw quotaExceeded(limit, oldest, now);
-}
-
-/** @param {number} limit @param {number} oldest @param {number} now */
-function quotaExceeded(limit, oldest, now) {
-  const retryAfter = Math.max(1, Math.ceil((oldest + WEEK_MS - now) / 1000));
-  return new HttpError(429, 'quota_exceeded', { limit, period: 'rolling week' }, { 'Retry-After': String(retryAfter), Connection: 'close' });
 }
 
 /**
@@ -216,7 +196,7 @@ export function hiveUploadRoute(deps, signed = 'data') {
     try {
       if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
       if (!/^[0-9a-f]{130}$/i.test(signature)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
-      await refuseFullQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK).catch((err) => {
+      await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, '').catch((err) => {
         deps.metrics.rejections.inc({ reason: err.name });
         throw err;
       });
