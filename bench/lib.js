@@ -42,6 +42,39 @@ export function filesystem(dir) {
   return { dir, type, source, journal };
 }
 
+/**
+ * CPU time (user + system, every thread) the processes have used since they started, in ms.
+ * @param {number[]} pids
+ */
+export function cpuMs(pids) {
+  let ticks = 0;
+  for (const pid of pids) {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
+  }
+  return (ticks * 1000) / CLOCK_TICKS;
+}
+
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** The share of the machine's CPU time spent idle over the next `ms`. @param {number} ms */
+export async function idleShare(ms = 1000) {
+  const sample = () => fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const before = sample();
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const after = sample();
+  const spent = after.map((value, i) => value - before[i]);
+  const total = spent.reduce((sum, value) => sum + value, 0);
+  return total ? (spent[3] + spent[4]) / total : 1; // idle + iowait
+}
+
+/** Until the machine is quiet (at least `share` of its CPU idle over a second), at most `maxMs`. @param {number} share @param {number} maxMs */
+export async function quiet(share = 0.7, maxMs = 60_000) {
+  const deadline = Date.now() + maxMs;
+  while (Date.now() < deadline && (await idleShare()) < share);
+}
+
 /** @param {number[]} values @param {number} q */
 export function percentile(values, q) {
   if (!values.length) return NaN;

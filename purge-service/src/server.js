@@ -24,6 +24,9 @@ await runService({
     await redisReady(redis, 2000);
     const metrics = createPurgeMetrics(registry, { redis, stream: config.PURGE_STREAM, group: config.PURGE_GROUP, deadStream: config.PURGE_DEAD_STREAM });
     const varnish = createVarnishTarget({ nodes: config.PURGE_VARNISH_NODES, soft: config.PURGE_XKEY_SOFT, timeoutMs: config.PURGE_TIMEOUT_MS });
+    varnish.warm().then((refused) => {
+      if (refused.length) logger.warn({ nodes: refused }, 'varnish nodes not purgeable at start: away, or this address is not among their VARNISH_PURGERS; their purges wait in their queues');
+    }, (err) => logger.warn({ err }, 'varnish nodes not resolved at start'));
     const cdn = config.CLOUDFLARE_ZONE_ID && config.CLOUDFLARE_API_TOKEN
       ? createCloudflareTarget({
         base: config.CLOUDFLARE_API_BASE, zone: config.CLOUDFLARE_ZONE_ID, token: config.CLOUDFLARE_API_TOKEN,
