@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { benchAvatar } from './avatar.js';
 import { benchBadInput } from './bad-input.js';
+import { benchCacheIndex } from './cache-index.js';
 import { benchDay } from './day.js';
 import { benchEdge } from './edge.js';
 import { benchEffort } from './effort.js';
@@ -15,7 +16,7 @@ import { REPORTS, machine } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
-const SCENARIOS = { origin: benchOrigin, effort: benchEffort, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, store: benchStore, overload: benchOverload, 'bad-input': benchBadInput };
+const SCENARIOS = { origin: benchOrigin, effort: benchEffort, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, store: benchStore, 'cache-index': benchCacheIndex, overload: benchOverload, 'bad-input': benchBadInput };
 
 const results = {};
 const sections = [];

@@ -3,7 +3,13 @@ import { client } from '@stack/lib';
 /** Every origin metric, registered once on the service's registry. @param {import('prom-client').Registry} registry */
 export function createOriginMetrics(registry) {
   const registers = [registry];
+  /** @type {import('./cache/pack-cache.js').PackCache | null} */
+  let resultCache = null;
   return {
+    /** Reports a result cache's state at every scrape. @param {import('./cache/pack-cache.js').PackCache} cache */
+    watchResultCache: (cache) => {
+      resultCache = cache;
+    },
     transformDuration: new client.Histogram({
       name: 'origin_transform_duration_seconds', help: 'Time to decode, resize and encode one variant, by output format',
       labelNames: ['format'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers,
@@ -41,6 +47,18 @@ export function createOriginMetrics(registry) {
     fallbacks: new client.Counter({ name: 'origin_fallback_answers_total', help: 'format=auto first answers in WebP while their AVIF is made in the background', registers }),
     backgroundJobs: new client.Gauge({ name: 'origin_background_encodes', help: 'Background encodes waiting for idle capacity or running', registers }),
     background: new client.Counter({ name: 'origin_background_encodes_total', help: 'Background encodes (the AVIF behind a first answer) by result: done, dropped (load, bound), failed', labelNames: ['result'], registers }),
+    cacheIndexBuilding: new client.Gauge({
+      name: 'origin_result_cache_index_building', help: '1 while the result cache\'s index is rebuilt after a start (what it lacks yet is made again)', registers,
+      collect() { this.set(resultCache?.building ? 1 : 0); },
+    }),
+    cacheIndexBytes: new client.Gauge({
+      name: 'origin_result_cache_index_bytes', help: 'Memory held by the result cache\'s index', registers,
+      collect() { this.set(resultCache?.index.bytes ?? 0); },
+    }),
+    cacheBytes: new client.Gauge({
+      name: 'origin_result_cache_bytes', help: 'Bytes of variants in the result cache on disk', registers,
+      collect() { this.set(resultCache?.totalBytes ?? 0); },
+    }),
     uploads: new client.Counter({ name: 'origin_uploads_total', help: 'Accepted uploads by kind (hive, hivesigner, token)', labelNames: ['kind'], registers }),
   };
 }

@@ -41,6 +41,7 @@ await runService({
     const store = createStore({ config, originals, logger, metrics });
     const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, { warn: (details, message) => logger.warn(details, message) });
     variants.init();
+    metrics.watchResultCache(variants);
     await originals.init();
     await store.init();
     const concurrency = transformConcurrency(config);

@@ -1,13 +1,16 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import { crc32 } from 'node:zlib';
 import sharp from 'sharp';
 import { PackCache } from '../src/cache/pack-cache.js';
 import { decode } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
+import { waitFor } from '../../test/support/ports.js';
 import { startOrigin } from './harness.js';
 
 /** A JPEG of noise: its variants do not compress to nothing. @param {number} width @param {number} height */
@@ -21,6 +24,11 @@ async function get(url) {
   const body = Buffer.from(await response.arrayBuffer());
   assert.equal(response.status, 200, `${url}: ${body.toString().slice(0, 200)}`);
   return { body, timing: response.headers.get('server-timing'), info: await decode(body) };
+}
+
+/** Until the origin's result-cache index is rebuilt after a start. @param {{ metricsUrl: string }} origin */
+async function indexBuilt(origin) {
+  await waitFor(async () => (await metricValue(origin.metricsUrl, 'origin_result_cache_index_building')) === 0, 30_000, 'the result-cache index');
 }
 
 /** @param {string} dir the origin's data directory @returns {string[]} its result cache's segment files, oldest first */
@@ -45,6 +53,7 @@ test('after a crash, variants answered before it come from the result cache byte
     fs.writeFileSync(newest, Buffer.concat([bytes, bytes.subarray(0, 200)]));
 
     await origin.start();
+    await indexBuilt(origin);
     assert.ok(fs.statSync(newest).size <= bytes.length - first.c.body.length, 'the segment is cut before c\'s record');
     let before = await made();
     for (const [target, was] of /** @type {const} */ ([[a, first.a], [b, first.b]])) {
@@ -62,6 +71,7 @@ test('after a crash, variants answered before it come from the result cache byte
     const fresh = await get(d);
     await origin.kill();
     await origin.start();
+    await indexBuilt(origin);
     before = await made();
     const kept = await get(d);
     assert.equal(kept.timing, 'cache;desc=hit');
@@ -121,6 +131,60 @@ test('an origin refuses a result cache directory that another live process holds
   const entry = cache.get('a'.repeat(64));
   assert.ok(entry);
   assert.equal((await cache.read(entry)).toString(), 'bytes');
-  cache.close();
+  await cache.close();
   assert.ok(!fs.existsSync(path.join(dir, 'lock')));
+});
+
+/**
+ * Segments of small made-up variants, as an origin with a large result cache leaves them (no index files: the
+ * layout of before them, or a crash), numbered from `first`. @param {string} dir @param {number} first @param {number} count @param {number} records each
+ */
+function writeSegments(dir, first, count, records) {
+  const data = Buffer.alloc(100, 7);
+  const crc = crc32(data);
+  for (let s = 0; s < count; s += 1) {
+    const keys = randomBytes(32 * records);
+    const segment = Buffer.alloc(records * (48 + data.length));
+    for (let r = 0; r < records; r += 1) {
+      const at = r * (48 + data.length);
+      segment.writeUInt32BE(0x56504b31, at);
+      keys.copy(segment, at + 4, r * 32, r * 32 + 32);
+      segment.write('webp', at + 36, 'latin1');
+      segment.writeUInt32BE(data.length, at + 40);
+      segment.writeUInt32BE(crc, at + 44);
+      data.copy(segment, at + 48);
+    }
+    fs.writeFileSync(path.join(dir, `${String(first + s).padStart(8, '0')}.pack`), segment);
+  }
+}
+
+test('an origin answers while its result-cache index is rebuilt after a start; once built, what was cached before is served from it', async () => {
+  const origin = await startOrigin({ VARIANTS_CACHE_BYTES: String(2 * 1024 ** 3) });
+  try {
+    const url = origin.site.add('rebuild.jpg', await noise(400, 300));
+    const made = () => metricValue(origin.metricsUrl, 'origin_transforms_total');
+    const building = () => metricValue(origin.metricsUrl, 'origin_result_cache_index_building');
+    const before = await get(origin.proxied(url, { width: 110 }));
+    await origin.kill();
+    // 2.4 million cached variants in the segments after the real one's: indexed first (newest first)
+    writeSegments(path.join(origin.dataDir, 'variants'), 2, 12, 200_000);
+
+    await origin.start();
+    assert.equal(await building(), 1, 'the origin is up before its index is built');
+    const fresh = await get(origin.proxied(url, { width: 130 }));
+    assert.equal(fresh.info.width, 130);
+    assert.equal(await building(), 1, 'and answered a miss meanwhile');
+
+    await indexBuilt(origin);
+    const count = await made();
+    const again = await get(origin.proxied(url, { width: 110 }));
+    assert.equal(again.timing, 'cache;desc=hit');
+    assert.ok(again.body.equals(before.body));
+    assert.equal((await get(origin.proxied(url, { width: 130 }))).timing, 'cache;desc=hit');
+    assert.equal(await made(), count);
+    const indexBytes = await metricValue(origin.metricsUrl, 'origin_result_cache_index_bytes');
+    assert.ok(indexBytes / 2_400_000 <= 64, `${indexBytes} bytes of index for 2.4 million variants`);
+  } finally {
+    await origin.stop();
+  }
 });
