@@ -11,10 +11,12 @@ import { Pool } from 'undici';
  *   request i goes to templates[i % length] with {n} replaced by first + (i % span)
  * @typedef {{ mode: 'probe', base: string, paths: Record<string, string>, seconds: number, pauseMs: number, skipMs?: number }} ProbeSpec
  *   answers to requests sent in the first skipMs are not recorded (a warm-up)
- * @typedef {{ path: string, kind: string, upload?: number }} MixRequest upload: index of the body to POST
+ * @typedef {{ path: string, kind: string, upload?: number, accept?: string }} MixRequest upload: index of the body to
+ *   POST; accept: this request's Accept (else the spec's)
  * @typedef {{ mode: 'mix', base: string, requests: MixRequest[], uploads: string[], token: string, rate: number, accept: string }} MixSpec
  *   uploads: base64 bodies
- * @typedef {{ status: number, ms: number, at: number, reason?: string, retryAfter?: string }} Answer at: sent, ms since the generator started
+ * @typedef {{ status: number, ms: number, at: number, reason?: string, retryAfter?: string, type?: string, cache?: string }} Answer
+ *   at: sent, ms since the generator started; type: Content-Type; cache: varnish's X-Cache
  */
 
 const STARTED = performance.now();
@@ -36,7 +38,8 @@ async function send(pool, path, init = {}) {
   } catch {
     reason = 'not json';
   }
-  return { status: response.statusCode, ms, at: Math.round(sent - STARTED), reason, retryAfter: /** @type {string | undefined} */ (response.headers['retry-after']) };
+  const header = (/** @type {string} */ name) => /** @type {string | undefined} */ (response.headers[name]);
+  return { status: response.statusCode, ms, at: Math.round(sent - STARTED), reason, retryAfter: header('retry-after'), type: header('content-type'), cache: header('x-cache') };
 }
 
 /**
@@ -112,8 +115,12 @@ async function mix(spec) {
   };
   await paced(spec.rate, (i) => i >= spec.requests.length, (i) => {
     const request = spec.requests[i];
-    const init = request.upload === undefined ? { headers: { accept: spec.accept } } : multipart(uploads[request.upload], spec.token);
-    return send(pool, request.path, init).then((answer) => record(request.kind, answer));
+    const init = request.upload === undefined ? { headers: { accept: request.accept ?? spec.accept } } : multipart(uploads[request.upload], spec.token);
+    return send(pool, request.path, init).then((answer) => {
+      record(request.kind, answer);
+      // an image varnish did not have, by the format it was answered in (or the status)
+      if (request.kind === 'image' && answer.cache !== 'HIT') record(`image miss, ${answer.status === 200 ? answer.type?.replace('image/', '') : answer.status}`, answer);
+    });
   });
   await pool.close();
   return byKind;

@@ -14,7 +14,7 @@ import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
 import { photo } from '../test/support/images.js';
 import { freePort, waitFor } from '../test/support/ports.js';
-import { machine, round, sampleRss, spread, wrkAsync, writeReport } from './lib.js';
+import { cpuMs, machine, round, sampleRss, spread, wrkAsync, writeReport } from './lib.js';
 import { BLOCK, SCRIPT, SECONDS, uncachedRun } from './origin.js';
 
 const quick = process.argv.includes('--quick');
@@ -22,6 +22,8 @@ const THUMBOR_VERSION = '7.8.0';
 const PEERS = path.join(path.dirname(new URL(import.meta.url).pathname), '.peers');
 const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
 const REPEATS = quick ? 1 : 3;
+// the whole comparison this many times in a row, each pass's ratio reported apart (the hour moves them)
+const PASSES = quick ? 1 : Number(process.env.BENCH_PEERS_PASSES || 3);
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = /** @type {const} */ (['jpeg', 'webp']);
 const { ssim } = /** @type {any} */ (ssimModule);
@@ -41,21 +43,34 @@ export async function benchPeers() {
     const encoded = sources.map((source) => base58Url.encode(source));
     let first = 0;
     const originRss = sampleRss(origin.pid());
-    const runs = [];
-    for (const format of FORMATS) {
-      for (const concurrency of CONCURRENCIES) {
-        const entry = { format, concurrency, origin: /** @type {any[]} */ ([]), thumbor: /** @type {any[]} */ ([]) };
-        for (let repeat = 0; repeat < REPEATS; repeat += 1) {
-          entry.origin.push(await uncachedRun(origin, originRss, { format, concurrency, first, encoded }));
-          const thumborRss = thumbor.pids.map((pid) => sampleRss(pid));
-          entry.thumbor.push({ ...await thumborRun(thumbor.bases, { format, concurrency, first }, files.length), peak_rss_mb: thumborRss.reduce((sum, rss) => sum + rss.stop(), 0) });
-          first += BLOCK;
+    /** @type {Array<{ started: string, runs: any[] }>} */
+    const passes = [];
+    for (let pass = 0; pass < PASSES; pass += 1) {
+      const started = new Date().toISOString();
+      const runs = [];
+      for (const format of FORMATS) {
+        for (const concurrency of CONCURRENCIES) {
+          const entry = { format, concurrency, origin: /** @type {any[]} */ ([]), thumbor: /** @type {any[]} */ ([]) };
+          for (let repeat = 0; repeat < REPEATS; repeat += 1) {
+            let cpu = cpuMs([origin.pid()]);
+            const ours = await uncachedRun(origin, originRss, { format, concurrency, first, encoded });
+            // every variant's CPU, those wrk left behind included (uncachedRun waits for them)
+            entry.origin.push({ ...ours, cpu_ms_per_variant: (cpuMs([origin.pid()]) - cpu) / ours.transforms });
+            const thumborRss = thumbor.pids.map((pid) => sampleRss(pid));
+            cpu = cpuMs(thumbor.pids);
+            const theirs = await thumborRun(thumbor.bases, { format, concurrency, first }, files.length);
+            // ÷ the answers wrk counted: the few it left behind make this up to 2 % high
+            entry.thumbor.push({ ...theirs, peak_rss_mb: thumborRss.reduce((sum, rss) => sum + rss.stop(), 0), cpu_ms_per_variant: (cpuMs(thumbor.pids) - cpu) / theirs.requests });
+            first += BLOCK;
+          }
+          runs.push(entry);
         }
-        runs.push(entry);
       }
+      passes.push({ started, runs });
+      process.stderr.write(`peers pass ${pass + 1}: ${JSON.stringify(bestOf(runs))}\n`);
     }
     const quality = await compareOutput(files, sources, origin, thumbor.bases[0]);
-    return summarise(runs, quality);
+    return summarise(passes, quality);
   } finally {
     await origin.stop();
     thumbor.stop();
@@ -188,30 +203,53 @@ async function meanSsim(files, outputs) {
   return sum / files.length;
 }
 
-/** @param {any[]} runs @param {any[]} quality */
-function summarise(runs, quality) {
+/** @param {any[]} list @param {string} key */
+const medianOf = (list, key) => spread(list.map((r) => r[key])).median;
+
+/**
+ * Each format's best concurrency for each server, and the CPU ms per variant of all its runs.
+ * @param {any[]} runs
+ * @returns {Record<string, { origin: number, thumbor: number, ratio: number, originCpuMs: number, thumborCpuMs: number }>}
+ */
+function bestOf(runs) {
+  /** @type {Record<string, { origin: number, thumbor: number, ratio: number, originCpuMs: number, thumborCpuMs: number }>} */
+  const best = {};
+  for (const format of FORMATS) {
+    const mine = runs.filter((run) => run.format === format);
+    const ours = Math.max(...mine.map((run) => medianOf(run.origin, 'rps')));
+    const theirs = Math.max(...mine.map((run) => medianOf(run.thumbor, 'rps')));
+    // CPU per variant hardly depends on the concurrency: the median over all of this format's runs
+    const all = (/** @type {'origin' | 'thumbor'} */ who) => spread(mine.flatMap((run) => run[who].map((/** @type {any} */ r) => r.cpu_ms_per_variant))).median;
+    best[format] = { origin: ours, thumbor: theirs, ratio: ours / theirs, originCpuMs: all('origin'), thumborCpuMs: all('thumbor') };
+  }
+  return best;
+}
+
+/** @param {Array<{ started: string, runs: any[] }>} passes @param {any[]} quality */
+function summarise(passes, quality) {
   const cell = (/** @type {any[]} */ list) => {
     const rps = spread(list.map((r) => r.rps));
     return `${round(rps.min)} / ${round(rps.median)} / ${round(rps.max)}`;
   };
-  const median = (/** @type {any[]} */ list, /** @type {string} */ key) => spread(list.map((r) => r[key])).median;
-  const rows = runs.map((run) => [run.format, run.concurrency, cell(run.origin), median(run.origin, 'p99_ms'), Math.max(...run.origin.map((/** @type {any} */ r) => r.peak_rss_mb)),
-    cell(run.thumbor), median(run.thumbor, 'p99_ms'), Math.max(...run.thumbor.map((/** @type {any} */ r) => r.peak_rss_mb)), `${Math.round((median(run.origin, 'rps') / median(run.thumbor, 'rps')) * 100)}%`]);
-  /** @type {Record<string, { origin: number, thumbor: number, ratio: number }>} */
-  const best = {};
-  for (const format of FORMATS) {
-    const mine = runs.filter((run) => run.format === format);
-    const ours = Math.max(...mine.map((run) => median(run.origin, 'rps')));
-    const theirs = Math.max(...mine.map((run) => median(run.thumbor, 'rps')));
-    best[format] = { origin: ours, thumbor: theirs, ratio: ours / theirs };
-  }
+  // every pass's runs of a format and concurrency together
+  const runs = passes[0].runs.map((entry, i) => ({ ...entry, origin: passes.flatMap((p) => p.runs[i].origin), thumbor: passes.flatMap((p) => p.runs[i].thumbor) }));
+  const rows = runs.map((run) => [run.format, run.concurrency, cell(run.origin), medianOf(run.origin, 'p99_ms'), Math.max(...run.origin.map((/** @type {any} */ r) => r.peak_rss_mb)), medianOf(run.origin, 'cpu_ms_per_variant').toFixed(1),
+    cell(run.thumbor), medianOf(run.thumbor, 'p99_ms'), Math.max(...run.thumbor.map((/** @type {any} */ r) => r.peak_rss_mb)), medianOf(run.thumbor, 'cpu_ms_per_variant').toFixed(1), `${Math.round((medianOf(run.origin, 'rps') / medianOf(run.thumbor, 'rps')) * 100)}%`]);
+  const perPass = passes.map((pass) => ({ started: pass.started, best: bestOf(pass.runs) }));
+  const ratios = (/** @type {string} */ format) => spread(perPass.map((p) => p.best[format].ratio));
+  const percent = (/** @type {number} */ value) => `${Math.round(value * 100)}%`;
+  const best = Object.fromEntries(FORMATS.map((format) => [format, { ...ratios(format), cpu: bestOf(runs)[format] }]));
   return {
-    best, runs, quality,
+    best, passes: perPass, runs, quality,
     sections: [
       { heading: `Uncached variants: origin vs thumbor ${THUMBOR_VERSION} (same run, alternating)`,
         text: `wrk for ${SECONDS} s per run, ${REPEATS} runs each, every request a new box (bench/variants.lua); req/s as min / median / max. Both read the photographs locally (our origin from its store of fetched originals, thumbor with its file loader), neither keeps results; thumbor runs as ${os.availableParallelism()} single-process instances (one per core, as its documentation deploys it) with the connections spread evenly over them (one wrk each, at the same time; thumbor's p99 is the higher of the two); Pillow decodes JPEG in draft mode (scaled by libjpeg).`,
-        table: { columns: ['format', 'concurrency', 'origin req/s', 'origin p99 ms', 'origin peak RSS MB', 'thumbor req/s', 'thumbor p99 ms', 'thumbor peak RSS MB', 'origin / thumbor'], rows } },
-      { heading: 'Best concurrency of each: origin / thumbor (the bar: ≥ 100%)', table: { columns: ['format', 'origin req/s', 'thumbor req/s', 'ratio'], rows: Object.entries(best).map(([format, b]) => [format, b.origin, b.thumbor, `${Math.round(b.ratio * 100)}%`]) } },
+        table: { columns: ['format', 'concurrency', 'origin req/s', 'origin p99 ms', 'origin peak RSS MB', 'origin CPU ms per variant', 'thumbor req/s', 'thumbor p99 ms', 'thumbor peak RSS MB', 'thumbor CPU ms per variant', 'origin / thumbor'], rows } },
+      { heading: `Best concurrency of each, origin / thumbor, in each of ${passes.length} passes (the bar: ≥ 100%)`,
+        text: `Each pass is the whole comparison above (every format and concurrency, ${REPEATS} runs each), one after the other; a pass's ratio is the origin's best median req/s over thumbor's. CPU ms per variant: the server processes' CPU time (user + system, all threads) over a run ÷ the variants it made, the median of the pass's runs of that format.`,
+        table: { columns: ['pass', 'started (UTC)', ...FORMATS.flatMap((f) => [`${f} origin / thumbor req/s`, `${f} ratio`, `${f} CPU ms per variant, origin / thumbor`])],
+          rows: [...perPass.map((p, i) => [i + 1, p.started.slice(0, 19), ...FORMATS.flatMap((f) => [`${round(p.best[f].origin)} / ${round(p.best[f].thumbor)}`, percent(p.best[f].ratio), `${p.best[f].originCpuMs.toFixed(1)} / ${p.best[f].thumborCpuMs.toFixed(1)}`])]),
+            ['min / median / max', '', ...FORMATS.flatMap((f) => ['', `${percent(ratios(f).min)} / ${percent(ratios(f).median)} / ${percent(ratios(f).max)}`, ''])]] } },
       { heading: 'What is sent for the same variant: mean size and SSIM against the source resized unencoded (1 = identical)',
         text: 'One 512 × 512 fit variant of each photograph. "Thumbor, size-matched" lowers thumbor\'s quality until its files are no larger than ours: quality at equal size.',
         table: { columns: ['format', 'origin q80 KB', 'origin SSIM', 'thumbor q80 KB', 'thumbor SSIM', 'thumbor size-matched q', 'KB', 'SSIM'],
