@@ -1,6 +1,6 @@
 // The result cache's index: open addressing (linear probing) over typed arrays, 29 bytes a slot (a 16-byte
-// key prefix, the segment's number, the record's offset and size, an extension code), 60 to 80 % full: 36
-// to 48 bytes a variant, where a Map of objects keyed by hex strings cost about 230.
+// key prefix, the segment's number, the record's offset and size, an extension code), 53 to 80 % full: 36
+// to 55 bytes a variant, where a Map of objects keyed by hex strings cost about 210.
 
 const SLOT_KEY = 4; // u32 words of key prefix a slot holds
 const MAX_LOAD = 0.8;
