@@ -18,30 +18,15 @@ const env = {
 };
 
 /** ./infra/stack compose … @param {string[]} args */
-function run(...args) {
-  return spawnSync(`${ROOT}/infra/stack`, ['compose', ...args], { env, encoding: 'utf8', timeout: 900_000, cwd: ROOT });
-}
-
-/** @param {ReturnType<typeof run>} result @param {string[]} args */
-function check(result, args) {
+function compose(...args) {
+  const result = spawnSync(`${ROOT}/infra/stack`, ['compose', ...args], { env, encoding: 'utf8', timeout: 900_000, cwd: ROOT });
   assert.equal(result.status, 0, `compose ${args.join(' ')}:\n${(result.stdout + result.stderr).slice(-4000)}`);
   return result.stdout;
 }
 
-/** @param {string[]} args */
-const compose = (...args) => check(run(...args), args);
-
 before(async () => {
   compose('down', '-v', '--remove-orphans');
-  let up = run('up');
-  // runc on this kernel once failed to start a container's init ("write child: broken pipe", a clean-clone
-  // run of 2026-11-24, not seen again): that runtime error, and only it, gets one more try from clean
-  if (up.status !== 0 && /write child: broken pipe/.test(up.stdout + up.stderr)) {
-    process.stderr.write('compose up: runc could not start a container; once more from clean\n');
-    compose('down', '-v', '--remove-orphans');
-    up = run('up');
-  }
-  check(up, ['up']);
+  compose('up');
   await waitFor(async () => (await fetch(`${base}/healthz`).catch(() => null))?.status === 200, 180_000, 'nginx answering through the whole compose stack');
 }, { timeout: 1_200_000 });
 
