@@ -49,6 +49,37 @@ export function errorAnswer(err, errorCacheControl = 'no-store') {
   return { httpError, headers: { ...httpError.headers, 'Cache-Control': cacheControl }, unhandled };
 }
 
+// what a refused request's client may still send after the answer, read and dropped before its connection closes
+const LINGER_BYTES = 256 * 1024;
+const LINGER_MS = 2000;
+
+/**
+ * Closes a connection whose answer went out before the request's body was read (a 411, 413 or a full quota)
+ * without cutting the client off mid-send: Node closes such a socket once the answer is written, and a
+ * client still writing its body then gets EPIPE instead of the answer. Here our side ends (FIN) after the
+ * answer, and what the client still sends is read and dropped until its body is in, up to 256 KB or 2 s,
+ * then the socket closes (nginx's lingering close). @param {import('node:http').IncomingMessage} req
+ */
+export function lingeringClose(req) {
+  const { socket } = req;
+  if (req.complete || !socket || socket.destroyed) return;
+  let read = 0;
+  const stop = () => socket.destroy();
+  const timer = setTimeout(stop, LINGER_MS);
+  timer.unref();
+  socket.on('data', (chunk) => {
+    read += chunk.length;
+    if (read > LINGER_BYTES) stop();
+  });
+  socket.once('close', () => clearTimeout(timer));
+  // what Node's server calls once a `Connection: close` answer is written
+  /** @type {any} */ (socket).destroySoon = () => {
+    if (socket.writable) socket.end();
+    if (req.complete) stop();
+    else req.once('end', stop);
+  };
+}
+
 /**
  * Express error middleware: the JSON body of errorAnswer.
  * @param {string} [errorCacheControl] Cache-Control for 4xx answers
@@ -66,6 +97,7 @@ export function errorHandler(errorCacheControl = 'no-store') {
     res.status(httpError.status);
     res.set(headers);
     res.removeHeader('ETag');
+    if (String(res.getHeader('connection')).toLowerCase() === 'close') lingeringClose(req);
     res.json(httpError);
   };
 }
