@@ -66,8 +66,8 @@ before(async () => {
     const port = await freePort();
     const conf = path.join(dir, `sentinel-${i}.conf`);
     fs.writeFileSync(conf, [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, `sentinel monitor ${MASTER} 127.0.0.1 ${masterPort} 2`,
-      // the stack's own down-after (infra/render.js): with 1 s, a replica whose AOF fsync stalled on a busy disk
-      // was judged unfit to promote (-failover-abort-no-good-slave) at every retry
+      // the stack's own down-after (infra/render.js): with 1 s, on a busy machine, the replica was refused as a
+      // candidate (-failover-abort-no-good-slave) at every retry
       `sentinel down-after-milliseconds ${MASTER} 3000`, `sentinel failover-timeout ${MASTER} 5000`, ''].join('\n'));
     sentinelPorts.push(port);
     sentinels.push(startProcess('redis-server', [conf, '--sentinel']));
