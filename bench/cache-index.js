@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { crc32 } from 'node:zlib';
+import { recordHeader } from '../origin/src/cache/pack-cache.js';
 import { machine, writeReport } from './lib.js';
 
 const QUICK = process.argv.includes('--quick');
@@ -28,21 +28,12 @@ const TERABYTE_VARIANTS = 1e12 / 25_000;
 export function writeSegments(dir, count) {
   fs.mkdirSync(dir, { recursive: true });
   const data = Buffer.alloc(DATA, 1);
-  const crc = crc32(data);
   for (let seq = 1, left = count; left > 0; seq += 1) {
     const records = Math.min(left, SEGMENT_RECORDS);
-    const keys = randomBytes(32 * records);
-    const segment = Buffer.alloc(records * RECORD);
-    for (let r = 0; r < records; r += 1) {
-      const at = r * RECORD;
-      segment.writeUInt32BE(0x56504b31, at);
-      keys.copy(segment, at + 4, r * 32, r * 32 + 32);
-      segment.write('webp', at + 36, 'latin1');
-      segment.writeUInt32BE(DATA, at + 40);
-      segment.writeUInt32BE(crc, at + 44);
-      data.copy(segment, at + 48);
-    }
-    fs.writeFileSync(path.join(dir, `${String(seq).padStart(8, '0')}.pack`), segment);
+    const keys = randomBytes(32 * records).toString('hex');
+    const parts = [];
+    for (let r = 0; r < records; r += 1) parts.push(recordHeader(keys.slice(r * 64, r * 64 + 64), 'webp', data), data);
+    fs.writeFileSync(path.join(dir, `${String(seq).padStart(8, '0')}.pack`), Buffer.concat(parts));
     left -= records;
   }
 }

@@ -3,14 +3,11 @@
 // fan-out) and in the fleet layout (two machines); three runs of each; and the drain rate of a 10,000-event
 // backlog.
 //   node bench/purge.js [--quick]
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
-import { ROOT } from '../infra/render.js';
 import { sign } from '../purge-service/src/signature.js';
+import { fleetOn } from '../test/support/fleet.js';
 import { freePort, waitFor } from '../test/support/ports.js';
 import { startStack } from '../test/support/stack.js';
 import { machine, percentile, quiet, spread, writeReport } from './lib.js';
@@ -58,13 +55,7 @@ async function startBench(count) {
  */
 async function startFleet() {
   const hosts = ['127.0.5.1', '127.0.5.2', '127.0.5.3'];
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-fleet-'));
-  fs.chmodSync(dir, 0o755);
-  const env = { ...process.env, FLEET_HOSTS: hosts.join(','), FLEET_DIR: dir, LOG_LEVEL: 'warn', PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000' };
-  const fleet = (/** @type {string} */ action) => {
-    const result = spawnSync(path.join(ROOT, 'infra/stack'), ['fleet', action], { env, encoding: 'utf8', timeout: 900_000, cwd: ROOT });
-    if (result.status !== 0) throw new Error(`fleet ${action}: ${(result.stdout + result.stderr).slice(-4000)}`);
-  };
+  const { fleet, remove } = fleetOn(hosts, { PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000' }, { timeoutMs: 900_000 });
   fleet('up');
   // three machines share this box's two cores: the first run starts once all of them are done starting
   // (on separate machines each would have its own cores for that)
@@ -79,7 +70,7 @@ async function startFleet() {
       redis.disconnect();
       await Promise.all([...nodes, ...edges].map((pool) => pool.close()));
       fleet('down');
-      fs.rmSync(dir, { recursive: true, force: true });
+      remove();
     },
   };
 }
@@ -114,10 +105,8 @@ async function fanOut(layout, run) {
   await setup.exec();
   // cached on every node (each asked directly: the edge would put each account on one)
   for (const account of accounts) for (const pool of nodes) await location(pool, account);
-  /** @type {number[]} */
-  const latencies = [];
   /** @type {Array<[number, number]>} */
-  const slowest = []; // [event index, ms]: where in the run the tail sits
+  const events = []; // [event index, ms]: where in the run the tail sits
   const started = performance.now();
   await Promise.all(accounts.map(async (account, i) => {
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, i * 10 - (performance.now() - started)))); // 100 events/s
@@ -129,11 +118,12 @@ async function fanOut(layout, run) {
     await Promise.all(nodes.map(async (pool, node) => {
       while ((await location(pool, account)) === before[node]) await new Promise((resolve) => setTimeout(resolve, 2));
     }));
-    latencies.push(performance.now() - sent);
-    slowest.push([i, Math.round(performance.now() - sent)]);
+    events.push([i, performance.now() - sent]);
   }));
-  slowest.sort((x, y) => y[1] - x[1]);
-  return { p50_ms: percentile(latencies, 0.5), p99_ms: percentile(latencies, 0.99), max_ms: Math.max(...latencies), slowest: slowest.slice(0, 12) };
+  const latencies = events.map(([, ms]) => ms);
+  /** @type {Array<[number, number]>} */
+  const slowest = events.sort((x, y) => y[1] - x[1]).slice(0, 12).map(([i, ms]) => [i, Math.round(ms)]);
+  return { p50_ms: percentile(latencies, 0.5), p99_ms: percentile(latencies, 0.99), max_ms: Math.max(...latencies), slowest };
 }
 
 /** A 10,000-event backlog queued while the purge service is stopped, then drained. @param {Awaited<ReturnType<typeof startStack>>} stack */

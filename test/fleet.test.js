@@ -3,33 +3,20 @@
 // varnish, haproxy), two origins sharing one S3 bucket, two resolvers, two purge services, a Redis master and
 // its replica, three sentinels. Talked to only through the machines' addresses, as separate hosts would be.
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
+import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { base58Url } from '@stack/lib';
 import { sign } from '../purge-service/src/signature.js';
-import { ROOT } from '../infra/render.js';
 import { decode, solid } from './support/images.js';
+import { fleetOn } from './support/fleet.js';
 import { waitFor } from './support/ports.js';
 
 const run = promisify(execFile);
 // not 127.0.1.x, which `./infra/stack fleet up` uses by default: a person's fleet keeps running
 const [A, B, C] = ['127.0.3.1', '127.0.3.2', '127.0.3.3'];
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-'));
-fs.chmodSync(dir, 0o755);
-const env = {
-  ...process.env, FLEET_HOSTS: `${A},${B},${C}`, FLEET_DIR: dir, LOG_LEVEL: 'warn',
-  UPLOAD_TOKENS: 'fleet-token', AVATAR_ADMIN_TOKEN: 'fleet-admin', PURGE_HMAC_KEYS: 'fleet-hmac',
-};
-
-/** ./infra/stack fleet … @param {string} action */
-function fleet(action) {
-  const result = spawnSync(`${ROOT}/infra/stack`, ['fleet', action], { env, encoding: 'utf8', timeout: 600_000, cwd: ROOT });
-  assert.equal(result.status, 0, `fleet ${action}:\n${(result.stdout + result.stderr).slice(-4000)}`);
-}
+const { dir, fleet, remove } = fleetOn([A, B, C], { UPLOAD_TOKENS: 'fleet-token', AVATAR_ADMIN_TOKEN: 'fleet-admin', PURGE_HMAC_KEYS: 'fleet-hmac' });
 
 /** supervisorctl on one machine. @param {string} machine @param {...string} args */
 const ctl = (machine, ...args) => run('supervisorctl', ['-c', path.join(dir, machine, 'conf/supervisord.conf'), ...args]);
@@ -39,7 +26,7 @@ const redis = async (host, port, ...args) => (await run('redis-cli', ['-h', host
 before(() => fleet('up'), { timeout: 900_000 });
 after(() => {
   fleet('down');
-  fs.rmSync(dir, { recursive: true, force: true });
+  remove();
 });
 
 /** @param {string} url */

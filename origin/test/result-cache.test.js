@@ -5,9 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { crc32 } from 'node:zlib';
 import sharp from 'sharp';
-import { PackCache } from '../src/cache/pack-cache.js';
+import { PackCache, recordHeader } from '../src/cache/pack-cache.js';
 import { decode } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { waitFor } from '../../test/support/ports.js';
@@ -141,20 +140,11 @@ test('an origin refuses a result cache directory that another live process holds
  */
 function writeSegments(dir, first, count, records) {
   const data = Buffer.alloc(100, 7);
-  const crc = crc32(data);
   for (let s = 0; s < count; s += 1) {
-    const keys = randomBytes(32 * records);
-    const segment = Buffer.alloc(records * (48 + data.length));
-    for (let r = 0; r < records; r += 1) {
-      const at = r * (48 + data.length);
-      segment.writeUInt32BE(0x56504b31, at);
-      keys.copy(segment, at + 4, r * 32, r * 32 + 32);
-      segment.write('webp', at + 36, 'latin1');
-      segment.writeUInt32BE(data.length, at + 40);
-      segment.writeUInt32BE(crc, at + 44);
-      data.copy(segment, at + 48);
-    }
-    fs.writeFileSync(path.join(dir, `${String(first + s).padStart(8, '0')}.pack`), segment);
+    const keys = randomBytes(32 * records).toString('hex');
+    const parts = [];
+    for (let r = 0; r < records; r += 1) parts.push(recordHeader(keys.slice(r * 64, r * 64 + 64), 'webp', data), data);
+    fs.writeFileSync(path.join(dir, `${String(first + s).padStart(8, '0')}.pack`), Buffer.concat(parts));
   }
 }
 

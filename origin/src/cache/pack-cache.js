@@ -32,6 +32,19 @@ function read(fd, buffer, length, position) {
 }
 
 /**
+ * A record's header. @param {string} key a SHA-256 in hex @param {string} ext at most 4 characters @param {Buffer} data
+ */
+export function recordHeader(key, ext, data) {
+  const header = Buffer.alloc(HEADER);
+  header.writeUInt32BE(MAGIC, 0);
+  header.write(key, 4, 32, 'hex');
+  header.write(ext, 36, 4, 'latin1');
+  header.writeUInt32BE(data.length, 40);
+  header.writeUInt32BE(crc32(data), 44);
+  return header;
+}
+
+/**
  * @typedef {{ seq: number, file: string, fd: number, size: number, readers: number, gone: boolean, records: RecordList | null }} Segment
  * @typedef {{ key: string, segment: Segment, offset: number, size: number, ext: string }} PackEntry
  */
@@ -43,18 +56,18 @@ class RecordList {
     this.count = 0;
   }
 
-  /** @param {Buffer} key its first 16 bytes from `at` @param {number} at @param {number} offset @param {number} size @param {Buffer} ext 4 bytes from `extAt` @param {number} extAt */
-  add(key, at, offset, size, ext, extAt) {
+  /** @param {Buffer} record holds a record's header from `at` @param {number} at @param {number} offset its data's @param {number} size */
+  add(record, at, offset, size) {
     if ((this.count + 1) * INDEX_ENTRY > this.bytes.length) {
       const bigger = Buffer.allocUnsafe(this.bytes.length * 2);
       this.bytes.copy(bigger);
       this.bytes = bigger;
     }
     const to = this.count * INDEX_ENTRY;
-    this.bytes.set(key.subarray(at, at + 16), to);
+    record.copy(this.bytes, to, at + 4, at + 20); // the key's first half
     this.bytes.writeUInt32BE(offset, to + 16);
     this.bytes.writeUInt32BE(size, to + 20);
-    this.bytes.set(ext.subarray(extAt, extAt + 4), to + 24);
+    record.copy(this.bytes, to + 24, at + 36, at + 40); // the extension
     this.count += 1;
   }
 
@@ -177,21 +190,30 @@ export class PackCache {
   }
 
   /**
-   * Indexes the segments given (newest first), one at a time, in a table sized for all of them up front (a
-   * rehash of millions of entries would stop the event loop for a while). @param {Segment[]} newestFirst
+   * Indexes the segments given (newest first), one at a time, in a table sized once for the whole cache (a
+   * rehash of millions of entries stops the event loop for a while). @param {Segment[]} newestFirst
    */
   async build(newestFirst) {
     let scanned = 0;
-    let estimated = await this.estimate(newestFirst);
-    if (estimated) this.index.reserve(estimated);
+    let sized = false;
+    /** by the first segment indexed: its records per byte over every byte of the cache @param {number} count @param {Segment} segment */
+    const size = (count, segment) => {
+      if (sized || !count) return;
+      sized = true;
+      this.index.reserve(Math.ceil((count / Math.max(1, segment.size)) * this.totalBytes * 1.1));
+    };
     for (const segment of newestFirst) {
       if (this.closed) return;
       if (segment.gone) continue;
       this.hold(segment);
       try {
-        const count = (await this.loadIndexFile(segment)) ?? (await this.scan(segment, scanned++ < 2));
-        // no index files to count from: guessed from the first segment read, by its bytes per record
-        if (!estimated && count) this.index.reserve((estimated = Math.ceil((count / Math.max(1, segment.size)) * this.totalBytes * 1.1)));
+        const listed = await this.readIndexFile(segment);
+        if (listed) {
+          size(listed.length / INDEX_ENTRY, segment);
+          await this.indexListed(segment, listed);
+        } else {
+          size(await this.scan(segment, scanned++ < 2), segment);
+        }
       } finally {
         this.release(segment);
       }
@@ -199,44 +221,10 @@ export class PackCache {
   }
 
   /**
-   * How many records the segments hold: counted by their index files' headers, the rest guessed from the
-   * bytes per record of those (0 if none has one). @param {Segment[]} segments
+   * A segment's index file's entries, if it has a whole one for the segment's present size; else null.
+   * @param {Segment} segment @returns {Promise<Buffer | null>}
    */
-  async estimate(segments) {
-    let records = 0;
-    let bytes = 0;
-    for (let i = 0; i < segments.length; i += 64) {
-      const counts = await Promise.all(segments.slice(i, i + 64).map((segment) => this.indexFileCount(segment)));
-      counts.forEach((count, j) => {
-        if (count === null) return;
-        records += count;
-        bytes += segments[i + j].size;
-      });
-    }
-    return records && Math.ceil((records / bytes) * this.totalBytes * 1.1);
-  }
-
-  /** The record count an index file's header gives, if it is one for the segment's present size. @param {Segment} segment */
-  async indexFileCount(segment) {
-    const header = Buffer.alloc(INDEX_HEADER);
-    try {
-      const file = await fs.promises.open(this.indexFile(segment), 'r');
-      try {
-        await file.read(header, 0, INDEX_HEADER, 0);
-      } finally {
-        await file.close();
-      }
-    } catch {
-      return null;
-    }
-    return header.readUInt32BE(0) === INDEX_MAGIC && header.readUInt32BE(4) === segment.size ? header.readUInt32BE(8) : null;
-  }
-
-  /**
-   * Indexes a segment from its index file, if it has a whole one for its present size; returns how many
-   * records it lists, or null. @param {Segment} segment @returns {Promise<number | null>}
-   */
-  async loadIndexFile(segment) {
+  async readIndexFile(segment) {
     let bytes;
     try {
       bytes = await fs.promises.readFile(this.indexFile(segment));
@@ -249,13 +237,16 @@ export class PackCache {
       this.warn({ file: this.indexFile(segment) }, 'variant cache: an index file does not match its segment; the segment is read instead');
       return null;
     }
-    for (let i = 0; i < count; i += 1) {
-      if (this.closed || segment.gone) return count;
-      const at = INDEX_HEADER + i * INDEX_ENTRY;
-      this.index.set(bytes, at, segment.seq, bytes.readUInt32BE(at + 16), bytes.readUInt32BE(at + 20), this.extCode(bytes, at + 24));
-      if (i % 4096 === 4095) await yieldToEvents();
+    return bytes.subarray(INDEX_HEADER);
+  }
+
+  /** Indexes the entries of a segment's index file. @param {Segment} segment @param {Buffer} entries */
+  async indexListed(segment, entries) {
+    for (let at = 0, i = 1; at < entries.length; at += INDEX_ENTRY, i += 1) {
+      if (this.closed || segment.gone) return;
+      this.index.set(entries, at, segment.seq, entries.readUInt32BE(at + 16), entries.readUInt32BE(at + 20), this.extCode(entries, at + 24));
+      if (i % 4096 === 0) await yieldToEvents();
     }
-    return count;
   }
 
   /**
@@ -281,7 +272,7 @@ export class PackCache {
       if (verify && !(await this.intact(segment, window, at, position, size, start + filled))) break;
       const offset = position + HEADER;
       this.index.set(window, at + 4, segment.seq, offset, size, this.extCode(window, at + 36));
-      records.add(window, at + 4, offset, size, window, at + 36);
+      records.add(window, at, offset, size);
       position = offset + size;
       if (records.count % 4096 === 0) await yieldToEvents();
     }
@@ -395,12 +386,7 @@ export class PackCache {
     const bytes = HEADER + data.length;
     if (bytes > this.maxBytes || this.closed) return;
     const segment = this.activeFor(bytes);
-    const header = Buffer.alloc(HEADER);
-    header.writeUInt32BE(MAGIC, 0);
-    header.write(key, 4, 32, 'hex');
-    header.write(ext, 36, 4, 'latin1');
-    header.writeUInt32BE(data.length, 40);
-    header.writeUInt32BE(crc32(data), 44);
+    const header = recordHeader(key, ext, data);
     try {
       const written = fs.writevSync(segment.fd, [header, data], segment.size);
       if (written !== bytes) throw new Error(`variant cache: short write (${written} of ${bytes} bytes)`);
@@ -416,7 +402,7 @@ export class PackCache {
     }
     const offset = segment.size + HEADER;
     this.index.set(header, 4, segment.seq, offset, data.length, this.extCode(header, 36));
-    segment.records?.add(header, 4, offset, data.length, header, 36);
+    segment.records?.add(header, 0, offset, data.length);
     segment.size += bytes;
     this.totalBytes += bytes;
     this.evict();

@@ -1,0 +1,23 @@
+// `./infra/stack fleet` on loopback addresses of its own, in a directory of its own: for the fleet test and
+// bench/purge.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ROOT } from '../../infra/render.js';
+
+/**
+ * The fleet's settings (machines a, b, c on `hosts`) and its commands; nothing runs until `fleet('up')`.
+ * @param {string[]} hosts @param {Record<string, string>} settings @param {{ timeoutMs?: number }} [options] a command's time limit
+ */
+export function fleetOn(hosts, settings, { timeoutMs = 600_000 } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-'));
+  fs.chmodSync(dir, 0o755);
+  const env = { ...process.env, FLEET_HOSTS: hosts.join(','), FLEET_DIR: dir, LOG_LEVEL: 'warn', ...settings };
+  /** ./infra/stack fleet <action>, which must succeed. @param {string} action */
+  const fleet = (action) => {
+    const result = spawnSync(`${ROOT}/infra/stack`, ['fleet', action], { env, encoding: 'utf8', timeout: timeoutMs, cwd: ROOT });
+    if (result.status !== 0) throw new Error(`fleet ${action}:\n${(result.stdout + result.stderr).slice(-4000)}`);
+  };
+  return { dir, env, fleet, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
