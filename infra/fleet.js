@@ -12,17 +12,20 @@
 // holds it.
 //
 //   node infra/fleet.js [--hosts A,B,C] [--dir DIR]   writes DIR/<machine>.env (0600) and prints DIR
+//   node infra/fleet.js [--hosts A,B,C] --ready        waits until the three sentinels know each other and the replica
 //
 // On one machine (the default) the three are loopback addresses (127.0.1.1-3: the whole 127.0.0.0/8 is
 // loopback on Linux) and `./infra/stack fleet up` starts them. On three machines, pass their addresses:
 // each machine's file is its .env (ENV_FILE), with the same checkout and `./infra/stack up`.
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { PROGRAMS, resolveSettings } from './render.js';
 
 export const MACHINES = ['a', 'b', 'c'];
+const run = promisify(execFile);
 
 /**
  * Each machine's settings. `secrets` are shared by the machines (the S3 keys of the one bucket, the stats
@@ -78,10 +81,31 @@ function sharedSecrets(dir) {
   return Object.fromEntries(fs.readFileSync(file, 'utf8').trim().split('\n').map((line) => /** @type {[string, string]} */ (line.split(/=(.*)/s).slice(0, 2))));
 }
 
+/**
+ * Waits until every sentinel knows the master, the two other sentinels and the replica. A sentinel learns of a
+ * replica from the master's INFO, asked every 10 s: one started moments before the replica was, if elected
+ * to fail over before its next ask, finds no replica to promote and gives up until its next attempt
+ * (twice the failover timeout later; seen in the fleet test).
+ * @param {string[]} hosts
+ */
+async function sentinelsReady(hosts) {
+  const deadline = Date.now() + 60_000;
+  /** @type {string[]} */
+  let waiting = hosts;
+  while (Date.now() < deadline) {
+    const views = await Promise.all(hosts.map((host) => run('redis-cli', ['-h', host, '-p', '26379', '--raw', 'sentinel', 'master', 'images']).then(({ stdout }) => stdout, () => '')));
+    waiting = hosts.filter((_, i) => !/\bnum-slaves\n[1-9]/.test(views[i]) || !/\bnum-other-sentinels\n2\b/.test(views[i]));
+    if (!waiting.length) return;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  throw new Error(`the sentinels of ${waiting.join(', ')} do not know the replica and the two other sentinels after 60 s`);
+}
+
 async function main() {
-  const { values } = parseArgs({ options: { hosts: { type: 'string', default: '127.0.1.1,127.0.1.2,127.0.1.3' }, dir: { type: 'string' } } });
+  const { values } = parseArgs({ options: { hosts: { type: 'string', default: '127.0.1.1,127.0.1.2,127.0.1.3' }, dir: { type: 'string' }, ready: { type: 'boolean' } } });
   const hosts = String(values.hosts).split(',');
   if (hosts.length !== 3) throw new Error('--hosts: three addresses, for a, b and c');
+  if (values.ready) return sentinelsReady(hosts);
   // beside the default run directory (which moves out of a private checkout for root)
   const dir = path.resolve(values.dir || `${(await resolveSettings({ ...process.env, STACK_DIR: '' })).STACK_DIR}-fleet`);
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });

@@ -104,7 +104,10 @@ function writeSentinelConfig(config, dir) {
     `bind ${config.LISTEN_ADDRESS}`, `port ${config.REDIS_SENTINEL_PORT}`, 'protected-mode no', `dir ${dir}`, 'daemonize no',
     ...(config.LISTEN_ADDRESS === '0.0.0.0' ? [] : [`sentinel announce-ip ${config.LISTEN_ADDRESS}`]),
     `sentinel monitor ${name} ${host} ${port} ${config.REDIS_SENTINEL_QUORUM}`,
-    `sentinel down-after-milliseconds ${name} 3000`, `sentinel failover-timeout ${name} 30000`, `sentinel parallel-syncs ${name} 1`, '',
+    // a sentinel whose failover attempt failed (its election lost or split, no replica good enough yet) tries
+    // again after twice the failover timeout: 20 s here, not the 60 s a 30 s timeout gave (a CI run waited 60 s
+    // for a promotion that never came)
+    `sentinel down-after-milliseconds ${name} 3000`, `sentinel failover-timeout ${name} 10000`, `sentinel parallel-syncs ${name} 1`, '',
   ].join('\n'), { mode: 0o600 });
 }
 

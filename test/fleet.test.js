@@ -4,6 +4,7 @@
 // its replica, three sentinels. Talked to only through the machines' addresses, as separate hosts would be.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -83,13 +84,24 @@ test('fleet: machine a\'s Prometheus scrapes every component of both edge machin
   });
 });
 
-test('fleet: the Redis master stopped: the sentinels promote the replica, the old master returns as its replica, purges go on', { timeout: 180_000 }, async () => {
+test('fleet: the Redis master stopped: the sentinels promote the replica, the old master returns as its replica, purges go on', { timeout: 180_000 }, async (t) => {
+  const stoppedAt = Date.now();
+  /** Each step's time in the report. @param {string} step */
+  const took = (step) => t.diagnostic(`${step} ${((Date.now() - stoppedAt) / 1000).toFixed(1)} s after the master was stopped`);
   await ctl('a', 'stop', 'redis');
-  await waitFor(async () => (await redis(C, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0] === B, 60_000, 'b promoted');
+  await waitFor(async () => (await redis(C, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0] === B, 90_000, 'b promoted').catch(async (err) => {
+    // what each sentinel made of the replica (its flags say why it was not promoted), and what they logged
+    const views = await Promise.all([A, B, C].map((host) => redis(host, 26379, 'sentinel', 'replicas', 'images').catch((error) => String(error))));
+    const logs = ['a', 'b', 'c'].map((machine) => `${machine}: ${fs.readFileSync(path.join(dir, machine, 'logs/redis-sentinel.log'), 'utf8').slice(-1500)}`);
+    throw new Error(`${err.message}; the sentinels' view of the replica: ${JSON.stringify(views)}; their logs: ${logs.join('\n')}`);
+  });
+  took('b promoted');
   await ctl('a', 'start', 'redis');
   await waitFor(async () => /role:slave/.test(await redis(A, 6379, 'info', 'replication').catch(() => '')), 60_000, 'a back as a replica of b');
   await waitFor(async () => /connected_slaves:1/.test(await redis(B, 6379, 'info', 'replication')), 30_000, 'b has its replica');
+  took('a back as its replica');
   await purgedEverywhere('fleet2', B);
+  took('purges through the new master');
 });
 
 /**
