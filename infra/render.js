@@ -422,7 +422,10 @@ export const NGINX_ERRORS = [
 function nginxErrorPages() {
   return NGINX_ERRORS.map(([codes, status, name, headers]) => {
     const info = status === 503 ? '{"layer":"nginx"}' : '{}';
-    const extra = Object.entries(headers || {}).map(([header, value]) => `\n      add_header ${header} ${value} always;`).join('');
+    const extra = Object.entries(headers || {}).map(([header, value]) => `\n      add_header ${header} ${value} always;`).join('')
+      // a 408 (upload-body.lua: a body too slow) leaves the rest of the body unread: close, after a short
+      // lingering close that drains what is in flight so the client reads the answer, not a reset
+      + (status === 408 ? '\n      keepalive_timeout 0;\n      lingering_close always;\n      lingering_time 2s;' : '');
     return `    error_page ${codes.join(' ')} =${status} /.errors/${name};
     location = /.errors/${name} {
       internal;
@@ -474,6 +477,7 @@ export function substitute(text, values, source) {
 /** Every template and where it goes under conf/. */
 export const TEMPLATES = [
   ['nginx/nginx.conf.template', 'nginx.conf'],
+  ['nginx/upload-body.lua.template', 'nginx/upload-body.lua'],
   ['vcl/default.vcl.template', 'varnish/default.vcl'],
   ['vcl/sizes.vcl.template', 'varnish/sizes.vcl'],
   ['haproxy/haproxy.cfg.template', 'haproxy.cfg'],
@@ -508,6 +512,8 @@ export function renderAll(config) {
     fs.writeFileSync(output, target === 'supervisord.conf' ? keepPrograms(text, config.STACK_PROGRAMS) : text, { mode: secret ? 0o600 : 0o644 });
     if (secret) fs.chmodSync(output, 0o600);
   }
+  // nginx's Lua beside nginx.conf, readable by nginx's user whatever the umask
+  fs.chmodSync(path.join(values.CONF_DIR, 'nginx'), 0o755);
   copyTls(config, values.CONF_DIR);
   // Prometheus authenticates to haproxy's metrics with the stats password, from a file only its user reads
   const scrapePassword = path.join(values.CONF_DIR, 'prometheus', 'haproxy-password');

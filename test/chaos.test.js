@@ -170,7 +170,7 @@ async function uploadSessions() {
   return Number(row?.scur || 0);
 }
 
-test('300 slow uploads (a byte a second): bounded at nginx, no origin slot held, /p/ misses served as usual', async () => {
+test('300 slow uploads (a byte a second): bounded at nginx, no origin slot held, /p/ misses served as usual, then cut off', async () => {
   const source = await upload(await solid(800, 600, 'jpeg'), 'slow-source.jpg');
   /** @param {number} from */
   const misses = async (from) => {
@@ -184,12 +184,14 @@ test('300 slow uploads (a byte a second): bounded at nginx, no origin slot held,
   };
   const usual = await misses(200);
   const { default: net } = await import('node:net');
-  /** @type {Array<{ socket: import('node:net').Socket, answer: string }>} */
+  /** @type {Array<{ socket: import('node:net').Socket, answer: string, closedAfter: number }>} */
   const clients = [];
+  const started = performance.now();
   for (let i = 0; i < 300; i += 1) {
     const socket = net.connect(Number(stack.env.NGINX_PORT), '127.0.0.1');
-    const client = { socket, answer: '' };
+    const client = { socket, answer: '', closedAfter: 0 };
     socket.on('data', (chunk) => { client.answer += chunk.toString(); });
+    socket.on('close', () => { client.closedAfter = performance.now() - started; });
     socket.on('error', () => {});
     socket.write('POST /upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer chaos\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000000\r\n\r\n--b');
     clients.push(client);
@@ -204,6 +206,19 @@ test('300 slow uploads (a byte a second): bounded at nginx, no origin slot held,
     const admitted = clients.filter((client) => !client.answer);
     assert.ok(admitted.length <= Number(4), `${admitted.length} slow uploads admitted (NGINX_UPLOADS_PER_CLIENT 4)`);
     for (const { answer } of clients.filter((client) => client.answer)) assert.match(answer, /^HTTP\/1\.1 429[^]*"too_many_requests"/);
+    // while they hold this client's upload slots, its next upload (at full speed) is refused too
+    assert.equal(admitted.length, 4);
+    const form = new FormData();
+    form.append('image_file', new Blob([new Uint8Array(await solid(64, 64, 'png'))]), 'after.png');
+    const refused = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer chaos' }, body: form });
+    assert.equal(refused.status, 429, 'the per-client bound holds while the slow uploads are in progress');
+    // 10 s of grace (NGINX_CLIENT_BODY_TIMEOUT_S), then a body must average 4096 bytes a second: cut off
+    await waitFor(async () => admitted.every((client) => client.closedAfter > 0), 30_000, 'the admitted slow uploads cut off');
+    for (const client of admitted) {
+      assert.match(client.answer, /^HTTP\/1\.1 408[^]*"request_timeout"/, 'a JSON 408');
+      assert.ok(client.closedAfter > 9000, `cut off after ${Math.round(client.closedAfter)} ms, not before the grace`);
+    }
+    await upload(await solid(64, 64, 'png'), 'after.png');
   } finally {
     clearInterval(drip);
     for (const { socket } of clients) socket.destroy();

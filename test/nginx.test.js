@@ -92,6 +92,7 @@ test('every answer nginx makes itself is the JSON error shape with a request id'
     ['a webhook body past its limit', `POST /hooks/avatar HTTP/1.1\r\n${host}Content-Length: 100000\r\n\r\n`, 413, 'payload_too_large'],
     ['a URI past the header buffers', `GET /${'a'.repeat(9000)} HTTP/1.1\r\n${host}\r\n`, 414, 'uri_too_long'],
     ['a header past the header buffers', `GET /x HTTP/1.1\r\n${host}X-Big: ${'b'.repeat(9000)}\r\n\r\n`, 431, 'request_header_too_large'],
+    ['a chunked upload (no length)', `POST /upload HTTP/1.1\r\n${host}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n`, 411, 'length_required'],
     ['an obfuscated Transfer-Encoding', `POST /upload HTTP/1.1\r\n${host}Transfer-Encoding: xchunked\r\n\r\n`, 501, 'not_implemented'],
     ['HTTP/2.0 on an HTTP/1 port', `GET /x HTTP/2.0\r\n${host}\r\n`, 505, 'http_version_not_supported'],
     ['the error locations themselves', `GET /.errors/bad_request HTTP/1.1\r\n${host}\r\n`, 404, 'not_found'],
@@ -122,11 +123,61 @@ test('slow clients are cut off by the explicit timeouts, not the defaults\' 60 s
   const headers = /** @type {any} */ (await exchange(['GET /x HTTP/1.1\r\n', 'Host: cdn.test\r\n', 'X-Slow: 1\r\n', 'X-Slow: 2\r\n', 'X-Slow: 3\r\n', 'X-Slow: 4\r\n', 'X-Slow: 5\r\n'], { pauseMs: 1500 }));
   assert.equal(headers.status, 0);
   assert.ok(headers.ms > 1500 && headers.ms < 10_000, `closed after ${headers.ms} ms`);
-  // a body that stops: cut off at the body timeout (the upload streams to the origin, which has begun to
-  // answer, so nginx closes; were it buffered, the answer would be a JSON 408)
-  const body = /** @type {any} */ (await exchange([`POST /upload HTTP/1.1\r\n${host}Authorization: Bearer nginx-token\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: 100000\r\n\r\n--x\r\n`]));
+  // a body that stops: a JSON 408 at the body timeout (2 s here), and the connection closed
+  const uploadHead = `POST /upload HTTP/1.1\r\n${host}Authorization: Bearer nginx-token\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: 100000\r\n\r\n--x\r\n`;
+  const body = /** @type {any} */ (await exchange([uploadHead]));
+  assertJsonError(body, 408, 'request_timeout');
   assert.ok(body.ms > 1500 && body.ms < 10_000, `cut off after ${body.ms} ms`);
-  if (body.status !== 0) assertJsonError(body, 408, 'request_timeout');
+  // a body that never pauses for long but trickles (a byte every 300 ms, under NGINX_UPLOAD_MIN_RATE's
+  // 4096 bytes a second): a JSON 408 once the 2 s of grace are spent, where the pause timeout alone would
+  // have let it hold its upload slot for 100,000 × 0.3 s
+  const trickle = /** @type {any} */ (await exchange([uploadHead, ...Array.from({ length: 60 }, () => 'x')], { pauseMs: 300 }));
+  assertJsonError(trickle, 408, 'request_timeout');
+  assert.ok(trickle.ms > 1800 && trickle.ms < 10_000, `cut off after ${trickle.ms} ms`);
+});
+
+/**
+ * One HTTP/2 request on the TLS port. @param {Record<string, string | number>} headers @param {Buffer} [body]
+ * @returns {Promise<{ status: number, body: string }>}
+ */
+async function http2Request(headers, body) {
+  const { connect } = await import('node:http2');
+  const session = connect(`https://127.0.0.1:${stack.env.NGINX_TLS_PORT}`, { rejectUnauthorized: false });
+  try {
+    return await new Promise((resolve, reject) => {
+      const request = session.request(headers);
+      let status = 0;
+      let text = '';
+      request.on('response', (received) => { status = Number(received[':status']); });
+      request.on('data', (chunk) => { text += chunk; });
+      request.on('end', () => resolve({ status, body: text }));
+      request.on('error', reject);
+      request.end(body);
+    });
+  } finally {
+    session.close();
+  }
+}
+
+test('an upload at a normal rate passes through the body reader whole, over HTTP/1.1 and HTTP/2', async () => {
+  const image = await solid(640, 480, 'png');
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(image)], { type: 'image/png' }), 'whole.png');
+  const encoded = new Response(form);
+  const type = String(encoded.headers.get('content-type'));
+  const bytes = Buffer.from(await encoded.arrayBuffer());
+  const headers = { authorization: 'Bearer nginx-token', 'content-type': type, 'content-length': bytes.length };
+  const answers = [
+    await fetch(`${stack.base}/upload`, { method: 'POST', headers: { ...headers, 'content-length': String(bytes.length) }, body: bytes })
+      .then(async (response) => ({ status: response.status, body: await response.text() })),
+    await http2Request({ ':method': 'POST', ':path': '/upload', ...headers }, bytes),
+  ];
+  for (const answer of answers) {
+    assert.equal(answer.status, 200, answer.body);
+    const original = await fetch(new URL(new URL(JSON.parse(answer.body).url).pathname, stack.base));
+    assert.equal(original.status, 200);
+    assert.deepEqual(Buffer.from(await original.arrayBuffer()), image, 'the original is the bytes sent');
+  }
 });
 
 test('the TLS listener serves HTTP/2 and HTTP/1.1 with the same answers', async () => {
