@@ -16,7 +16,7 @@ export async function benchAvatar() {
   let direct;
   let edge;
   try {
-    const redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1');
+    const redis = new Redis(stack.redisUrl);
     const pipeline = redis.pipeline();
     for (let i = 0; i < 1000; i += 1) pipeline.hset(`avatar:local:bench-${i}`, 'avatar', `https://img.example/bench-${i}.png`);
     await pipeline.exec();

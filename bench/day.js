@@ -109,7 +109,7 @@ async function measureDay() {
     const accountCount = 2000;
     const bodies = await photographs(imageCount);
     const urls = bodies.map((body, i) => server.add(`photo-${i}.jpg`, body).replace('127.0.0.1', 'localhost'));
-    const redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1');
+    const redis = new Redis(stack.redisUrl);
     const pipeline = redis.pipeline();
     for (let i = 0; i < accountCount; i += 1) pipeline.hset(`avatar:local:user-${i}`, 'avatar', urls[i % urls.length]);
     await pipeline.exec();

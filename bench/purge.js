@@ -35,7 +35,7 @@ async function startBench(count) {
   if (count > 1) second = await stack.startVarnish('node-b', portB, 'malloc,256M');
   const nodes = [portA, portB].slice(0, count).map((port) => new Pool(`http://127.0.0.1:${port}`, { connections: 64 }));
   const edges = [new Pool(stack.base, { connections: 16 })];
-  const redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1');
+  const redis = new Redis(stack.redisUrl);
   return {
     nodes, edges, redis, stack, hmac: 'bench-key',
     async stop() {
@@ -55,7 +55,7 @@ async function startBench(count) {
  */
 async function startFleet() {
   const hosts = ['127.0.5.1', '127.0.5.2', '127.0.5.3'];
-  const { fleet, remove } = fleetOn(hosts, { PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000' }, { timeoutMs: 900_000 });
+  const { fleet, redisPassword, remove } = fleetOn(hosts, { PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000' }, { timeoutMs: 900_000 });
   fleet('up');
   // three machines share this box's two cores: the first run starts once all of them are done starting
   // (on separate machines each would have its own cores for that)
@@ -63,7 +63,7 @@ async function startFleet() {
   const [a, b] = hosts;
   const nodes = [a, b].map((host) => new Pool(`http://${host}:6081`, { connections: 64 }));
   const edges = [a, b].map((host) => new Pool(`http://${host}:8080`, { connections: 16 }));
-  const redis = new Redis(6379, a);
+  const redis = new Redis(6379, a, { password: redisPassword() });
   return {
     nodes, edges, redis, hmac: 'bench-key',
     async stop() {
@@ -128,7 +128,7 @@ async function fanOut(layout, run) {
 
 /** A 10,000-event backlog queued while the purge service is stopped, then drained. @param {Awaited<ReturnType<typeof startStack>>} stack */
 async function drain(stack) {
-  const redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1');
+  const redis = new Redis(stack.redisUrl);
   try {
     await stack.ctl('stop', 'purge-service');
     const backlog = redis.pipeline();

@@ -68,17 +68,26 @@ export function fleetSettings(hosts, secrets, dir) {
   };
 }
 
-/** The fleet's shared secrets, made once and kept in DIR/secrets.env (0600). @param {string} dir */
+/** The secrets every machine of a fleet shares, and how each is made. */
+const SHARED_SECRETS = /** @type {Array<[string, () => string]>} */ ([
+  ['S3_ACCESS_KEY_ID', () => `fleet${randomBytes(8).toString('hex')}`],
+  ['S3_SECRET_ACCESS_KEY', () => randomBytes(24).toString('base64url')],
+  // one stats password: a's Prometheus scrapes every haproxy with it
+  ['HAPROXY_STATS_PASSWORD', () => randomBytes(18).toString('base64url')],
+  // Redis, its replica and the sentinels: one password
+  ['REDIS_PASSWORD', () => randomBytes(18).toString('base64url')],
+]);
+
+/** The fleet's shared secrets, made once and kept in DIR/secrets.env (0600); one added later is made then. @param {string} dir */
 function sharedSecrets(dir) {
   const file = path.join(dir, 'secrets.env');
-  if (!fs.existsSync(file)) {
-    fs.writeFileSync(file, [
-      `S3_ACCESS_KEY_ID=fleet${randomBytes(8).toString('hex')}`, `S3_SECRET_ACCESS_KEY=${randomBytes(24).toString('base64url')}`,
-      // one stats password: a's Prometheus scrapes every haproxy with it
-      `HAPROXY_STATS_PASSWORD=${randomBytes(18).toString('base64url')}`, '',
-    ].join('\n'), { mode: 0o600 });
-  }
-  return Object.fromEntries(fs.readFileSync(file, 'utf8').trim().split('\n').map((line) => /** @type {[string, string]} */ (line.split(/=(.*)/s).slice(0, 2))));
+  const kept = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : [];
+  /** @type {Record<string, string>} */
+  const secrets = Object.fromEntries(kept.map((line) => /** @type {[string, string]} */ (line.split(/=(.*)/s).slice(0, 2))));
+  const missing = SHARED_SECRETS.filter(([name]) => !(name in secrets));
+  for (const [name, make] of missing) secrets[name] = make();
+  if (missing.length) fs.writeFileSync(file, `${Object.entries(secrets).map(([name, value]) => `${name}=${value}`).join('\n')}\n`, { mode: 0o600 });
+  return secrets;
 }
 
 /**
@@ -86,14 +95,15 @@ function sharedSecrets(dir) {
  * replica from the master's INFO, asked every 10 s: one started moments before the replica was, if elected
  * to fail over before its next ask, finds no replica to promote and gives up until its next attempt
  * (twice the failover timeout later; seen in the fleet test).
- * @param {string[]} hosts
+ * @param {string[]} hosts @param {string} password the fleet's REDIS_PASSWORD
  */
-async function sentinelsReady(hosts) {
+async function sentinelsReady(hosts, password) {
   const deadline = Date.now() + 60_000;
+  const env = { ...process.env, REDISCLI_AUTH: password };
   /** @type {string[]} */
   let waiting = hosts;
   while (Date.now() < deadline) {
-    const views = await Promise.all(hosts.map((host) => run('redis-cli', ['-h', host, '-p', '26379', '--raw', 'sentinel', 'master', 'images']).then(({ stdout }) => stdout, () => '')));
+    const views = await Promise.all(hosts.map((host) => run('redis-cli', ['-h', host, '-p', '26379', '--raw', 'sentinel', 'master', 'images'], { env }).then(({ stdout }) => stdout, () => '')));
     waiting = hosts.filter((_, i) => !/\bnum-slaves\n[1-9]/.test(views[i]) || !/\bnum-other-sentinels\n2\b/.test(views[i]));
     if (!waiting.length) return;
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -105,10 +115,10 @@ async function main() {
   const { values } = parseArgs({ options: { hosts: { type: 'string', default: '127.0.1.1,127.0.1.2,127.0.1.3' }, dir: { type: 'string' }, ready: { type: 'boolean' } } });
   const hosts = String(values.hosts).split(',');
   if (hosts.length !== 3) throw new Error('--hosts: three addresses, for a, b and c');
-  if (values.ready) return sentinelsReady(hosts);
   // beside the default run directory (which moves out of a private checkout for root)
   const dir = path.resolve(values.dir || `${(await resolveSettings({ ...process.env, STACK_DIR: '' })).STACK_DIR}-fleet`);
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  if (values.ready) return sentinelsReady(hosts, sharedSecrets(dir).REDIS_PASSWORD);
   for (const [name, settings] of Object.entries(fleetSettings(hosts, sharedSecrets(dir), dir))) {
     const lines = Object.entries(settings).map(([key, value]) => `${key}=${value}`);
     fs.writeFileSync(path.join(dir, `${name}.env`), `# machine ${name} of the fleet (infra/fleet.js)\n${lines.join('\n')}\n`, { mode: 0o600 });

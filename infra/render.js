@@ -104,6 +104,8 @@ function writeSentinelConfig(config, dir) {
     `bind ${config.LISTEN_ADDRESS}`, `port ${config.REDIS_SENTINEL_PORT}`, 'protected-mode no', `dir ${dir}`, 'daemonize no',
     ...(config.LISTEN_ADDRESS === '0.0.0.0' ? [] : [`sentinel announce-ip ${config.LISTEN_ADDRESS}`]),
     `sentinel monitor ${name} ${host} ${port} ${config.REDIS_SENTINEL_QUORUM}`,
+    // the master's and replicas' password, and the sentinel's own (it can be told to fail over)
+    ...(config.REDIS_PASSWORD ? [`sentinel auth-pass ${name} ${redisString(config.REDIS_PASSWORD)}`, `requirepass ${redisString(config.REDIS_PASSWORD)}`] : []),
     // a sentinel whose failover attempt failed (its election lost or split, no replica good enough yet) tries
     // again after twice the failover timeout: 20 s here, not the 60 s a 30 s timeout gave (a CI run waited 60 s
     // for a promotion that never came)
@@ -176,6 +178,22 @@ function keptSecret(config, name, make) {
   }
   return fs.readFileSync(file, 'utf8').trim();
 }
+
+/**
+ * Redis' password (its clients, replicas, sentinels and exporter use it): REDIS_PASSWORD, else REDIS_URL's,
+ * else, when this stack runs Redis or a sentinel, generated once and kept in STACK_DIR/secrets (any local
+ * user reaches a loopback port: without one, any of them could read the quotas or add purge and takedown
+ * events). Someone else's Redis without one is used without one.
+ * @param {Record<string, any>} config
+ */
+function redisPassword(config) {
+  const given = config.REDIS_PASSWORD || decodeURIComponent(new URL(config.REDIS_URL).password);
+  if (given || !['redis', 'redis-sentinel'].some((program) => config.STACK_PROGRAMS.includes(program))) return given;
+  return keptSecret(config, 'redis-password', () => randomBytes(18).toString('base64url'));
+}
+
+/** A redis.conf string argument, quoted. @param {string} value */
+const redisString = (value) => JSON.stringify(value);
 
 /** The stats password: from the environment, else generated once and kept in STACK_DIR/secrets. @param {Record<string, any>} config */
 function statsPassword(config) {
@@ -293,6 +311,11 @@ export function templateValues(config) {
     // and its firewall are the protection, and the replicas and sentinels of other machines must get in
     REDIS_PROTECTED_MODE: /^(127\.|::1$)/.test(config.LISTEN_ADDRESS) ? 'yes' : 'no',
     REDIS_REPLICATION: redisReplication(config),
+    // requirepass for clients, masterauth for a replica (any node may become one after a failover)
+    REDIS_AUTH: config.REDIS_PASSWORD ? `requirepass ${redisString(config.REDIS_PASSWORD)}\nmasterauth ${redisString(config.REDIS_PASSWORD)}` : '# no password (REDIS_PASSWORD): not this stack\'s Redis',
+    // the exporter's address without a password (supervisord.conf is readable by all); it takes REDIS_PASSWORD
+    // from the environment
+    REDIS_EXPORTER_ADDR: redisAddress(config.REDIS_URL),
     REACH_ADDRESS: reachable(config.LISTEN_ADDRESS),
     ...scrapeTargets(config),
     VARNISH_SIZE_LINES: varnishSizes(config),
@@ -320,6 +343,14 @@ export function varnishSizes(config) {
     '    unset req.http.X-Size;',
     '  }',
   ].join('\n')).join('\n');
+}
+
+/** A Redis URL without its user and password. @param {string} url */
+function redisAddress(url) {
+  const parsed = new URL(url);
+  parsed.username = '';
+  parsed.password = '';
+  return parsed.href;
 }
 
 /**
@@ -490,11 +521,12 @@ export const TEMPLATES = [
 ];
 
 /** Rendered configs that hold a secret. */
-const SECRET_CONFIGS = ['haproxy.cfg'];
+const SECRET_CONFIGS = ['haproxy.cfg', 'redis.conf'];
 
 /** Renders everything into config.STACK_DIR. @param {Record<string, any>} config */
 export function renderAll(config) {
   embeddedS3Credentials(config);
+  config.REDIS_PASSWORD = redisPassword(config);
   const values = templateValues(config);
   for (const dir of [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, ...programDirs(config, values).map(([dir]) => dir)]) {
     fs.mkdirSync(dir, { recursive: true });
@@ -592,6 +624,7 @@ function giveToStackUsers(config, values) {
     fs.chownSync(path.join(values.LOG_DIR, name), users.edge.uid, users.edge.gid);
   }
   fs.chownSync(path.join(values.CONF_DIR, 'haproxy.cfg'), users.haproxy.uid, users.haproxy.gid);
+  fs.chownSync(path.join(values.CONF_DIR, 'redis.conf'), users.redis.uid, users.redis.gid);
   fs.chownSync(path.join(values.CONF_DIR, 'prometheus', 'haproxy-password'), users.metrics.uid, users.metrics.gid);
   if (fs.existsSync(path.join(values.CONF_DIR, 'tls', 'key.pem'))) fs.chownSync(path.join(values.CONF_DIR, 'tls', 'key.pem'), users.edge.uid, users.edge.gid);
 }

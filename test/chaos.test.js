@@ -85,7 +85,7 @@ test('Redis killed: images keep serving, avatars degrade, webhooks answer 503, a
   const image = await upload(await solid(70, 70, 'png'), 'redis.png');
   await get(image);
   const { Redis } = await import('ioredis');
-  const redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1', { maxRetriesPerRequest: null });
+  const redis = new Redis(stack.redisUrl, { maxRetriesPerRequest: null });
   redis.on('error', () => {});
   try {
     await redisOutage(image, redis);

@@ -251,7 +251,7 @@ test('compat: POST /proxy-auth/<account>/<signature> issues a 30-minute token in
   const { token, expires_in: expiresIn } = /** @type {{ token: string, expires_in: number }} */ (await response.json());
   assert.match(token, /^[0-9a-f]{48}$/);
   assert.equal(expiresIn, 1800);
-  const redis = new Redis({ port: Number(stack.env.REDIS_PORT), host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 1 });
+  const redis = new Redis(stack.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   try {
     assert.equal(await redis.get(`proxy:auth:token:${token}`), 'alice');
     const ttl = await redis.ttl(`proxy:auth:token:${token}`);

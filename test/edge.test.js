@@ -191,6 +191,29 @@ test('the rendered config holding the stats password is readable by haproxy\'s u
   assert.equal(spawnSync('runuser', ['-u', 'nobody', '--', 'cat', path.join(stack.dir, 'conf', 'nginx.conf')], { stdio: 'ignore' }).status, 0, 'configs without secrets stay readable');
 });
 
+test('Redis answers only with its password, which sits in no file another user can read nor on a command line', async () => {
+  const ping = (/** @type {string | undefined} */ password) => {
+    const { stdout, stderr } = spawnSync('redis-cli', ['-p', stack.env.REDIS_PORT, 'ping'], { encoding: 'utf8', env: { ...process.env, ...(password ? { REDISCLI_AUTH: password } : {}) } });
+    return `${stderr}${stdout}`.trim();
+  };
+  assert.match(ping(undefined), /NOAUTH/, 'no password: refused');
+  assert.match(ping('wrong'), /WRONGPASS|invalid password/, 'a wrong one: refused');
+  assert.equal(ping(stack.env.REDIS_PASSWORD), 'PONG');
+  const conf = path.join(stack.dir, 'conf', 'redis.conf');
+  assert.match(fs.readFileSync(conf, 'utf8'), new RegExp(`^requirepass "${stack.env.REDIS_PASSWORD}"$`, 'm'));
+  assert.equal(fs.statSync(conf).mode & 0o777, 0o600);
+  assert.equal(userOf(fs.statSync(conf).uid), 'image-cdn-redis');
+  assert.notEqual(spawnSync('runuser', ['-u', 'nobody', '--', 'cat', conf], { stdio: 'ignore' }).status, 0, 'nobody read redis.conf');
+  assert.ok(!fs.readFileSync(path.join(stack.dir, 'conf', 'supervisord.conf'), 'utf8').includes(stack.env.REDIS_PASSWORD), 'not in supervisord.conf');
+  for (const program of ['redis-exporter', 'origin', 'purge-service']) {
+    const commandLine = fs.readFileSync(`/proc/${await stack.pid(program)}/cmdline`, 'utf8');
+    assert.ok(!commandLine.includes(stack.env.REDIS_PASSWORD), `not on ${program}'s command line`);
+  }
+  // the exporter logs in with it (from its environment)
+  const metrics = await (await fetch(`http://127.0.0.1:${stack.env.REDIS_EXPORTER_PORT}/metrics`)).text();
+  assert.match(metrics, /^redis_up 1$/m);
+});
+
 /** A user's name from /etc/passwd. @param {number} uid */
 function userOf(uid) {
   return fs.readFileSync('/etc/passwd', 'utf8').split('\n').map((line) => line.split(':')).find((fields) => Number(fields[2]) === uid)?.[0];

@@ -17,12 +17,12 @@ import { waitFor } from './support/ports.js';
 const run = promisify(execFile);
 // not 127.0.1.x, which `./infra/stack fleet up` uses by default: a person's fleet keeps running
 const [A, B, C] = ['127.0.3.1', '127.0.3.2', '127.0.3.3'];
-const { dir, fleet, remove } = fleetOn([A, B, C], { UPLOAD_TOKENS: 'fleet-token', AVATAR_ADMIN_TOKEN: 'fleet-admin', PURGE_HMAC_KEYS: 'fleet-hmac' });
+const { dir, fleet, redisPassword, remove } = fleetOn([A, B, C], { UPLOAD_TOKENS: 'fleet-token', AVATAR_ADMIN_TOKEN: 'fleet-admin', PURGE_HMAC_KEYS: 'fleet-hmac' });
 
 /** supervisorctl on one machine. @param {string} machine @param {...string} args */
 const ctl = (machine, ...args) => run('supervisorctl', ['-c', path.join(dir, machine, 'conf/supervisord.conf'), ...args]);
 /** A Redis command on a host (port 6379, or a sentinel's 26379). @param {string} host @param {number} port @param {...string} args */
-const redis = async (host, port, ...args) => (await run('redis-cli', ['-h', host, '-p', String(port), '--raw', ...args])).stdout.trim();
+const redis = async (host, port, ...args) => (await run('redis-cli', ['-h', host, '-p', String(port), '--raw', ...args], { env: { ...process.env, REDISCLI_AUTH: redisPassword() } })).stdout.trim();
 
 before(() => fleet('up'), { timeout: 900_000 });
 after(() => {
@@ -67,6 +67,11 @@ test('fleet: an upload through one edge is served by the other; URLs spread over
 
 test('fleet: three sentinels agree on a master with its replica; avatar changes and signed webhooks through either edge purge both varnish nodes', async () => {
   for (const host of [A, B, C]) assert.equal((await redis(host, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0], A);
+  // Redis and the sentinels are on the machines' addresses: they answer only with the fleet's password
+  for (const [host, port] of [[A, 6379], [B, 6379], [A, 26379], [C, 26379]]) {
+    const { stdout } = await run('redis-cli', ['-h', String(host), '-p', String(port), 'ping']);
+    assert.match(stdout, /NOAUTH/, `${host}:${port} without the password`);
+  }
   await waitFor(async () => /num-other-sentinels\n2\n/.test(await redis(A, 26379, 'sentinel', 'master', 'images')), 30_000, 'each sentinel knowing the two others');
   assert.match(await redis(A, 6379, 'info', 'replication'), new RegExp(`slave0:ip=${B.replace(/\./g, '\\.')},port=6379,state=online`));
   await purgedEverywhere('fleet1', A);

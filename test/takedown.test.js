@@ -198,7 +198,7 @@ test('the purge service SIGKILLed while a block (from the CLI) is being purged: 
     asked += 1;
     await new Promise((resolve) => setTimeout(resolve, 3000));
   });
-  const env = { ...process.env, REDIS_URL: `redis://127.0.0.1:${stack.env.REDIS_PORT}/0`, PUBLIC_URL: `http://127.0.0.1:${stack.env.NGINX_PORT}` };
+  const env = { ...process.env, REDIS_URL: stack.redisUrl, PUBLIC_URL: `http://127.0.0.1:${stack.env.NGINX_PORT}` };
   const { stdout } = await run(path.join(root, 'purge-service/bin/purge-service'), ['takedown', 'block', 'url', url, '--reason', 'CSAM report', '--reference', 'cf-123'], { env });
   assert.equal(JSON.parse(stdout).changes[0].action, 'block');
   await waitFor(async () => asked > 0, 5000, 'the purge reached the CDN');
@@ -238,7 +238,7 @@ test('bad input to the admin API and the CLI is a 400 (or 401, 413), never a cra
   const publicPath = await fetch(`${stack.base}/admin/takedowns`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.notEqual(publicPath.status, 200, 'the admin API is not on the public path');
   for (const args of [['takedown', 'block', 'pattern', '(', '--reason', 'r'], ['takedown', 'block', 'account', 'UPPER', '--reason', 'r'], ['takedown', 'block', 'url', 'https://a.example/x.jpg']]) {
-    const failed = await run(path.join(root, 'purge-service/bin/purge-service'), args, { env: { ...process.env, REDIS_URL: `redis://127.0.0.1:${stack.env.REDIS_PORT}/0` } }).then(() => null, (err) => err);
+    const failed = await run(path.join(root, 'purge-service/bin/purge-service'), args, { env: { ...process.env, REDIS_URL: stack.redisUrl } }).then(() => null, (err) => err);
     assert.ok(failed, `${args.join(' ')} fails`);
     assert.equal(failed.code, 2);
     assert.equal(JSON.parse(failed.stderr).error.info.kind ?? 'none', args[3] === 'https://a.example/x.jpg' ? 'none' : args[2]);

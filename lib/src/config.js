@@ -97,6 +97,7 @@ export function commonSettings(service, port, metricsPort) {
 export const sharedSettings = /** @type {Setting[]} */ ([
   { name: 'LOG_LEVEL', type: 'string', default: 'info', doc: 'pino log level', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
   { name: 'REDIS_URL', type: 'string', default: 'redis://127.0.0.1:6379/0', doc: 'Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count)' },
+  { name: 'REDIS_PASSWORD', type: 'string', default: '', doc: 'Redis\'s and the sentinels\' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env)', secret: true },
   { name: 'REDIS_SENTINELS', type: 'list', default: '', doc: 'Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL\'s server' },
   { name: 'REDIS_MASTER_NAME', type: 'string', default: 'mymaster', doc: 'the master\'s name in the sentinels\' configuration' },
   { name: 'REDIS_ACK_REPLICAS', type: 'int', default: '0', doc: 'replicas that must hold a purge or takedown event before it is acknowledged (WAIT); 0: the master\'s own disk (appendfsync always) only; 1 with a replica: an acknowledged event survives a failover', min: 0 },

@@ -2,12 +2,14 @@ import { Redis } from 'ioredis';
 
 /**
  * Where Redis is: REDIS_URL's server, or with REDIS_SENTINELS the master the sentinels name (REDIS_URL then
- * gives the password and database). @param {Record<string, any>} config REDIS_URL, REDIS_SENTINELS, REDIS_MASTER_NAME
+ * gives the database). The password: REDIS_PASSWORD, else REDIS_URL's; the sentinels ask for the same one.
+ * @param {Record<string, any>} config REDIS_URL, REDIS_PASSWORD, REDIS_SENTINELS, REDIS_MASTER_NAME
  * @returns {[string, import('ioredis').RedisOptions]}
  */
 export function redisTarget(config) {
-  if (!config.REDIS_SENTINELS?.length) return [config.REDIS_URL, {}];
   const url = new URL(config.REDIS_URL);
+  const password = config.REDIS_PASSWORD || decodeURIComponent(url.password) || undefined;
+  if (!config.REDIS_SENTINELS?.length) return [config.REDIS_URL, password ? { password } : {}];
   const sentinels = config.REDIS_SENTINELS.map((address) => {
     const at = address.lastIndexOf(':');
     return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) };
@@ -16,7 +18,8 @@ export function redisTarget(config) {
     sentinels,
     name: config.REDIS_MASTER_NAME || 'mymaster',
     db: Number(url.pathname.slice(1) || 0),
-    password: decodeURIComponent(url.password) || undefined,
+    password,
+    sentinelPassword: password,
     username: decodeURIComponent(url.username) || undefined,
     // a failover: the master now answers READONLY until the client asks the sentinels again
     reconnectOnError: (err) => err.message.startsWith('READONLY'),

@@ -39,7 +39,7 @@ before(async () => {
     PURGE_MAX_ATTEMPTS: '20',
     PURGE_CLAIM_IDLE_MS: '1000',
   });
-  redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1');
+  redis = new Redis(stack.redisUrl);
 });
 after(async () => {
   redis?.disconnect();

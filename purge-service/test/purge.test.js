@@ -52,7 +52,7 @@ before(async () => {
     HIVE_FOLLOW_START_BLOCK: '15',
     HIVE_FOLLOW_POLL_MS: '100',
   });
-  redis = new Redis(Number(stack.env.REDIS_PORT), '127.0.0.1');
+  redis = new Redis(stack.redisUrl);
   // block 17's change appears once the stack is up: the follower starts with the purge service, before
   // varnish (supervisord starts them in that order without waiting), and with this file's short retry
   // budget (4 attempts, ~0.4 s) a purge made then was dead-lettered when varnish was slow to start

@@ -19,5 +19,7 @@ export function fleetOn(hosts, settings, { timeoutMs = 600_000 } = {}) {
     const result = spawnSync(`${ROOT}/infra/stack`, ['fleet', action], { env, encoding: 'utf8', timeout: timeoutMs, cwd: ROOT });
     if (result.status !== 0) throw new Error(`fleet ${action}:\n${(result.stdout + result.stderr).slice(-4000)}`);
   };
-  return { dir, env, fleet, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  /** The fleet's Redis password (infra/fleet.js keeps the shared secrets in secrets.env once `up` made them). */
+  const redisPassword = () => (fs.readFileSync(path.join(dir, 'secrets.env'), 'utf8').match(/^REDIS_PASSWORD=(.*)$/m) || [])[1] || '';
+  return { dir, env, fleet, redisPassword, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }

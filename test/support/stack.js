@@ -9,13 +9,16 @@ import { root, startProcess } from './processes.js';
 
 const run = promisify(execFile);
 
-/** Whether a Redis server answers PING on this port. @param {number} port @returns {Promise<boolean>} */
-function redisPong(port) {
+/** Whether a Redis server answers PING on this port, given its password. @param {number} port @param {string} password @returns {Promise<boolean>} */
+function redisPong(port, password) {
   return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(`AUTH ${password}\r\nPING\r\n`));
     socket.setTimeout(1000, () => socket.destroy());
+    let answer = '';
     socket.on('data', (data) => {
-      resolve(data.toString().startsWith('+PONG'));
+      answer += data.toString();
+      if (!answer.includes('\r\n', answer.indexOf('\r\n') + 2)) return;
+      resolve(answer === '+OK\r\n+PONG\r\n');
       socket.destroy();
     });
     socket.on('error', () => resolve(false));
@@ -47,7 +50,7 @@ export async function startStack(settings = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stack-'));
   fs.chmodSync(dir, 0o755);
   /** @type {Record<string, string>} */
-  const env = { STACK_DIR: dir, ENV_FILE: path.join(dir, 'none.env'), LOG_LEVEL: 'warn', HAPROXY_STATS_PASSWORD: 'stats-test-password' };
+  const env = { STACK_DIR: dir, ENV_FILE: path.join(dir, 'none.env'), LOG_LEVEL: 'warn', HAPROXY_STATS_PASSWORD: 'stats-test-password', REDIS_PASSWORD: 'redis-test-password' };
   for (const name of PORTS) env[name] = String(await freePort());
   Object.assign(env, settings);
   const childEnv = { ...process.env, ...env };
@@ -88,6 +91,8 @@ export async function startStack(settings = {}) {
     env,
     upMs,
     base,
+    /** The stack's Redis, with its password. */
+    redisUrl: `redis://:${env.REDIS_PASSWORD}@127.0.0.1:${env.REDIS_PORT}/0`,
     stack,
     ctl,
     pid,
@@ -114,7 +119,7 @@ export async function startStack(settings = {}) {
       await ctl('start', name);
       const port = { origin: env.ORIGIN_PORT, 'avatar-resolver': env.AVATAR_RESOLVER_PORT, 'purge-service': env.PURGE_SERVICE_PORT }[name];
       if (port) await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 30_000, `${name} serving`);
-      if (name === 'redis') await waitFor(() => redisPong(Number(env.REDIS_PORT)), 30_000, 'redis serving');
+      if (name === 'redis') await waitFor(() => redisPong(Number(env.REDIS_PORT), env.REDIS_PASSWORD), 30_000, 'redis serving');
     },
     /** What varnish's probe says of a backend (images, avatars): healthy, sick or unknown. @param {string} backend */
     async backendHealth(backend) {
