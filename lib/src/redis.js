@@ -9,7 +9,11 @@ import { Redis } from 'ioredis';
 export function redisTarget(config) {
   const url = new URL(config.REDIS_URL);
   const password = config.REDIS_PASSWORD || decodeURIComponent(url.password) || undefined;
-  if (!config.REDIS_SENTINELS?.length) return [config.REDIS_URL, password ? { password } : {}];
+  if (!config.REDIS_SENTINELS?.length) {
+    // the password as an option: ioredis would let one in the URL win over it
+    url.password = '';
+    return [url.href, password ? { password } : {}];
+  }
   const sentinels = config.REDIS_SENTINELS.map((address) => {
     const at = address.lastIndexOf(':');
     return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) };
