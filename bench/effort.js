@@ -5,25 +5,16 @@
 //   node bench/effort.js [--quick]
 import fs from 'node:fs';
 import sharp from 'sharp';
-import ssimModule from 'ssim.js';
 import { plan, probe, transform } from '../origin/src/transform.js';
 import { photo } from '../test/support/images.js';
 import { machine, spread, writeReport } from './lib.js';
+import { meanSsim } from './quality.js';
 
-const { ssim } = /** @type {any} */ (ssimModule);
 const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
 const QUICK = process.argv.includes('--quick');
 const EFFORTS = { webp: QUICK ? [0, 4, 6] : [0, 1, 2, 3, 4, 5, 6], avif: QUICK ? [0, 4, 9] : [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] };
 const REPEATS = QUICK ? 1 : 3;
 const BASE = { maxPixels: 50_000_000, timeoutS: 600, threads: 1, jpegQuality: 80, jpegTrellis: false, webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 4 };
-
-/** SSIM of an encoded variant against the source resized to its size, unencoded. @param {string} file @param {Buffer} output */
-async function similarity(file, output) {
-  const decoded = await sharp(output).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-  const { width, height } = decoded.info;
-  const reference = await sharp(file).rotate().resize(width, height, { fit: 'fill' }).ensureAlpha().raw().toBuffer();
-  return ssim({ data: new Uint8ClampedArray(reference), width, height }, { data: new Uint8ClampedArray(decoded.data), width, height }).mssim;
-}
 
 /** @param {'webp' | 'avif'} format @param {number} effort @param {string[]} files */
 async function measure(format, effort, files) {
@@ -41,9 +32,7 @@ async function measure(format, effort, files) {
     cpuMs.push((used.user + used.system) / 1000 / files.length);
   }
   const kb = outputs.reduce((sum, output) => sum + output.length, 0) / files.length / 1024;
-  let sum = 0;
-  for (const [i, file] of files.entries()) sum += await similarity(file, outputs[i]);
-  return { format, effort, cpuMs: spread(cpuMs), kb, ssim: sum / files.length };
+  return { format, effort, cpuMs: spread(cpuMs), kb, ssim: await meanSsim(files, outputs) };
 }
 
 /** What every effort shares: decode, rotate and resize to raw pixels. @param {string[]} files */

@@ -9,13 +9,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import ssimModule from 'ssim.js';
 import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
 import { photo } from '../test/support/images.js';
 import { freePort, waitFor } from '../test/support/ports.js';
 import { cpuMs, machine, round, sampleRss, spread, wrkAsync, writeReport } from './lib.js';
 import { BLOCK, SCRIPT, SECONDS, uncachedRun } from './origin.js';
+import { meanSsim } from './quality.js';
 
 const quick = process.argv.includes('--quick');
 const THUMBOR_VERSION = '7.8.0';
@@ -26,7 +26,6 @@ const REPEATS = quick ? 1 : 3;
 const PASSES = quick ? 1 : Number(process.env.BENCH_PEERS_PASSES || 3);
 const CONCURRENCIES = [2, 4, 8];
 const FORMATS = /** @type {const} */ (['jpeg', 'webp']);
-const { ssim } = /** @type {any} */ (ssimModule);
 
 export async function benchPeers() {
   const thumborBin = installThumbor();
@@ -191,17 +190,6 @@ function total(buffers) {
   return buffers.reduce((sum, buffer) => sum + buffer.length, 0);
 }
 
-/** Mean SSIM of encoded outputs against each source resized to the output's size, unencoded. @param {string[]} files @param {Buffer[]} outputs */
-async function meanSsim(files, outputs) {
-  let sum = 0;
-  for (let i = 0; i < files.length; i += 1) {
-    const decoded = await sharp(outputs[i]).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-    const { width, height } = decoded.info;
-    const reference = await sharp(files[i]).rotate().resize(width, height, { fit: 'fill' }).ensureAlpha().raw().toBuffer();
-    sum += ssim({ data: new Uint8ClampedArray(reference), width, height }, { data: new Uint8ClampedArray(decoded.data), width, height }).mssim;
-  }
-  return sum / files.length;
-}
 
 /** @param {any[]} list @param {string} key */
 const medianOf = (list, key) => spread(list.map((r) => r[key])).median;
@@ -251,7 +239,7 @@ function summarise(passes, quality) {
           rows: [...perPass.map((p, i) => [i + 1, p.started.slice(0, 19), ...FORMATS.flatMap((f) => [`${round(p.best[f].origin)} / ${round(p.best[f].thumbor)}`, percent(p.best[f].ratio), `${p.best[f].originCpuMs.toFixed(1)} / ${p.best[f].thumborCpuMs.toFixed(1)}`])]),
             ['min / median / max', '', ...FORMATS.flatMap((f) => ['', `${percent(ratios(f).min)} / ${percent(ratios(f).median)} / ${percent(ratios(f).max)}`, ''])]] } },
       { heading: 'What is sent for the same variant: mean size and SSIM against the source resized unencoded (1 = identical)',
-        text: 'One 512 × 512 fit variant of each photograph. "Thumbor, size-matched" lowers thumbor\'s quality until its files are no larger than ours: quality at equal size.',
+        text: 'One 512 × 512 fit variant of each photograph. "Thumbor, size-matched" lowers thumbor\'s quality until its files are no larger than ours: quality at equal size. The reference is resized (lanczos3) from the fully decoded photograph, neither server\'s pipeline (bench/quality.js); until 2026-11-24 it was resized straight from the file, which is our origin\'s own decode and reduce, and favoured it.',
         table: { columns: ['format', 'origin q80 KB', 'origin SSIM', 'thumbor q80 KB', 'thumbor SSIM', 'thumbor size-matched q', 'KB', 'SSIM'],
           rows: quality.map((q) => [q.format, q.origin.kb, q.origin.ssim.toFixed(4), q.thumbor.kb, q.thumbor.ssim.toFixed(4), q.thumborMatched.quality, q.thumborMatched.kb, q.thumborMatched.ssim.toFixed(4)]) } },
     ],

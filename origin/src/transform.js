@@ -182,7 +182,8 @@ export function threadsPerImage(running, cores) {
  * decode (with limits) → rotate → resize → encode. `threads`, when given, is libvips' thread count for this
  * image (a process-wide setting, read when the pipeline starts).
  * @param {string} file @param {Plan} p
- * @param {{ maxPixels: number, timeoutS: number, threads?: number } & EncodeOptions} options
+ * @param {{ maxPixels: number, timeoutS: number, threads?: number, kernel?: keyof import('sharp').KernelEnum } & EncodeOptions} options
+ * (`kernel`: sharp's lanczos3 unless given; bench/kernel compares the others)
  * @returns {Promise<{ data: Buffer, info: import('sharp').OutputInfo }>}
  */
 export async function transform(file, p, options) {
@@ -195,7 +196,7 @@ export async function transform(file, p, options) {
     ignoreIcc: p.ignoreIcc,
   }).timeout({ seconds: options.timeoutS });
   if (!p.animated) image = image.rotate();
-  image = image.resize({ width: p.width, height: p.height, fit: p.fit, position: 'centre', withoutEnlargement: true });
+  image = image.resize({ width: p.width, height: p.height, fit: p.fit, position: 'centre', withoutEnlargement: true, kernel: options.kernel });
   image = encode(image, p, options);
   try {
     return await image.toBuffer({ resolveWithObject: true });
