@@ -77,6 +77,51 @@ test('the compact index: newest record wins in any order, dead segments drop out
   assert.ok(index.bytes / index.count() <= 64, `${index.bytes} bytes for ${index.count()} entries`);
 });
 
+test('the index grows a few hundred entries at a time: every key is found while entries move, the newest record wins across both tables, and the result equals a table that never grew', () => {
+  const live = new Set([1, 2, 3]);
+  const growing = new PackIndex((seq) => live.has(seq));
+  const reference = new PackIndex((seq) => live.has(seq), 200_000);
+  const key = (/** @type {number} */ i) => Buffer.from(keyOf(i), 'hex');
+  let grew = 0;
+  let checkedWhileMoving = 0;
+  for (let i = 0; i < 60_000; i += 1) {
+    const record = /** @type {const} */ ([1 + (i % 3), i * 8, 100 + (i % 50), i % 4]);
+    const before = growing.old;
+    growing.set(key(i), 0, ...record);
+    reference.set(key(i), 0, ...record);
+    if (!before && growing.old) {
+      grew += 1;
+      const moving = growing.old;
+      // while the entries move: an older record of a key not moved yet loses to it, a newer one wins, a
+      // forgotten key stays forgotten, and every key is found in one table or the other
+      const early = key(3);
+      growing.set(early, 0, 1, 8, 1, 0);
+      reference.set(early, 0, 1, 8, 1, 0);
+      assert.deepEqual(growing.get(early), { seq: 1, offset: 24, size: 103, ext: 3 }, 'an older record does not replace a newer one');
+      // a few hundred entries move per call: two calls later, a table of thousands is still moving
+      if (moving.capacity >= 4096) assert.ok(growing.old === moving, 'still moving');
+      for (let j = 0; j <= i; j += 97) {
+        assert.ok(growing.get(key(j)), `key ${j} found while the table grows`);
+        checkedWhileMoving += 1;
+      }
+    }
+  }
+  assert.ok(grew >= 5, `grew ${grew} times`);
+  assert.ok(checkedWhileMoving > 1000);
+  for (let i = 60_000; i < 60_010; i += 1) {
+    growing.set(key(i), 0, 3, 0, 1, 0);
+    reference.set(key(i), 0, 3, 0, 1, 0);
+  }
+  growing.set(key(5), 0, 3, 999, 7, 1);
+  reference.set(key(5), 0, 3, 999, 7, 1);
+  growing.set(key(6), 0, 3, 1000, 0, 255);
+  reference.set(key(6), 0, 3, 1000, 0, 255);
+  assert.equal(growing.get(key(6)), null);
+  assert.deepEqual(growing.entries(), reference.entries(), 'the same entries as a table that never grew');
+  assert.equal(growing.old, null);
+  assert.ok(growing.capacity * 0.8 >= growing.used, 'never more than 80 % full');
+});
+
 test('the result cache serves while its index is rebuilt in the background, and the index built so equals one built before any use', async (t) => {
   const variants = path.join(tempDir(t), 'variants');
   const keys = await fill(variants);
