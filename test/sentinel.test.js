@@ -73,14 +73,17 @@ before(async () => {
     sentinels.push(startProcess('redis-server', [conf, '--sentinel']));
   }
   await waitFor(async () => String(await ask(servers.b.port, ['INFO', 'replication'])).includes('master_link_status:up'), 20_000, 'the replica in sync');
-  // every sentinel knows the other two (a failover needs a majority of them to agree)
+  // every sentinel knows the other two (a failover needs a majority of them to agree) and the replica: a
+  // sentinel learns of it from the master's INFO, every 10 s, and one that has not when the master dies has
+  // no replica to promote, ever (a CI run: "the sentinels' view of the replica: [[],[],[]]")
   await waitFor(async () => {
     for (const port of sentinelPorts) {
       const info = /** @type {string[] | null} */ (await ask(port, ['SENTINEL', 'MASTER', MASTER]));
       if (!info || Number(info[info.indexOf('num-other-sentinels') + 1]) !== 2) return false;
+      if (Number(info[info.indexOf('num-slaves') + 1]) < 1) return false;
     }
     return true;
-  }, 30_000, 'the sentinels aware of each other');
+  }, 30_000, 'the sentinels aware of each other and of the replica');
   cloudflare = await startCloudflare();
   purgePort = await freePort();
   purge = await startService('purge-service/bin/purge-service', {
