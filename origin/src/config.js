@@ -58,7 +58,7 @@ export const settings = [
   { name: 'WEBP_QUALITY', type: 'int', default: '80', doc: 'WebP quality', min: 1 },
   { name: 'WEBP_EFFORT', type: 'int', default: '4', doc: 'WebP encoder effort (0-6; 1 when degraded under a deep queue): bench/effort', min: 0, max: 6 },
   { name: 'AVIF_QUALITY', type: 'int', default: '50', doc: 'AVIF quality', min: 1 },
-  { name: 'AVIF_EFFORT', type: 'int', default: '3', doc: 'AVIF encoder effort (0-9): 3 makes the same bytes as 4 for a quarter of the CPU (bench/effort)', min: 0, max: 9 },
+  { name: 'AVIF_EFFORT', type: 'int', default: '3', doc: 'AVIF encoder effort (0-9): 3 makes the same bytes as 4 for under a third of the CPU (bench/effort)', min: 0, max: 9 },
   { name: 'AUTO_AVIF_FIRST_ANSWER', type: 'bool', default: 'true', doc: 'format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode' },
   { name: 'BACKGROUND_ENCODES_MAX', type: 'int', default: '256', doc: 'AVIF encodes waiting for idle capacity; past it (or when the transform queue is full) they are dropped and asked again by the next request', min: 0 },
   { name: 'CDN_VARY_ACCEPT', type: 'bool', default: 'false', doc: 'whether the CDN in front keeps one copy per Accept (honours Vary: Accept, e.g. Cloudflare with "Vary for Images"); false: format=auto answers carry CDN-Cache-Control and Cloudflare-CDN-Cache-Control: no-store, so a CDN never serves an AVIF to a browser that cannot decode it (varnish still caches one per Accept class)' },
