@@ -5,34 +5,16 @@
 //   node bench/effort.js [--quick]
 import fs from 'node:fs';
 import sharp from 'sharp';
-import { plan, probe, transform } from '../origin/src/transform.js';
-import { photo } from '../test/support/images.js';
 import { machine, spread, writeReport } from './lib.js';
-import { meanSsim } from './quality.js';
+import { ONE_THREAD, measureTransforms, photoFiles } from './quality.js';
 
-const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
 const QUICK = process.argv.includes('--quick');
 const EFFORTS = { webp: QUICK ? [0, 4, 6] : [0, 1, 2, 3, 4, 5, 6], avif: QUICK ? [0, 4, 9] : [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] };
 const REPEATS = QUICK ? 1 : 3;
-const BASE = { maxPixels: 50_000_000, timeoutS: 600, threads: 1, jpegQuality: 80, jpegTrellis: false, webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 4 };
 
 /** @param {'webp' | 'avif'} format @param {number} effort @param {string[]} files */
 async function measure(format, effort, files) {
-  const options = { ...BASE, [`${format}Effort`]: effort };
-  const plans = await Promise.all(files.map(async (file) => plan(await probe(file, { maxPixels: BASE.maxPixels, maxFrames: 300 }), { width: 512, height: 512, mode: 'fit', format, accept: '' }, false)));
-  /** @type {number[]} */
-  const cpuMs = [];
-  /** @type {Buffer[]} */
-  let outputs = [];
-  for (let run = 0; run < REPEATS; run += 1) {
-    const before = process.cpuUsage();
-    outputs = [];
-    for (const [i, file] of files.entries()) outputs.push((await transform(file, plans[i], options)).data);
-    const used = process.cpuUsage(before);
-    cpuMs.push((used.user + used.system) / 1000 / files.length);
-  }
-  const kb = outputs.reduce((sum, output) => sum + output.length, 0) / files.length / 1024;
-  return { format, effort, cpuMs: spread(cpuMs), kb, ssim: await meanSsim(files, outputs) };
+  return { format, effort, ...await measureTransforms(files, format, { ...ONE_THREAD, [`${format}Effort`]: effort }, REPEATS) };
 }
 
 /** What every effort shares: decode, rotate and resize to raw pixels. @param {string[]} files */
@@ -51,7 +33,7 @@ async function baseline(files) {
 export async function benchEffort() {
   sharp.cache(false);
   sharp.concurrency(1);
-  const files = PHOTOS.map((name) => photo(name, '1920x1080'));
+  const files = photoFiles();
   const shared = await baseline(files);
   process.stderr.write(`decode + resize: ${shared.median.toFixed(1)} CPU ms\n`);
   const rows = [];

@@ -5,41 +5,23 @@
 //   node bench/kernel.js [--quick]
 import fs from 'node:fs';
 import sharp from 'sharp';
-import { plan, probe, transform } from '../origin/src/transform.js';
-import { photo } from '../test/support/images.js';
-import { machine, spread, writeReport } from './lib.js';
-import { meanSsim } from './quality.js';
+import { machine, writeReport } from './lib.js';
+import { ONE_THREAD, measureTransforms, photoFiles } from './quality.js';
 
-const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
 const QUICK = process.argv.includes('--quick');
 const KERNELS = /** @type {const} */ (['lanczos3', 'lanczos2', 'cubic', 'mitchell', 'linear']);
 const CASES = /** @type {const} */ ([['jpeg', 80], ['jpeg', 76], ['webp', 80]]);
 const REPEATS = QUICK ? 1 : 5;
-const BASE = { maxPixels: 50_000_000, timeoutS: 600, threads: 1, jpegQuality: 80, jpegTrellis: false, webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 4 };
 
 /** The origin's transform with `kernel`. @param {'jpeg' | 'webp'} format @param {number} quality @param {typeof KERNELS[number]} kernel @param {string[]} files */
 async function measure(format, quality, kernel, files) {
-  const options = { ...BASE, jpegQuality: quality, webpQuality: quality, kernel };
-  const plans = await Promise.all(files.map(async (file) => plan(await probe(file, { maxPixels: BASE.maxPixels, maxFrames: 300 }), { width: 512, height: 512, mode: 'fit', format, accept: '' }, false)));
-  /** @type {number[]} */
-  const cpuMs = [];
-  /** @type {Buffer[]} */
-  let outputs = [];
-  for (let run = 0; run < REPEATS; run += 1) {
-    const before = process.cpuUsage();
-    outputs = [];
-    for (const [i, file] of files.entries()) outputs.push((await transform(file, plans[i], options)).data);
-    const used = process.cpuUsage(before);
-    cpuMs.push((used.user + used.system) / 1000 / files.length);
-  }
-  const kb = outputs.reduce((sum, output) => sum + output.length, 0) / files.length / 1024;
-  return { format, quality, kernel, cpuMs: spread(cpuMs), kb, ssim: await meanSsim(files, outputs) };
+  return { format, quality, kernel, ...await measureTransforms(files, format, { ...ONE_THREAD, jpegQuality: quality, webpQuality: quality, kernel }, REPEATS) };
 }
 
 export async function benchKernel() {
   sharp.cache(false);
   sharp.concurrency(1);
-  const files = PHOTOS.map((name) => photo(name, '1920x1080'));
+  const files = photoFiles();
   // a first pass, not counted: the first transforms load libvips' code and warm the JIT (seen: +30 %)
   await measure('jpeg', 80, 'lanczos3', files);
   const rows = [];

@@ -9,14 +9,13 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
-import { photo } from '../test/support/images.js';
 import { metricValue } from '../test/support/metrics.js';
 import { waitFor } from '../test/support/ports.js';
 import { drive, filesystem, machine, percentile, round, sampleRss, spread, wrk, wrkAsync, writeReport } from './lib.js';
+import { photoFiles } from './quality.js';
 
 const quick = process.argv.includes('--quick');
 // real photographs from Debian's plasma-workspace-wallpapers (2560×1600 JPEGs, whatever their file names say)
-const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'].map((name) => [name, '1920x1080']);
 export const SECONDS = quick ? 3 : Number(process.env.BENCH_SECONDS || 5);
 export const SCRIPT = path.join(path.dirname(new URL(import.meta.url).pathname), 'variants.lua');
 const PATHS_SCRIPT = path.join(path.dirname(new URL(import.meta.url).pathname), 'paths.lua');
@@ -31,7 +30,7 @@ const FORMATS = ['jpeg', 'webp'];
 const DATA_PARENT = process.env.BENCH_DATA_DIR || os.tmpdir();
 
 export async function benchOrigin() {
-  const files = PHOTOS.map(([name, size]) => photo(name, size));
+  const files = photoFiles();
   const origin = await startOrigin({ LOG_LEVEL: 'warn', TRANSFORM_QUEUE_MAX: '128' }, { dataParent: DATA_PARENT });
   const sources = files.map((file, i) => origin.site.add(`photo-${i}.jpg`, fs.readFileSync(file)));
   const env = { MALLOC_ARENA_MAX: '2', UV_THREADPOOL_SIZE: String(os.availableParallelism() * 2 + 4) };

@@ -11,16 +11,14 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
-import { photo } from '../test/support/images.js';
 import { freePort, waitFor } from '../test/support/ports.js';
 import { cpuMs, machine, round, sampleRss, spread, wrkAsync, writeReport } from './lib.js';
 import { BLOCK, SCRIPT, SECONDS, uncachedRun } from './origin.js';
-import { meanSsim } from './quality.js';
+import { meanSsim, photoFiles } from './quality.js';
 
 const quick = process.argv.includes('--quick');
 const THUMBOR_VERSION = '7.8.0';
 const PEERS = path.join(path.dirname(new URL(import.meta.url).pathname), '.peers');
-const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
 const REPEATS = quick ? 1 : 3;
 // the whole comparison this many times in a row, each pass's ratio reported apart (the hour moves them)
 const PASSES = quick ? 1 : Number(process.env.BENCH_PEERS_PASSES || 3);
@@ -29,7 +27,7 @@ const FORMATS = /** @type {const} */ (['jpeg', 'webp']);
 
 export async function benchPeers() {
   const thumborBin = installThumbor();
-  const files = PHOTOS.map((name) => photo(name, '1920x1080'));
+  const files = photoFiles();
   // one single-process thumbor per core, each on its own port, the load spread evenly over them: thumbor's
   // own --processes shares one listening socket, and a handful of keepalive connections often all land on
   // one process (half the machine idle); this is how its documentation deploys it behind nginx
