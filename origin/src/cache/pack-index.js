@@ -163,8 +163,13 @@ export class PackIndex {
    */
   grow() {
     this.finish();
+    this.moveInto(Math.max(MIN_CAPACITY, Math.ceil(this.capacity * 1.5), Math.ceil((this.used + 1) / LOAD_AFTER_REHASH)));
+  }
+
+  /** Makes this table the old one and starts a new one of `capacity` slots, empty, to move into. @param {number} capacity */
+  moveInto(capacity) {
     const old = { keys: this.keys, seqs: this.seqs, offsets: this.offsets, sizes: this.sizes, exts: this.exts, capacity: this.capacity };
-    this.allocate(Math.max(MIN_CAPACITY, Math.ceil(this.capacity * 1.5), Math.ceil((this.used + 1) / LOAD_AFTER_REHASH)));
+    this.allocate(capacity);
     this.old = old;
     this.cursor = 0;
   }
@@ -199,23 +204,10 @@ export class PackIndex {
    */
   rehash(capacity) {
     this.finish();
-    const old = { keys: this.keys, seqs: this.seqs, offsets: this.offsets, sizes: this.sizes, exts: this.exts, capacity: this.capacity };
     let live = 0;
-    for (let slot = 0; slot < old.capacity; slot += 1) if (old.seqs[slot] !== 0 && this.live(old.seqs[slot])) live += 1;
-    // grown by half at least: each rehash stops the event loop (about 100 ms a million entries)
-    this.allocate(Math.max(MIN_CAPACITY, capacity, Math.ceil((live + 1) / LOAD_AFTER_REHASH), live > this.capacity * 0.7 ? Math.ceil(this.capacity * 1.5) : 0));
-    for (let slot = 0; slot < old.capacity; slot += 1) {
-      const seq = old.seqs[slot];
-      if (seq === 0 || !this.live(seq) || (old.exts[slot] === FORGOTTEN && !this.shadowing)) continue;
-      const k = slot * SLOT_KEY;
-      const to = -1 - this.find(old.keys[k], old.keys[k + 1], old.keys[k + 2], old.keys[k + 3]);
-      this.keys.set(old.keys.subarray(k, k + SLOT_KEY), to * SLOT_KEY);
-      this.seqs[to] = seq;
-      this.offsets[to] = old.offsets[slot];
-      this.sizes[to] = old.sizes[slot];
-      this.exts[to] = old.exts[slot];
-      this.used += 1;
-    }
+    for (let slot = 0; slot < this.capacity; slot += 1) if (this.seqs[slot] !== 0 && this.alive(slot)) live += 1;
+    this.moveInto(Math.max(MIN_CAPACITY, capacity, Math.ceil((live + 1) / LOAD_AFTER_REHASH), live > this.capacity * 0.7 ? Math.ceil(this.capacity * 1.5) : 0));
+    this.finish();
   }
 
   /** Entries alive now (a walk over the table: for tests and benchmarks). */
