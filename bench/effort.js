@@ -1,16 +1,22 @@
 // bench/effort: what each encoder effort costs and gives, on the real photographs, with the origin's own
 // transform (decode → rotate → 512×512 fit → encode): CPU ms per variant (one libvips thread, process CPU
-// time over the encodes ÷ variants), mean KB and mean SSIM against the unencoded resize. The defaults of
-// AVIF_EFFORT and WEBP_EFFORT are set from it (README, Encoding).
-//   node bench/effort.js [--quick]
+// time over the encodes ÷ variants), mean KB and mean SSIM against the unencoded resize; and the same for
+// JPEG's quantisation table (mozjpeg's table 3 or libjpeg's standard one), scans and quality. The defaults of
+// AVIF_EFFORT, WEBP_EFFORT and JPEG_PROGRESSIVE, and the JPEG tables, are set from it (README, Encoding).
+//   node bench/effort.js [--quick] [--jpeg]   (--jpeg: the JPEG table alone, report bench/reports/<date>-effort-jpeg)
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { machine, spread, writeReport } from './lib.js';
-import { ONE_THREAD, measureTransforms, photoFiles } from './quality.js';
+import { ONE_THREAD, compareInTurn, measureTransforms, photoFiles } from './quality.js';
 
 const QUICK = process.argv.includes('--quick');
+const ONLY_JPEG = process.argv.includes('--jpeg');
 const EFFORTS = { webp: QUICK ? [0, 4, 6] : [0, 1, 2, 3, 4, 5, 6], avif: QUICK ? [0, 4, 9] : [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] };
 const REPEATS = QUICK ? 1 : 3;
+/** JPEG: mozjpeg's table 3 progressive (the default until 2026-11-25) first, as the reference; the standard tables; baseline and progressive. */
+const JPEG_SETTINGS = [3, 0].flatMap((table) => [true, false].flatMap((progressive) => (QUICK ? [80] : [76, 78, 80, 82]).map((quality) => ({ table, progressive, quality }))))
+  .sort((a, b) => Number(b.table === 3 && b.progressive && b.quality === 80) - Number(a.table === 3 && a.progressive && a.quality === 80));
+const JPEG_ROUNDS = QUICK ? 2 : 9;
 
 /** @param {'webp' | 'avif'} format @param {number} effort @param {string[]} files */
 async function measure(format, effort, files) {
@@ -34,25 +40,39 @@ export async function benchEffort() {
   sharp.cache(false);
   sharp.concurrency(1);
   const files = photoFiles();
-  const shared = await baseline(files);
+  const shared = ONLY_JPEG ? spread([0]) : await baseline(files);
   process.stderr.write(`decode + resize: ${shared.median.toFixed(1)} CPU ms\n`);
   const rows = [];
-  for (const format of /** @type {const} */ (['webp', 'avif'])) {
+  /** @type {Array<'webp' | 'avif'>} */
+  const formats = ONLY_JPEG ? [] : ['webp', 'avif'];
+  for (const format of formats) {
     for (const effort of EFFORTS[format]) {
       const result = await measure(format, effort, files);
       process.stderr.write(`${format} effort ${effort}: ${result.cpuMs.median.toFixed(1)} CPU ms, ${result.kb.toFixed(1)} KB, SSIM ${result.ssim.toFixed(4)}\n`);
       rows.push(result);
     }
   }
+  const settings = JPEG_SETTINGS.map(({ table, progressive, quality }) => ({ ...ONE_THREAD, jpegTable: table, jpegProgressive: progressive, jpegQuality: quality }));
+  const compared = await compareInTurn(files, 'jpeg', settings, JPEG_ROUNDS);
+  const jpeg = JPEG_SETTINGS.map((setting, i) => ({ ...setting, ...compared[i] }));
+  for (const row of jpeg) process.stderr.write(`jpeg table ${row.table} ${row.progressive ? 'progressive' : 'baseline'} q${row.quality}: ${row.cpuMs.median.toFixed(1)} CPU ms (${row.ratio.median.toFixed(3)}), ${row.kb.toFixed(2)} KB, SSIM ${row.ssim.toFixed(4)}\n`);
   return {
     rows,
+    jpeg,
     shared,
-    sections: [{
+    sections: [...(ONLY_JPEG ? [] : [{
       heading: 'Encoder effort: CPU ms per variant, bytes and SSIM (512×512 fit of six 1920×1080 photographs; WebP q80, AVIF q50; one libvips thread)',
       text: `CPU ms: process CPU time over the six transforms ÷ 6, min / median / max of ${REPEATS} runs; the encode alone is that less what every effort shares, decoding and resizing to raw pixels (${shared.min.toFixed(1)} / ${shared.median.toFixed(1)} / ${shared.max.toFixed(1)} ms). SSIM against the photograph decoded whole and resized to the variant's size, unencoded (bench/quality.js).`,
       table: {
         columns: ['format', 'effort', 'CPU ms per variant', 'of which the encode (median)', 'mean KB', 'mean SSIM'],
         rows: rows.map((row) => [row.format, row.effort, `${row.cpuMs.min.toFixed(1)} / ${row.cpuMs.median.toFixed(1)} / ${row.cpuMs.max.toFixed(1)}`, Math.max(0, row.cpuMs.median - shared.median).toFixed(1), row.kb.toFixed(1), row.ssim.toFixed(4)]),
+      },
+    }]), {
+      heading: 'JPEG: quantisation table, scans and quality (same photographs; optimised Huffman tables, no trellis; one libvips thread)',
+      text: `Table 3 is mozjpeg's (ImageMagick's), table 0 libjpeg's standard one (Annex K, what libjpeg-turbo and Pillow use). Compare rows at equal KB for the SSIM a table keeps per byte. CPU: the settings run in turn, ${JPEG_ROUNDS} rounds, each round every setting once over the six photographs (this VM's speed moves within minutes, so only the ratio to the first row in the same round is worth reading, min / median / max over the rounds).`,
+      table: {
+        columns: ['table', 'scans', 'quality', 'CPU ms per variant (median)', 'CPU against the first row', 'mean KB', 'mean SSIM'],
+        rows: jpeg.map((row) => [row.table, row.progressive ? 'progressive' : 'baseline', row.quality, row.cpuMs.median.toFixed(1), `${row.ratio.min.toFixed(3)} / ${row.ratio.median.toFixed(3)} / ${row.ratio.max.toFixed(3)}`, row.kb.toFixed(2), row.ssim.toFixed(4)]),
       },
     }],
   };
@@ -60,6 +80,6 @@ export async function benchEffort() {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const result = await benchEffort();
-  const file = writeReport('effort', { title: 'bench/effort', command: `node bench/effort.js${QUICK ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const file = writeReport(ONLY_JPEG ? 'effort-jpeg' : 'effort', { title: 'bench/effort', command: `node bench/effort.js${QUICK ? ' --quick' : ''}${ONLY_JPEG ? ' --jpeg' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }

@@ -91,7 +91,7 @@ function installThumbor() {
 
 /**
  * Thumbor configured for the same work as the origin: local files (no fetch), no storage or result storage
- * (every variant made anew), JPEG q80 progressive, WebP q80, EXIF orientation applied; `count` instances.
+ * (every variant made anew), JPEG q80 progressive (its default), WebP q80, EXIF orientation applied; `count` instances.
  * @param {string} bin @param {string[]} files @param {number} count
  */
 async function startThumbors(bin, files, count) {
@@ -229,7 +229,7 @@ function summarise(passes, quality) {
     best, passes: perPass, runs, quality,
     sections: [
       { heading: `Uncached variants: origin vs thumbor ${THUMBOR_VERSION} (same run, alternating)`,
-        text: `wrk for ${SECONDS} s per run, ${REPEATS} runs each, every request a new box (bench/variants.lua); req/s as min / median / max. Both read the photographs locally (our origin from its store of fetched originals, thumbor with its file loader), neither keeps results; thumbor runs as ${os.availableParallelism()} single-process instances (one per core, as its documentation deploys it) with the connections spread evenly over them (one wrk each, at the same time; thumbor's p99 is the higher of the two); Pillow decodes JPEG in draft mode (scaled by libjpeg).`,
+        text: `wrk for ${SECONDS} s per run, ${REPEATS} runs each, every request a new box (bench/variants.lua); req/s as min / median / max. Both read the photographs locally (our origin from its store of fetched originals, thumbor with its file loader), neither keeps results; thumbor runs as ${os.availableParallelism()} single-process instances (one per core, as its documentation deploys it) with the connections spread evenly over them (one wrk each, at the same time; thumbor's p99 is the higher of the two); Pillow decodes JPEG in draft mode (scaled by libjpeg). Each encodes with its own defaults at q80: the origin's JPEG baseline with the standard quantisation tables (since 2026-11-25; progressive with mozjpeg's table 3 before), thumbor's progressive; WebP effort/method 4 both. The bytes and SSIM table below compares what that gives.`,
         table: { columns: ['format', 'concurrency', 'origin req/s', 'origin p99 ms', 'origin peak RSS MB', 'origin CPU ms per variant', 'thumbor req/s', 'thumbor p99 ms', 'thumbor peak RSS MB', 'thumbor CPU ms per variant', 'origin / thumbor'], rows } },
       { heading: `Best concurrency of each, origin / thumbor, in each of ${passes.length} passes (the bar: ≥ 100%)`,
         text: `Each pass is the whole comparison above (every format and concurrency, ${REPEATS} runs each), one after the other; a pass's ratio is the origin's best median req/s over thumbor's. CPU ms per variant: the server processes' CPU time (user + system, all threads) over a run ÷ the variants it made, the median of the pass's runs of that format.`,

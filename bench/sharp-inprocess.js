@@ -11,7 +11,7 @@ sharp.cache(false);
 const [format, concurrencyText, countText, ...files] = process.argv.slice(2);
 const concurrency = Number(concurrencyText);
 const count = Number(countText);
-const OPTIONS = { maxPixels: 50_000_000, timeoutS: 30, jpegQuality: 80, jpegTrellis: process.env.JPEG_TRELLIS === 'true', webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 4 };
+const OPTIONS = { maxPixels: 50_000_000, timeoutS: 30, jpegQuality: 80, jpegProgressive: false, jpegTrellis: process.env.JPEG_TRELLIS === 'true', webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 4 };
 
 const plans = new Map();
 for (const file of files) {

@@ -63,7 +63,7 @@ export function createImages(deps) {
     onChange: (jobs) => metrics.backgroundJobs.set(jobs),
   });
   const encoder = {
-    maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegTrellis: config.JPEG_TRELLIS,
+    maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegProgressive: config.JPEG_PROGRESSIVE, jpegTrellis: config.JPEG_TRELLIS,
     webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT,
   };
 

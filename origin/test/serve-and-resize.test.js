@@ -76,25 +76,59 @@ test('fit keeps the aspect ratio inside the box and encodes the asked format', a
   }
 });
 
-test('JPEG is progressive; JPEG_TRELLIS=true trades encode time for a smaller file of the same picture', async () => {
+/**
+ * The first 8 values (zigzag order) of a JPEG's luminance quantisation table, from its DQT segment.
+ * @param {Buffer} jpeg
+ */
+function luminanceTable(jpeg) {
+  let at = 2;
+  while (at < jpeg.length) {
+    const marker = jpeg.readUInt16BE(at);
+    if (marker === 0xffdb && (jpeg[at + 4] & 0x0f) === 0) return [...jpeg.subarray(at + 5, at + 13)];
+    at += 2 + jpeg.readUInt16BE(at + 2);
+  }
+  throw new Error('no luminance table');
+}
+
+/** libjpeg's standard (Annex K) luminance table at `quality`, first 8 values in zigzag order. @param {number} quality */
+function standardTable(quality) {
+  const scale = quality < 50 ? 5000 / quality : 200 - quality * 2;
+  return [16, 11, 12, 14, 12, 10, 16, 14].map((base) => Math.min(255, Math.max(1, Math.floor((base * scale + 50) / 100))));
+}
+
+test('JPEG is baseline with the standard tables; JPEG_PROGRESSIVE=true makes it progressive; JPEG_TRELLIS=true trades encode time for a smaller file of the same picture', async () => {
   const trellis = await startOrigin({ JPEG_TRELLIS: 'true' });
+  const progressive = await startOrigin({ JPEG_PROGRESSIVE: 'true' });
   try {
-    const source = trellis.site.add('path.jpg', fs.readFileSync(photo('Path', '1920x1080')));
+    const variant = async (/** @type {typeof origin} */ server) => image(server.proxied(server.site.add('path.jpg', fs.readFileSync(photo('Path', '1920x1080'))), { width: 512, height: 512, mode: 'fit', format: 'jpeg' }));
     const plain = await image(origin.proxied(photoUrl, { width: 512, height: 512, mode: 'fit', format: 'jpeg' }));
-    const small = await image(trellis.proxied(source, { width: 512, height: 512, mode: 'fit', format: 'jpeg' }));
-    for (const { body } of [plain, small]) {
+    const [small, drawn] = [await variant(trellis), await variant(progressive)];
+    const scans = [];
+    for (const { body } of [plain, small, drawn]) {
       const meta = await sharp(body).metadata();
-      assert.equal(meta.isProgressive, true);
+      scans.push(meta.isProgressive);
       assert.deepEqual([meta.width, meta.height], [512, 320]);
     }
+    assert.deepEqual(scans, [false, true, true]);
+    assert.deepEqual(luminanceTable(plain.body), standardTable(80));
+    assert.deepEqual(luminanceTable(drawn.body), standardTable(80));
+    assert.notDeepEqual(luminanceTable(small.body), standardTable(80)); // trellis goes with mozjpeg's own table
+    // progressive scans: the same pixels in a file a little smaller
+    assert.ok(drawn.body.length < plain.body.length, `progressive ${drawn.body.length} B, baseline ${plain.body.length} B`);
     assert.ok(small.body.length < plain.body.length * 0.95, `trellis ${small.body.length} B, plain ${plain.body.length} B`);
-    // the same picture: the mean absolute difference of the two decodings stays small
-    const [a, b] = await Promise.all([plain.body, small.body].map((body) => sharp(body).raw().toBuffer()));
-    let difference = 0;
-    for (let i = 0; i < a.length; i += 1) difference += Math.abs(a[i] - b[i]);
-    assert.ok(difference / a.length < 3, `mean difference ${difference / a.length}`);
+    // the same picture: each decoding stays close to the photograph resized and not encoded
+    const reference = await sharp(photo('Path', '1920x1080')).resize(512, 512, { fit: 'inside' }).raw().toBuffer();
+    const [a, b, c] = await Promise.all([plain.body, small.body, drawn.body].map((body) => sharp(body).raw().toBuffer()));
+    assert.ok(a.equals(c), 'progressive and baseline decode to the same pixels');
+    const [plainError, trellisError] = [a, b].map((pixels) => {
+      let difference = 0;
+      for (let i = 0; i < pixels.length; i += 1) difference += Math.abs(pixels[i] - reference[i]);
+      return difference / pixels.length;
+    });
+    // about 4.1 each here (chroma subsampling and q80); a broken encode or a wrong size is far off
+    assert.ok(plainError < 5 && Math.abs(trellisError - plainError) < 0.5, `mean differences: plain ${plainError}, trellis ${trellisError}`);
   } finally {
-    await trellis.stop();
+    await Promise.all([trellis.stop(), progressive.stop()]);
   }
 });
 
