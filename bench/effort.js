@@ -61,7 +61,7 @@ export async function benchEffort() {
     jpeg,
     shared,
     sections: [...(ONLY_JPEG ? [] : [{
-      heading: 'Encoder effort: CPU ms per variant, bytes and SSIM (512×512 fit of six 1920×1080 photographs; WebP q80, AVIF q50; one libvips thread)',
+      heading: 'Encoder effort: CPU ms per variant, bytes and SSIM (512×512 fit of six 2560×1600 photographs; WebP q80, AVIF q50; one libvips thread)',
       text: `CPU ms: process CPU time over the six transforms ÷ 6, min / median / max of ${REPEATS} runs; the encode alone is that less what every effort shares, decoding and resizing to raw pixels (${shared.min.toFixed(1)} / ${shared.median.toFixed(1)} / ${shared.max.toFixed(1)} ms). SSIM against the photograph decoded whole and resized to the variant's size, unencoded (bench/quality.js).`,
       table: {
         columns: ['format', 'effort', 'CPU ms per variant', 'of which the encode (median)', 'mean KB', 'mean SSIM'],

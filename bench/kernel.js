@@ -35,7 +35,7 @@ export async function benchKernel() {
   return {
     rows,
     sections: [{
-      heading: 'Resize kernel: CPU ms per variant, bytes and SSIM (512×512 fit of six 1920×1080 photographs; one libvips thread)',
+      heading: 'Resize kernel: CPU ms per variant, bytes and SSIM (512×512 fit of six 2560×1600 photographs; one libvips thread)',
       text: `CPU ms: process CPU time over the six transforms ÷ 6, min / median / max of ${REPEATS} runs. SSIM against the photograph decoded whole and resized with lanczos3 (bench/quality.js).`,
       table: {
         columns: ['format', 'quality', 'kernel', 'CPU ms per variant', 'mean KB', 'mean SSIM'],

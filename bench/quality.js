@@ -9,7 +9,7 @@ import { spread } from './lib.js';
 
 const { ssim } = /** @type {any} */ (ssimModule);
 
-/** The six real photographs the quality benchmarks use (1920×1080). */
+/** The six real photographs the quality benchmarks use: 2560×1600, although Debian names the files 1920x1080. */
 export const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
 export const photoFiles = () => PHOTOS.map((name) => photo(name, '1920x1080'));
 
