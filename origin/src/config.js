@@ -54,7 +54,7 @@ export const settings = [
   { name: 'FAILURE_TTL_PERMANENT_S', type: 'int', default: '86400', doc: 'how long "not found / not an image" is remembered', min: 0 },
   { name: 'FAILURE_TTL_TRANSIENT_S', type: 'int', default: '120', doc: 'how long timeouts, 5xx and connection errors are remembered', min: 0 },
   { name: 'JPEG_QUALITY', type: 'int', default: '80', doc: 'JPEG quality (mozjpeg\'s libjpeg with the standard quantisation tables and optimised Huffman tables)', min: 1 },
-  { name: 'JPEG_PROGRESSIVE', type: 'bool', default: 'false', doc: 'progressive JPEG (drawn coarse to fine while it loads): about 1.5% fewer bytes for about 5% more CPU per variant (bench/effort); off: baseline' },
+  { name: 'JPEG_PROGRESSIVE', type: 'bool', default: 'false', doc: 'progressive JPEG (drawn coarse to fine while it loads): about 1.5% fewer bytes for 5-10% more CPU per variant (bench/effort); off: baseline' },
   { name: 'JPEG_TRELLIS', type: 'bool', default: 'false', doc: 'mozjpeg trellis quantisation and scan optimisation: 11% smaller files at the same quality setting (about 4% at equal SSIM) for 4× the encode time' },
   { name: 'WEBP_QUALITY', type: 'int', default: '80', doc: 'WebP quality', min: 1 },
   { name: 'WEBP_EFFORT', type: 'int', default: '4', doc: 'WebP encoder effort (0-6; 1 when degraded under a deep queue): bench/effort', min: 0, max: 6 },

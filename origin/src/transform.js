@@ -214,7 +214,7 @@ export async function transform(file, p, options) {
  * JPEG as mozjpeg's libjpeg writes it with libjpeg's standard quantisation tables and optimised Huffman tables,
  * baseline unless JPEG_PROGRESSIVE. Measured on the real photographs (bench/effort): the standard tables keep
  * more SSIM per byte than mozjpeg's table 3 (q78: 21.99 KB at 0.9685; table 3 at q80: 22.01 KB at 0.9671), and
- * mozjpeg's progressive scans cost about 5 % more CPU per variant for 1.5 % fewer bytes. Trellis quantisation
+ * mozjpeg's progressive scans cost 5–10 % more CPU per variant for 1.5 % fewer bytes. Trellis quantisation
  * and scan optimisation (mozjpeg's own defaults, with its table 3) cost 4× the encode time for about 4 % fewer
  * bytes at equal SSIM: a setting, off by default. `jpegTable` (bench/effort only) picks another table.
  * @param {EncodeOptions} o @returns {import('sharp').JpegOptions}
