@@ -16,9 +16,10 @@ const EFFORTS = { webp: QUICK ? [0, 4, 6] : [0, 1, 2, 3, 4, 5, 6], avif: QUICK ?
 /** The origin's defaults (WEBP_EFFORT, AVIF_EFFORT): every effort's CPU is compared with theirs, in turn. */
 const DEFAULT_EFFORT = { webp: defaultOf('WEBP_EFFORT'), avif: defaultOf('AVIF_EFFORT') };
 const REPEATS = QUICK ? 1 : 3;
-/** JPEG: mozjpeg's table 3 progressive (the default until 2026-11-25) first, as the reference; the standard tables; baseline and progressive. */
-const JPEG_SETTINGS = [3, 0].flatMap((table) => [true, false].flatMap((progressive) => (QUICK ? [80] : [76, 78, 80, 82]).map((quality) => ({ table, progressive, quality }))))
-  .sort((a, b) => Number(b.table === 3 && b.progressive && b.quality === 80) - Number(a.table === 3 && a.progressive && a.quality === 80));
+/** JPEG: mozjpeg's table 3 progressive q80 (the default until 2026-11-25) first, as the reference; the standard tables; baseline and progressive. */
+const isOldJpegDefault = (/** @type {{ table: number, progressive: boolean, quality: number }} */ s) => s.table === 3 && s.progressive && s.quality === 80;
+const JPEG_ALL = [3, 0].flatMap((table) => [true, false].flatMap((progressive) => (QUICK ? [80] : [76, 78, 80, 82]).map((quality) => ({ table, progressive, quality }))));
+const JPEG_SETTINGS = [...JPEG_ALL.filter(isOldJpegDefault), ...JPEG_ALL.filter((s) => !isOldJpegDefault(s))];
 const JPEG_ROUNDS = QUICK ? 2 : 9;
 
 /** @param {string} name */
@@ -49,44 +50,64 @@ async function baseline(files) {
   return spread(cpuMs);
 }
 
-export async function benchEffort() {
-  sharp.cache(false);
-  sharp.concurrency(1);
-  const files = photoFiles();
-  const shared = ONLY_JPEG ? spread([0]) : await baseline(files);
+/**
+ * Every effort of WebP and AVIF, and what they share (decoding and resizing). @param {string[]} files
+ * @returns {Promise<{ rows: any[], shared: ReturnType<typeof spread>, section: any }>}
+ */
+async function effortTable(files) {
+  const shared = await baseline(files);
   process.stderr.write(`decode + resize: ${shared.median.toFixed(1)} CPU ms\n`);
   const rows = [];
-  /** @type {Array<'webp' | 'avif'>} */
-  const formats = ONLY_JPEG ? [] : ['webp', 'avif'];
-  for (const format of formats) {
+  for (const format of /** @type {const} */ (['webp', 'avif'])) {
     for (const result of await efforts(format, files)) {
       process.stderr.write(`${format} effort ${result.effort}: ${result.cpuMs.median.toFixed(1)} CPU ms (${result.ratio.median.toFixed(3)} of effort ${DEFAULT_EFFORT[format]}), ${result.kb.toFixed(1)} KB, SSIM ${result.ssim.toFixed(4)}\n`);
       rows.push(result);
     }
   }
-  const settings = JPEG_SETTINGS.map(({ table, progressive, quality }) => ({ ...ONE_THREAD, jpegTable: table, jpegProgressive: progressive, jpegQuality: quality }));
-  const compared = await compareInTurn(files, 'jpeg', settings, JPEG_ROUNDS);
-  const jpeg = JPEG_SETTINGS.map((setting, i) => ({ ...setting, ...compared[i] }));
-  for (const row of jpeg) process.stderr.write(`jpeg table ${row.table} ${row.progressive ? 'progressive' : 'baseline'} q${row.quality}: ${row.cpuMs.median.toFixed(1)} CPU ms (${row.ratio.median.toFixed(3)}), ${row.kb.toFixed(2)} KB, SSIM ${row.ssim.toFixed(4)}\n`);
   return {
     rows,
-    jpeg,
     shared,
-    sections: [...(ONLY_JPEG ? [] : [{
+    section: {
       heading: 'Encoder effort: CPU ms per variant, bytes and SSIM (512×512 fit of six 2560×1600 photographs; WebP q80, AVIF q50; one libvips thread)',
       text: `CPU ms: process CPU time over the six transforms ÷ 6. A format's efforts run in turn, ${REPEATS} rounds, each round every effort once, the origin's default (WebP ${DEFAULT_EFFORT.webp}, AVIF ${DEFAULT_EFFORT.avif}) first: this VM's speed moves within minutes, so the ratio to the default in the same round (min / median / max over the rounds) is the figure to read. The encode alone is the median less what every effort shares, decoding and resizing to raw pixels, measured before (${shared.min.toFixed(1)} / ${shared.median.toFixed(1)} / ${shared.max.toFixed(1)} ms). SSIM against the photograph decoded whole and resized to the variant's size, unencoded (bench/quality.js).`,
       table: {
         columns: ['format', 'effort', 'CPU ms per variant (median)', 'CPU against the default effort', 'of which the encode (median)', 'mean KB', 'mean SSIM'],
         rows: rows.map((row) => [row.format, row.effort, row.cpuMs.median.toFixed(1), `${row.ratio.min.toFixed(2)} / ${row.ratio.median.toFixed(2)} / ${row.ratio.max.toFixed(2)}`, Math.max(0, row.cpuMs.median - shared.median).toFixed(1), row.kb.toFixed(1), row.ssim.toFixed(4)]),
       },
-    }]), {
+    },
+  };
+}
+
+/** JPEG's tables, scans and qualities, in turn against the old default. @param {string[]} files */
+async function jpegTable(files) {
+  const settings = JPEG_SETTINGS.map(({ table, progressive, quality }) => ({ ...ONE_THREAD, jpegTable: table, jpegProgressive: progressive, jpegQuality: quality }));
+  const compared = await compareInTurn(files, 'jpeg', settings, JPEG_ROUNDS);
+  const rows = JPEG_SETTINGS.map((setting, i) => ({ ...setting, ...compared[i] }));
+  for (const row of rows) process.stderr.write(`jpeg table ${row.table} ${row.progressive ? 'progressive' : 'baseline'} q${row.quality}: ${row.cpuMs.median.toFixed(1)} CPU ms (${row.ratio.median.toFixed(3)}), ${row.kb.toFixed(2)} KB, SSIM ${row.ssim.toFixed(4)}\n`);
+  return {
+    rows,
+    section: {
       heading: 'JPEG: quantisation table, scans and quality (same photographs; optimised Huffman tables, no trellis; one libvips thread)',
       text: `Table 3 is mozjpeg's (ImageMagick's), table 0 libjpeg's standard one (Annex K, what libjpeg-turbo and Pillow use). Compare rows at equal KB for the SSIM a table keeps per byte. CPU: the settings run in turn, ${JPEG_ROUNDS} rounds, each round every setting once over the six photographs (this VM's speed moves within minutes, so only the ratio to the first row in the same round is worth reading, min / median / max over the rounds).`,
       table: {
         columns: ['table', 'scans', 'quality', 'CPU ms per variant (median)', 'CPU against the first row', 'mean KB', 'mean SSIM'],
-        rows: jpeg.map((row) => [row.table, row.progressive ? 'progressive' : 'baseline', row.quality, row.cpuMs.median.toFixed(1), `${row.ratio.min.toFixed(3)} / ${row.ratio.median.toFixed(3)} / ${row.ratio.max.toFixed(3)}`, row.kb.toFixed(2), row.ssim.toFixed(4)]),
+        rows: rows.map((row) => [row.table, row.progressive ? 'progressive' : 'baseline', row.quality, row.cpuMs.median.toFixed(1), `${row.ratio.min.toFixed(3)} / ${row.ratio.median.toFixed(3)} / ${row.ratio.max.toFixed(3)}`, row.kb.toFixed(2), row.ssim.toFixed(4)]),
       },
-    }],
+    },
+  };
+}
+
+export async function benchEffort() {
+  sharp.cache(false);
+  sharp.concurrency(1);
+  const files = photoFiles();
+  const effort = ONLY_JPEG ? null : await effortTable(files);
+  const jpeg = await jpegTable(files);
+  return {
+    rows: effort?.rows ?? [],
+    jpeg: jpeg.rows,
+    shared: effort?.shared ?? null,
+    sections: [...(effort ? [effort.section] : []), jpeg.section],
   };
 }
 
