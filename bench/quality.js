@@ -1,6 +1,7 @@
 // What a variant costs and looks like against its source: the mean SSIM the quality tables of bench/peers,
 // bench/effort and bench/kernel report, and the one-thread measurement of the origin's transform that
-// bench/effort and bench/kernel make with different encoder options.
+// bench/effort and bench/kernel make with different encoder options. That transform runs in sharp alone (no
+// system codecs: libwebp's simple API has one effort), so the settings it compares share one encoder.
 import sharp from 'sharp';
 import ssimModule from 'ssim.js';
 import { plan, probe, transform } from '../origin/src/transform.js';

@@ -1,9 +1,10 @@
 // In-process sharp doing the origin's work on the same files, at a given concurrency, with the origin's
 // own transform (decode → rotate → 512×512 fit → encode, as planned from each file's header, read once as
-// the origin does) and nothing else (no HTTP, no store, no queue): the bar the service is measured
+// the origin does, with the system codecs it loads) and nothing else (no HTTP, no store, no queue): the bar the service is measured
 // against. Prints JSON.
 //   node bench/sharp-inprocess.js <format> <concurrency> <count> <file>...
 import sharp from 'sharp';
+import { loadSystemCodecs } from '../origin/src/codecs.js';
 import { plan, probe, transform } from '../origin/src/transform.js';
 import { percentile } from './lib.js';
 
@@ -11,7 +12,9 @@ sharp.cache(false);
 const [format, concurrencyText, countText, ...files] = process.argv.slice(2);
 const concurrency = Number(concurrencyText);
 const count = Number(countText);
-const OPTIONS = { maxPixels: 50_000_000, timeoutS: 30, jpegQuality: 80, jpegProgressive: false, jpegTrellis: process.env.JPEG_TRELLIS === 'true', webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 4 };
+// the origin's system codecs too (SYSTEM_CODECS, as the service reads it: auto unless set)
+const codecs = loadSystemCodecs(/** @type {'auto' | 'on' | 'off'} */ (process.env.SYSTEM_CODECS || 'auto'));
+const OPTIONS = { maxPixels: 50_000_000, timeoutS: 30, jpegQuality: 80, jpegProgressive: false, jpegTrellis: process.env.JPEG_TRELLIS === 'true', webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 4, codecs };
 
 const plans = new Map();
 for (const file of files) {

@@ -53,6 +53,7 @@ export const settings = [
   { name: 'VARIANTS_CACHE_BYTES', type: 'bytes', default: '2gb', doc: 'disk kept for encoded variants (LRU; segment files of a 32nd of it, at most 64 MB)' },
   { name: 'FAILURE_TTL_PERMANENT_S', type: 'int', default: '86400', doc: 'how long "not found / not an image" is remembered', min: 0 },
   { name: 'FAILURE_TTL_TRANSIENT_S', type: 'int', default: '120', doc: 'how long timeouts, 5xx and connection errors are remembered', min: 0 },
+  { name: 'SYSTEM_CODECS', type: 'string', default: 'auto', choices: ['auto', 'on', 'off'], doc: 'decode JPEG originals with the system\'s libjpeg-turbo (Debian: libturbojpeg0) and encode their WebP variants with its libwebp (libwebp7) instead of the copies inside sharp: the same pixels and bytes for about a quarter less CPU per variant (bench/peers); auto: those found, on: both or no start, off: sharp alone' },
   { name: 'JPEG_QUALITY', type: 'int', default: '80', doc: 'JPEG quality (mozjpeg\'s libjpeg with the standard quantisation tables and optimised Huffman tables)', min: 1 },
   { name: 'JPEG_PROGRESSIVE', type: 'bool', default: 'false', doc: 'progressive JPEG (drawn coarse to fine while it loads): about 1.5% fewer bytes for 5-10% more CPU per variant (bench/effort); off: baseline' },
   { name: 'JPEG_TRELLIS', type: 'bool', default: 'false', doc: 'mozjpeg trellis quantisation and scan optimisation: 11% smaller files at the same quality setting (about 4% at equal SSIM) for 4× the encode time' },

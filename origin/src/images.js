@@ -40,10 +40,10 @@ function withinDeadline(work, seconds) {
  *   originals: import('./cache/disk-lru.js').DiskLru, variants: import('./cache/pack-cache.js').PackCache,
  *   failures: import('./cache/failures.js').FailureCache, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
  *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
- *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger }} deps
+ *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger, codecs?: import('./codecs.js').SystemCodecs }} deps
  */
 export function createImages(deps) {
-  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger } = deps;
+  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs } = deps;
   /**
    * What the header of each original said (size, frames, profile): a file under a path never changes
    * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
@@ -64,7 +64,7 @@ export function createImages(deps) {
   });
   const encoder = {
     maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegProgressive: config.JPEG_PROGRESSIVE, jpegTrellis: config.JPEG_TRELLIS,
-    webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT,
+    webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT, codecs,
   };
 
   const unwrap = unwrapOptions(config);
@@ -236,6 +236,7 @@ export function createImages(deps) {
       metrics.queueWait.observe(waitMs / 1000);
       metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);
       metrics.transforms.inc({ format: p.format });
+      metrics.codecs.inc(value.codecs);
       if (p.degraded && reason === 'queue') metrics.degraded.inc();
       keep(storeKey, p.format, value.data);
       return value;

@@ -40,6 +40,10 @@ export function createOriginMetrics(registry) {
     }),
     fetches: new client.Counter({ name: 'origin_fetches_total', help: 'Remote originals fetched', registers }),
     transforms: new client.Counter({ name: 'origin_transforms_total', help: 'Variants made, by output format', labelNames: ['format'], registers }),
+    codecs: new client.Counter({
+      name: 'origin_transform_codecs_total', help: 'Variants made, by what decoded the original (libjpeg-turbo: the system\'s, for a plain JPEG; sharp) and what encoded the variant (libwebp: the system\'s; sharp)',
+      labelNames: ['decode', 'encode'], registers,
+    }),
     fetchErrors: new client.Counter({ name: 'origin_fetch_errors_total', help: 'Failed remote fetches by reason', labelNames: ['reason'], registers }),
     bytes: new client.Counter({ name: 'origin_bytes_total', help: 'Image bytes in (fetched, uploaded) and out (variants sent)', labelNames: ['direction'], registers }),
     rejections: new client.Counter({ name: 'origin_rejections_total', help: 'Requests refused by reason (queue_full, quota, invalid_image, …)', labelNames: ['reason'], registers }),

@@ -7,6 +7,7 @@ import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
 import { FailureCache } from './cache/failures.js';
 import { PackCache } from './cache/pack-cache.js';
+import { loadSystemCodecs } from './codecs.js';
 import { settings, transformConcurrency } from './config.js';
 import { createFetcher } from './fetch.js';
 import { createHiveAuth } from './hive-auth.js';
@@ -66,7 +67,14 @@ await runService({
     });
     const failures = new FailureCache(redis, { permanentTtl: config.FAILURE_TTL_PERMANENT_S, transientTtl: config.FAILURE_TTL_TRANSIENT_S });
     const flight = createSingleFlight((kind) => metrics.joins.inc({ kind }));
-    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger });
+    let codecs;
+    try {
+      codecs = loadSystemCodecs(config.SYSTEM_CODECS);
+    } catch (err) {
+      throw Object.assign(/** @type {Error} */ (err), { startup: true });
+    }
+    logger.info({ libraries: codecs.libraries, setting: config.SYSTEM_CODECS }, codecs.libraries.length ? 'system codecs for JPEG originals' : 'no system codecs: sharp decodes and encodes everything');
+    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs });
     const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifySignature = createHiveAuth(hive);

@@ -12,10 +12,12 @@ const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp'
 /** @typedef {'jpeg'|'png'|'webp'|'gif'|'avif'} OutputFormat */
 /**
  * @typedef {{ format: string, width: number, height: number, frames: number, orientation: number,
- *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean, srgbProfile: boolean }} SourceInfo
+ *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean, srgbProfile: boolean, plainJpeg: boolean }} SourceInfo
  * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'' }} Request
+ * @typedef {{ width: number, height: number, orientation: number }} JpegSource a JPEG the system's libjpeg-turbo
+ *   may decode (see codecs.js): its size after EXIF rotation and its orientation
  * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
- *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean }} Plan
+ *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null }} Plan
  */
 
 /** @param {OutputFormat} format */
@@ -52,6 +54,7 @@ export async function probe(file, limits) {
   }
   if (meta.format === 'gif' && !(await endsWithGifTrailer(file))) throw corrupt();
   const swap = (meta.orientation || 1) >= 5;
+  const srgbProfile = isSrgb(meta.icc);
   return {
     format: meta.format,
     width: swap ? frameHeight : width,
@@ -61,7 +64,9 @@ export async function probe(file, limits) {
     hasAlpha: Boolean(meta.hasAlpha),
     isPalette: Boolean(meta.isPalette),
     isAvif: meta.format === 'heif' && meta.compression === 'av1',
-    srgbProfile: isSrgb(meta.icc),
+    srgbProfile,
+    // 8-bit YCbCr or RGB with no profile to apply: what the system's decoder may take instead of sharp
+    plainJpeg: meta.format === 'jpeg' && meta.channels === 3 && meta.space === 'srgb' && (!meta.icc || srgbProfile),
   };
 }
 
@@ -151,6 +156,7 @@ export function plan(source, want, degrade) {
     degraded,
     palette: source.format === 'png' && source.isPalette,
     ignoreIcc: source.srgbProfile,
+    jpeg: source.plainJpeg && !animated ? { width: source.width, height: source.height, orientation: source.orientation } : null,
   };
 }
 
@@ -180,14 +186,33 @@ export function threadsPerImage(running, cores) {
 
 /**
  * decode (with limits) → rotate → resize → encode. `threads`, when given, is libvips' thread count for this
- * image (a process-wide setting, read when the pipeline starts).
+ * image (a process-wide setting, read when the pipeline starts). `codecs`: the system's libjpeg-turbo and
+ * libwebp (codecs.js), used for a plain JPEG original: decoded there at a DCT scale, then rotated and resized
+ * by sharp to the size sharp's own pipeline gives, and encoded by libwebp when the variant is a WebP of the
+ * effort libwebp's simple API has (4); anything they leave goes through sharp from the file.
  * @param {string} file @param {Plan} p
- * @param {{ maxPixels: number, timeoutS: number, threads?: number, kernel?: keyof import('sharp').KernelEnum } & EncodeOptions} options
+ * @param {{ maxPixels: number, timeoutS: number, threads?: number, kernel?: keyof import('sharp').KernelEnum, codecs?: import('./codecs.js').SystemCodecs } & EncodeOptions} options
  * (`kernel`: sharp's lanczos3 unless given; bench/kernel compares the others)
- * @returns {Promise<{ data: Buffer, info: import('sharp').OutputInfo }>}
+ * @returns {Promise<{ data: Buffer, codecs: { decode: 'libjpeg-turbo' | 'sharp', encode: 'libwebp' | 'sharp' } }>}
  */
 export async function transform(file, p, options) {
   if (options.threads) sharp.concurrency(options.threads);
+  const codecs = options.codecs;
+  const decoded = codecs?.jpeg && p.jpeg ? await systemDecoded(file, p, p.jpeg, codecs, options) : null;
+  try {
+    const image = decoded?.image || fromFile(file, p, options);
+    if (decoded && codecs?.webp && p.format === 'webp' && !p.degraded && options.webpEffort === 4) {
+      const pixels = await sharpOutput(image.raw().toBuffer({ resolveWithObject: true }));
+      return { data: await codecs.webp.encode(pixels, options.webpQuality), codecs: { decode: 'libjpeg-turbo', encode: 'libwebp' } };
+    }
+    return { data: await sharpOutput(encode(image, p, options).toBuffer()), codecs: { decode: decoded ? 'libjpeg-turbo' : 'sharp', encode: 'sharp' } };
+  } finally {
+    if (decoded) codecs?.buffers.give(decoded.pixels);
+  }
+}
+
+/** @param {string} file @param {Plan} p @param {Parameters<typeof transform>[2]} options */
+function fromFile(file, p, options) {
   let image = sharp(file, {
     limitInputPixels: options.maxPixels,
     animated: p.animated,
@@ -196,10 +221,92 @@ export async function transform(file, p, options) {
     ignoreIcc: p.ignoreIcc,
   }).timeout({ seconds: options.timeoutS });
   if (!p.animated) image = image.rotate();
-  image = image.resize({ width: p.width, height: p.height, fit: p.fit, position: 'centre', withoutEnlargement: true, kernel: options.kernel });
-  image = encode(image, p, options);
+  return image.resize(resizeOptions(p, options));
+}
+
+/**
+ * From the file or from pixels decoded at a DCT scale, sharp works out the size from what it has decoded (as
+ * after its own shrink-on-load), so both give the same size and crop. @param {Plan} p @param {Parameters<typeof transform>[2]} options
+ * @returns {import('sharp').ResizeOptions}
+ */
+function resizeOptions(p, options) {
+  return { width: p.width, height: p.height, fit: p.fit, position: 'centre', withoutEnlargement: true, kernel: options.kernel };
+}
+
+/**
+ * The JPEG decoded by the system's libjpeg-turbo at the DCT scale sharp would pick, then oriented and resized
+ * by sharp: the same bytes as sharp's own pipeline from the file (an EXIF-rotated one is turned before the
+ * resize instead of after: the same size, pixels within rounding); null when the decoder leaves it to sharp. `pixels` goes back to the buffer pool once sharp is done with it.
+ * @param {string} file @param {Plan} p @param {JpegSource} source @param {import('./codecs.js').SystemCodecs} codecs
+ * @param {Parameters<typeof transform>[2]} options
+ */
+async function systemDecoded(file, p, source, codecs, options) {
+  const { buffers } = codecs;
+  let jpeg;
   try {
-    return await image.toBuffer({ resolveWithObject: true });
+    jpeg = await buffers.read(file);
+  } catch (err) {
+    if (/** @type {any} */ (err)?.code === 'ENOENT') throw missingSource();
+    throw err;
+  }
+  let raw;
+  try {
+    const scale = jpegShrinkOnLoad(shrinkOf(source.width, source.height, p));
+    raw = await /** @type {import('./codecs.js').JpegDecoder} */ (codecs.jpeg).decode(jpeg, scale, (size) => buffers.take(size));
+  } finally {
+    buffers.give(jpeg);
+  }
+  if (!raw) return null;
+  const image = orient(sharp(raw.data, { raw: raw.info, limitInputPixels: options.maxPixels }).timeout({ seconds: options.timeoutS }), source.orientation);
+  return { image: image.resize(resizeOptions(p, options)), pixels: raw.data };
+}
+
+/**
+ * How much sharp shrinks a width × height image (after EXIF rotation) for this plan: its ResolveShrink, the
+ * larger factor for fit inside, the smaller for cover, never enlarging.
+ * @param {number} width @param {number} height @param {Plan} p
+ */
+export function shrinkOf(width, height, p) {
+  let shrink = 1;
+  if (p.width && p.height) shrink = (p.fit === 'cover' ? Math.min : Math.max)(width / p.width, height / p.height);
+  else if (p.width) shrink = width / p.width;
+  else if (p.height) shrink = height / p.height;
+  return Math.min(Math.max(1, shrink), width, height);
+}
+
+/**
+ * The JPEG DCT scale sharp decodes at for a shrink: the largest of 8, 4 and 2 that it covers, halved when the
+ * shrink's whole part equals it ("known libjpeg rounding errors", sharp's pipeline.cc), so both decoders start
+ * from the same pixels. @param {number} shrink @returns {1 | 2 | 4 | 8}
+ */
+export function jpegShrinkOnLoad(shrink) {
+  const scale = shrink >= 8 ? 8 : shrink >= 4 ? 4 : shrink >= 2 ? 2 : 1;
+  return /** @type {1 | 2 | 4 | 8} */ (scale > 1 && Math.floor(shrink) === scale ? scale / 2 : scale);
+}
+
+/**
+ * EXIF orientation applied to pixels that carry none (what sharp's rotate() does from the metadata).
+ * @param {import('sharp').Sharp} image @param {number} orientation
+ */
+function orient(image, orientation) {
+  const turns = /** @type {Record<number, [number, boolean, boolean]>} */ ({
+    1: [0, false, false], 2: [0, false, true], 3: [180, false, false], 4: [0, true, false],
+    5: [90, true, false], 6: [90, false, false], 7: [270, true, false], 8: [270, false, false],
+  })[orientation] || [0, false, false];
+  const [angle, flip, flop] = turns;
+  if (angle) image = image.rotate(angle);
+  if (flip) image = image.flip();
+  if (flop) image = image.flop();
+  return image;
+}
+
+/**
+ * A sharp pipeline's output, its failures in the service's words.
+ * @template T @param {Promise<T>} output @returns {Promise<T>}
+ */
+async function sharpOutput(output) {
+  try {
+    return await output;
   } catch (err) {
     const message = String(/** @type {Error} */ (err).message);
     if (/timeout/i.test(message)) throw transformTimeout();

@@ -1,0 +1,194 @@
+// The system's libjpeg-turbo (its TurboJPEG API) and libwebp, called through koffi, for the two steps where
+// sharp's own build is slow: decoding a JPEG original and encoding a WebP variant. sharp's prebuilt libvips
+// carries mozjpeg for decoding and a libwebp built without the CPU-specific paths: on the real photographs
+// (bench/FINDINGS.md) Debian's libjpeg-turbo decodes the same JPEG at 1/4 scale in about 55 % of the CPU
+// time and Debian's libwebp encodes the same pixels to the same bytes in about 80 %, with the same pixels out.
+// Everything else (orientation, resizing, every other codec) stays with sharp. Both libraries come from the
+// distribution, so they get its security updates. Every call runs on libuv's thread pool (koffi's async
+// calls), never on the event loop.
+import fs from 'node:fs/promises';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+
+// TurboJPEG 2.x constants (turbojpeg.h)
+const TJPF_RGB = 0;
+const TJCS_RGB = 0;
+const TJCS_YCbCr = 1;
+/**
+ * A progressive JPEG is decoded once per scan: a hostile file with thousands of tiny scans burns CPU out of
+ * all proportion to its size (libjpeg-turbo's own advice is a scan limit). Files past this go to sharp,
+ * whose pipeline has the transform timeout. Real progressive files have about ten.
+ */
+const MAX_SCANS = 100;
+/** Decoded larger than this (48 MB of RGB), a JPEG goes to sharp, whose pipeline streams it in strips. */
+const MAX_DECODED_PIXELS = 16 * 1024 * 1024;
+/** What the buffer pool keeps between transforms at most. */
+const POOL_BYTES = 64 * 1024 * 1024;
+
+/**
+ * @typedef {{ data: Buffer, info: { width: number, height: number, channels: 3 } }} RawImage
+ * @typedef {{ decode: (jpeg: Buffer, scale: 1 | 2 | 4 | 8, take: (size: number) => Buffer) => Promise<RawImage | null> }} JpegDecoder
+ * @typedef {{ encode: (raw: { data: Buffer, info: { width: number, height: number, channels: number } }, quality: number) => Promise<Buffer> }} WebpEncoder
+ * @typedef {{ jpeg: JpegDecoder | null, webp: WebpEncoder | null, libraries: string[], buffers: BufferPool }} SystemCodecs
+ */
+
+/**
+ * Loads what the system has. `off`: nothing (sharp does all); `auto`: what is found; `on`: both or an error,
+ * for images that must not silently run slower.
+ * @param {'auto' | 'on' | 'off'} mode @returns {SystemCodecs}
+ */
+export function loadSystemCodecs(mode) {
+  const buffers = new BufferPool(POOL_BYTES);
+  if (mode === 'off') return { jpeg: null, webp: null, libraries: [], buffers };
+  const koffi = require('koffi');
+  const jpeg = attempt(() => turboJpeg(koffi, koffi.load('libturbojpeg.so.0')));
+  const webp = attempt(() => libwebp(koffi, koffi.load('libwebp.so.7')));
+  if (mode === 'on' && (!jpeg || !webp)) {
+    throw new Error(`SYSTEM_CODECS=on but ${[!jpeg && 'libturbojpeg.so.0 (Debian: libturbojpeg0)', !webp && 'libwebp.so.7 (Debian: libwebp7)'].filter(Boolean).join(' and ')} could not be loaded`);
+  }
+  const libraries = [jpeg && 'libturbojpeg.so.0', webp && `libwebp.so.7 ${webp.version}`].filter((name) => typeof name === 'string');
+  return { jpeg, webp, libraries: /** @type {string[]} */ (libraries), buffers };
+}
+
+/** @template T @param {() => T} load @returns {T | null} */
+function attempt(load) {
+  try {
+    return load();
+  } catch {
+    return null;
+  }
+}
+
+/** A koffi function called on libuv's thread pool. @param {any} fn @param {...any} args @returns {Promise<any>} */
+function callAsync(fn, ...args) {
+  return new Promise((resolve, reject) => {
+    fn.async(...args, (/** @type {Error | null} */ err, /** @type {any} */ result) => (err ? reject(err) : resolve(result)));
+  });
+}
+
+/**
+ * Decoding at a DCT scale (1/8, 1/4, 1/2 or 1: libjpeg's IDCT computes only that many pixels per block; the
+ * image as stored, before any EXIF rotation), in pixels from `take`. `null` for what it leaves to sharp: CMYK and greyscale files, too many scans, more than MAX_DECODED_PIXELS
+ * decoded, and any file libjpeg-turbo warns about or refuses (sharp then decides, as before, whether that is an error).
+ * @param {any} koffi @param {any} lib @returns {JpegDecoder}
+ */
+function turboJpeg(koffi, lib) {
+  const init = lib.func('void *tjInitDecompress()');
+  const destroy = lib.func('int tjDestroy(void *handle)');
+  const header = lib.func('int tjDecompressHeader3(void *handle, const uint8_t *jpeg, unsigned long size, _Out_ int *width, _Out_ int *height, _Out_ int *subsamp, _Out_ int *colorspace)');
+  const decompress = lib.func('int tjDecompress2(void *handle, const uint8_t *jpeg, unsigned long size, uint8_t *dst, int width, int pitch, int height, int format, int flags)');
+  return {
+    async decode(jpeg, scale, take) {
+      if (scans(jpeg) > MAX_SCANS) return null;
+      const handle = init();
+      if (!handle) return null;
+      try {
+        const w = [0], h = [0], subsamp = [0], colorspace = [0];
+        if (header(handle, jpeg, jpeg.length, w, h, subsamp, colorspace) !== 0) return null;
+        if (colorspace[0] !== TJCS_YCbCr && colorspace[0] !== TJCS_RGB) return null;
+        const out = { width: Math.ceil(w[0] / scale), height: Math.ceil(h[0] / scale), channels: /** @type {const} */ (3) };
+        if (out.width * out.height > MAX_DECODED_PIXELS) return null;
+        const data = take(out.width * out.height * 3);
+        const failed = await callAsync(decompress, handle, jpeg, jpeg.length, data, out.width, 0, out.height, TJPF_RGB, 0);
+        return failed ? null : { data, info: out };
+      } finally {
+        destroy(handle);
+      }
+    },
+  };
+}
+
+/**
+ * Start-of-scan markers in a JPEG: in the entropy-coded data a 0xFF byte is always followed by 0x00 or a
+ * restart marker, so every 0xFF 0xDA is a scan. @param {Buffer} jpeg
+ */
+export function scans(jpeg) {
+  let count = 0;
+  for (let at = jpeg.indexOf(0xff); at !== -1 && at < jpeg.length - 1; at = jpeg.indexOf(0xff, at + 1)) {
+    if (jpeg[at + 1] === 0xda) count += 1;
+  }
+  return count;
+}
+
+/**
+ * libwebp's simple lossy API: WebPConfigPreset(default, quality), method 4, as sharp's webp({ quality,
+ * effort: 4 }) writes (the same bytes for the same pixels). @param {any} koffi @param {any} lib
+ * @returns {WebpEncoder & { version: string }}
+ */
+function libwebp(koffi, lib) {
+  const version = lib.func('int WebPGetEncoderVersion()')();
+  const rgb = lib.func('size_t WebPEncodeRGB(const uint8_t *rgb, int width, int height, int stride, float quality, _Out_ uint8_t **output)');
+  const rgba = lib.func('size_t WebPEncodeRGBA(const uint8_t *rgba, int width, int height, int stride, float quality, _Out_ uint8_t **output)');
+  const free = lib.func('void WebPFree(void *ptr)');
+  return {
+    version: [version >> 16, (version >> 8) & 0xff, version & 0xff].join('.'),
+    async encode({ data, info }, quality) {
+      const { width, height, channels } = info;
+      if (channels !== 3 && channels !== 4) throw new Error(`WebP encode: ${channels} channels`);
+      const output = [null];
+      const size = await callAsync(channels === 3 ? rgb : rgba, data, width, height, width * channels, quality, output);
+      if (!size) throw new Error('WebP encode failed');
+      try {
+        // a copy: the view is libwebp's memory, freed below
+        return Buffer.from(new Uint8Array(koffi.view(output[0], size)));
+      } finally {
+        free(output[0]);
+      }
+    },
+  };
+}
+
+/**
+ * Buffers for JPEG files and decoded pixels, used again from one transform to the next. Each new Buffer of a
+ * megabyte or more is memory V8 counts against its heap: one per variant made it run a full garbage collection
+ * every few variants (a tenth of the service's CPU under load), and each fresh allocation is page faults.
+ * Sizes are rounded up to a power of two (from 64 KB) so they fit the next image; at most `maxBytes` are kept.
+ */
+export class BufferPool {
+  /** @param {number} maxBytes */
+  constructor(maxBytes) {
+    this.maxBytes = maxBytes;
+    this.keptBytes = 0;
+    /** @type {ArrayBuffer[]} */
+    this.free = [];
+  }
+
+  /** A Buffer of `size` bytes (contents undefined): give it back with give() once nothing reads it. @param {number} size */
+  take(size) {
+    let best = -1;
+    for (let i = 0; i < this.free.length; i += 1) {
+      if (this.free[i].byteLength >= size && (best === -1 || this.free[i].byteLength < this.free[best].byteLength)) best = i;
+    }
+    if (best === -1) return Buffer.from(new ArrayBuffer(Math.max(65536, 2 ** Math.ceil(Math.log2(Math.max(1, size))))), 0, size);
+    const [memory] = this.free.splice(best, 1);
+    this.keptBytes -= memory.byteLength;
+    return Buffer.from(memory, 0, size);
+  }
+
+  /** @param {Buffer} buffer one take() returned */
+  give(buffer) {
+    const memory = /** @type {ArrayBuffer} */ (buffer.buffer);
+    if (this.free.includes(memory) || this.keptBytes + memory.byteLength > this.maxBytes) return;
+    this.free.push(memory);
+    this.keptBytes += memory.byteLength;
+  }
+
+  /** A whole file read into a pooled buffer. @param {string} file */
+  async read(file) {
+    const handle = await fs.open(file, 'r');
+    try {
+      const { size } = await handle.stat();
+      const buffer = this.take(size);
+      try {
+        const { bytesRead } = await handle.read(buffer, 0, size, 0);
+        return bytesRead === size ? buffer : buffer.subarray(0, bytesRead);
+      } catch (err) {
+        this.give(buffer);
+        throw err;
+      }
+    } finally {
+      await handle.close();
+    }
+  }
+}
