@@ -102,3 +102,21 @@ test('compose: Prometheus scrapes every component in its own container (every ta
   });
   assert.deepEqual(targets.filter((target) => target.health !== 'up'), [], 'no target down');
 });
+
+test('compose: the origin\'s image decodes JPEG originals with the system\'s libjpeg-turbo and encodes WebP with its libwebp', { timeout: 120_000 }, async () => {
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(await solid(640, 480, 'jpeg'))]), 'photo.jpg');
+  const uploaded = await fetch(`${base}/upload`, { method: 'POST', headers: { authorization: 'Bearer compose-token' }, body: form });
+  assert.equal(uploaded.status, 200, await uploaded.clone().text());
+  const { url } = /** @type {{ url: string }} */ (await uploaded.json());
+  const resized = await fetch(`${base}/p/${base58Url.encode(url)}?width=120&format=webp`);
+  assert.equal(resized.status, 200);
+  const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
+  assert.deepEqual([pixels.format, pixels.width, pixels.height], ['webp', 120, 90]);
+  // counted by the origin, read through Prometheus (it scrapes every 5 s)
+  const query = 'sum(origin_transform_codecs_total{decode="libjpeg-turbo",encode="libwebp"})';
+  await waitFor(async () => {
+    const answer = JSON.parse(compose('exec', '-T', 'prometheus', 'curl', '-fsS', '--data-urlencode', `query=${query}`, 'http://127.0.0.1:9090/api/v1/query'));
+    return Number(answer.data.result[0]?.value[1] || 0) >= 1;
+  }, 60_000, 'the WebP variant made by the system codecs');
+});

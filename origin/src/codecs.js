@@ -1,8 +1,8 @@
 // The system's libjpeg-turbo (its TurboJPEG API) and libwebp, called through koffi, for the two steps where
 // sharp's own build is slow: decoding a JPEG original and encoding a WebP variant. sharp's prebuilt libvips
-// carries mozjpeg for decoding and a libwebp built without the CPU-specific paths: on the real photographs
-// (bench/FINDINGS.md) Debian's libjpeg-turbo decodes the same JPEG at 1/4 scale in about 55 % of the CPU
-// time and Debian's libwebp encodes the same pixels to the same bytes in about 80 %, with the same pixels out.
+// carries its own mozjpeg and libwebp: on the real photographs (bench/FINDINGS.md) Debian's libjpeg-turbo
+// decodes the same JPEG at 1/4 scale, to the same pixels, in about 57 % of the CPU time, and Debian's libwebp
+// encodes the same pixels to the same bytes in about 80 %.
 // Everything else (orientation, resizing, every other codec) stays with sharp. Both libraries come from the
 // distribution, so they get its security updates. Every call runs on libuv's thread pool (koffi's async
 // calls), never on the event loop.
@@ -28,7 +28,7 @@ const POOL_BYTES = 64 * 1024 * 1024;
 
 /**
  * @typedef {{ data: Buffer, info: { width: number, height: number, channels: 3 } }} RawImage
- * @typedef {{ decode: (jpeg: Buffer, scale: 1 | 2 | 4 | 8, take: (size: number) => Buffer) => Promise<RawImage | null> }} JpegDecoder
+ * @typedef {{ decode: (jpeg: Buffer, scale: 1 | 2 | 4 | 8, pool: BufferPool) => Promise<RawImage | null> }} JpegDecoder
  * @typedef {{ encode: (raw: { data: Buffer, info: { width: number, height: number, channels: number } }, quality: number) => Promise<Buffer> }} WebpEncoder
  * @typedef {{ jpeg: JpegDecoder | null, webp: WebpEncoder | null, libraries: string[], buffers: BufferPool }} SystemCodecs
  */
@@ -42,7 +42,7 @@ export function loadSystemCodecs(mode) {
   const buffers = new BufferPool(POOL_BYTES);
   if (mode === 'off') return { jpeg: null, webp: null, libraries: [], buffers };
   const koffi = require('koffi');
-  const jpeg = attempt(() => turboJpeg(koffi, koffi.load('libturbojpeg.so.0')));
+  const jpeg = attempt(() => turboJpeg(koffi.load('libturbojpeg.so.0')));
   const webp = attempt(() => libwebp(koffi, koffi.load('libwebp.so.7')));
   if (mode === 'on' && (!jpeg || !webp)) {
     throw new Error(`SYSTEM_CODECS=on but ${[!jpeg && 'libturbojpeg.so.0 (Debian: libturbojpeg0)', !webp && 'libwebp.so.7 (Debian: libwebp7)'].filter(Boolean).join(' and ')} could not be loaded`);
@@ -69,17 +69,18 @@ function callAsync(fn, ...args) {
 
 /**
  * Decoding at a DCT scale (1/8, 1/4, 1/2 or 1: libjpeg's IDCT computes only that many pixels per block; the
- * image as stored, before any EXIF rotation), in pixels from `take`. `null` for what it leaves to sharp: CMYK and greyscale files, too many scans, more than MAX_DECODED_PIXELS
- * decoded, and any file libjpeg-turbo warns about or refuses (sharp then decides, as before, whether that is an error).
- * @param {any} koffi @param {any} lib @returns {JpegDecoder}
+ * image as stored, before any EXIF rotation), into a buffer of the pool. `null` for what it leaves to sharp:
+ * CMYK and greyscale files, too many scans, more than MAX_DECODED_PIXELS decoded, and any file libjpeg-turbo
+ * warns about or refuses (sharp then decides, as before, whether that is an error).
+ * @param {any} lib @returns {JpegDecoder}
  */
-function turboJpeg(koffi, lib) {
+function turboJpeg(lib) {
   const init = lib.func('void *tjInitDecompress()');
   const destroy = lib.func('int tjDestroy(void *handle)');
   const header = lib.func('int tjDecompressHeader3(void *handle, const uint8_t *jpeg, unsigned long size, _Out_ int *width, _Out_ int *height, _Out_ int *subsamp, _Out_ int *colorspace)');
   const decompress = lib.func('int tjDecompress2(void *handle, const uint8_t *jpeg, unsigned long size, uint8_t *dst, int width, int pitch, int height, int format, int flags)');
   return {
-    async decode(jpeg, scale, take) {
+    async decode(jpeg, scale, pool) {
       if (scans(jpeg) > MAX_SCANS) return null;
       const handle = init();
       if (!handle) return null;
@@ -89,9 +90,11 @@ function turboJpeg(koffi, lib) {
         if (colorspace[0] !== TJCS_YCbCr && colorspace[0] !== TJCS_RGB) return null;
         const out = { width: Math.ceil(w[0] / scale), height: Math.ceil(h[0] / scale), channels: /** @type {const} */ (3) };
         if (out.width * out.height > MAX_DECODED_PIXELS) return null;
-        const data = take(out.width * out.height * 3);
+        const data = pool.take(out.width * out.height * 3);
         const failed = await callAsync(decompress, handle, jpeg, jpeg.length, data, out.width, 0, out.height, TJPF_RGB, 0);
-        return failed ? null : { data, info: out };
+        if (!failed) return { data, info: out };
+        pool.give(data);
+        return null;
       } finally {
         destroy(handle);
       }
@@ -142,7 +145,7 @@ function libwebp(koffi, lib) {
 /**
  * Buffers for JPEG files and decoded pixels, used again from one transform to the next. Each new Buffer of a
  * megabyte or more is memory V8 counts against its heap: one per variant made it run a full garbage collection
- * every few variants (a tenth of the service's CPU under load), and each fresh allocation is page faults.
+ * every few variants (a fifth of the service's CPU under load), and each fresh allocation is page faults.
  * Sizes are rounded up to a power of two (from 64 KB) so they fit the next image; at most `maxBytes` are kept.
  */
 export class BufferPool {

@@ -226,8 +226,8 @@ function fromFile(file, p, options) {
 
 /**
  * From the file or from pixels decoded at a DCT scale, sharp works out the size from what it has decoded (as
- * after its own shrink-on-load), so both give the same size and crop. @param {Plan} p @param {Parameters<typeof transform>[2]} options
- * @returns {import('sharp').ResizeOptions}
+ * after its own shrink-on-load), so both give the same size and crop.
+ * @param {Plan} p @param {Parameters<typeof transform>[2]} options @returns {import('sharp').ResizeOptions}
  */
 function resizeOptions(p, options) {
   return { width: p.width, height: p.height, fit: p.fit, position: 'centre', withoutEnlargement: true, kernel: options.kernel };
@@ -236,7 +236,8 @@ function resizeOptions(p, options) {
 /**
  * The JPEG decoded by the system's libjpeg-turbo at the DCT scale sharp would pick, then oriented and resized
  * by sharp: the same bytes as sharp's own pipeline from the file (an EXIF-rotated one is turned before the
- * resize instead of after: the same size, pixels within rounding); null when the decoder leaves it to sharp. `pixels` goes back to the buffer pool once sharp is done with it.
+ * resize instead of after: the same size, pixels within rounding); null when the decoder leaves it to sharp.
+ * `pixels` goes back to the buffer pool once sharp is done with it.
  * @param {string} file @param {Plan} p @param {JpegSource} source @param {import('./codecs.js').SystemCodecs} codecs
  * @param {Parameters<typeof transform>[2]} options
  */
@@ -252,7 +253,7 @@ async function systemDecoded(file, p, source, codecs, options) {
   let raw;
   try {
     const scale = jpegShrinkOnLoad(shrinkOf(source.width, source.height, p));
-    raw = await /** @type {import('./codecs.js').JpegDecoder} */ (codecs.jpeg).decode(jpeg, scale, (size) => buffers.take(size));
+    raw = await /** @type {import('./codecs.js').JpegDecoder} */ (codecs.jpeg).decode(jpeg, scale, buffers);
   } finally {
     buffers.give(jpeg);
   }
