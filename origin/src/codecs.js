@@ -41,9 +41,10 @@ const POOL_BYTES = 64 * 1024 * 1024;
 export function loadSystemCodecs(mode) {
   const buffers = new BufferPool(POOL_BYTES);
   if (mode === 'off') return { jpeg: null, webp: null, libraries: [], buffers };
-  const koffi = require('koffi');
-  const jpeg = attempt(() => turboJpeg(koffi.load('libturbojpeg.so.0')));
-  const webp = attempt(() => libwebp(koffi, koffi.load('libwebp.so.7')));
+  // koffi ships prebuilt for the usual platforms; where it has none, `auto` runs on sharp alone
+  const koffi = attempt(() => require('koffi'));
+  const jpeg = koffi && attempt(() => turboJpeg(koffi.load('libturbojpeg.so.0')));
+  const webp = koffi && attempt(() => libwebp(koffi, koffi.load('libwebp.so.7')));
   if (mode === 'on' && (!jpeg || !webp)) {
     throw new Error(`SYSTEM_CODECS=on but ${[!jpeg && 'libturbojpeg.so.0 (Debian: libturbojpeg0)', !webp && 'libwebp.so.7 (Debian: libwebp7)'].filter(Boolean).join(' and ')} could not be loaded`);
   }
