@@ -6,6 +6,7 @@
 //   node bench/effort.js [--quick] [--jpeg]   (--jpeg: the JPEG table alone, report bench/reports/<date>-effort-jpeg)
 import fs from 'node:fs';
 import sharp from 'sharp';
+import { loadConfig } from '@stack/lib';
 import { machine, spread, writeReport } from './lib.js';
 import { settings as originSettings } from '../origin/src/config.js';
 import { ONE_THREAD, compareInTurn, photoFiles } from './quality.js';
@@ -14,18 +15,14 @@ const QUICK = process.argv.includes('--quick');
 const ONLY_JPEG = process.argv.includes('--jpeg');
 const EFFORTS = { webp: QUICK ? [0, 4, 6] : [0, 1, 2, 3, 4, 5, 6], avif: QUICK ? [0, 3, 4] : [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] };
 /** The origin's defaults (WEBP_EFFORT, AVIF_EFFORT): every effort's CPU is compared with theirs, in turn. */
-const DEFAULT_EFFORT = { webp: defaultOf('WEBP_EFFORT'), avif: defaultOf('AVIF_EFFORT') };
+const ORIGIN_DEFAULTS = loadConfig(originSettings, {});
+const DEFAULT_EFFORT = { webp: ORIGIN_DEFAULTS.WEBP_EFFORT, avif: ORIGIN_DEFAULTS.AVIF_EFFORT };
 const REPEATS = QUICK ? 1 : 3;
 /** JPEG: mozjpeg's table 3 progressive q80 (the default until 2026-11-25) first, as the reference; the standard tables; baseline and progressive. */
 const isOldJpegDefault = (/** @type {{ table: number, progressive: boolean, quality: number }} */ s) => s.table === 3 && s.progressive && s.quality === 80;
 const JPEG_ALL = [3, 0].flatMap((table) => [true, false].flatMap((progressive) => (QUICK ? [80] : [76, 78, 80, 82]).map((quality) => ({ table, progressive, quality }))));
 const JPEG_SETTINGS = [...JPEG_ALL.filter(isOldJpegDefault), ...JPEG_ALL.filter((s) => !isOldJpegDefault(s))];
 const JPEG_ROUNDS = QUICK ? 2 : 9;
-
-/** @param {string} name */
-function defaultOf(name) {
-  return Number(originSettings.find((setting) => setting.name === name)?.default);
-}
 
 /**
  * Every effort of a format, run in turn with the origin's default effort first (its CPU is the reference of

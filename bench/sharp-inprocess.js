@@ -1,7 +1,7 @@
 // In-process sharp doing the origin's work on the same files, at a given concurrency, with the origin's
 // own transform (decode → rotate → 512×512 fit → encode, as planned from each file's header, read once as
-// the origin does, with the system codecs it loads) and nothing else (no HTTP, no store, no queue): the bar the service is measured
-// against. Prints JSON.
+// the origin does, with the system codecs it loads) and nothing else (no HTTP, no store, no queue): the bar
+// the service is measured against. Prints JSON.
 //   node bench/sharp-inprocess.js <format> <concurrency> <count> <file>...
 import sharp from 'sharp';
 import { loadSystemCodecs } from '../origin/src/codecs.js';

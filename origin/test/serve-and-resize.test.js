@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
-import { animated, decode, oriented, photo, solid } from '../../test/support/images.js';
+import { animated, decode, meanDifference, oriented, photo, solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { waitFor } from '../../test/support/ports.js';
 import { startOrigin, tokenUpload } from './harness.js';
@@ -120,11 +120,7 @@ test('JPEG is baseline with the standard tables; JPEG_PROGRESSIVE=true makes it 
     const reference = await sharp(photo('Path', '1920x1080')).resize(512, 512, { fit: 'inside' }).raw().toBuffer();
     const [a, b, c] = await Promise.all([plain.body, small.body, drawn.body].map((body) => sharp(body).raw().toBuffer()));
     assert.ok(a.equals(c), 'progressive and baseline decode to the same pixels');
-    const [plainError, trellisError] = [a, b].map((pixels) => {
-      let difference = 0;
-      for (let i = 0; i < pixels.length; i += 1) difference += Math.abs(pixels[i] - reference[i]);
-      return difference / pixels.length;
-    });
+    const [plainError, trellisError] = [a, b].map((pixels) => meanDifference(pixels, reference));
     // about 4.1 each here (chroma subsampling and q80); a broken encode or a wrong size is far off
     assert.ok(plainError < 5 && Math.abs(trellisError - plainError) < 0.5, `mean differences: plain ${plainError}, trellis ${trellisError}`);
   } finally {

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import sharp from 'sharp';
 import { BufferPool, loadSystemCodecs, scans } from '../src/codecs.js';
 import { jpegShrinkOnLoad, plan, probe, transform } from '../src/transform.js';
-import { photo } from '../../test/support/images.js';
+import { meanDifference, photo } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { startOrigin } from './harness.js';
 
@@ -44,9 +44,7 @@ async function bothWays(source, want) {
 async function pixelDifference(a, b) {
   const [x, y] = await Promise.all([sharp(a).raw().toBuffer({ resolveWithObject: true }), sharp(b).raw().toBuffer({ resolveWithObject: true })]);
   assert.deepEqual([x.info.width, x.info.height, x.info.channels], [y.info.width, y.info.height, y.info.channels]);
-  let sum = 0;
-  for (let i = 0; i < x.data.length; i += 1) sum += Math.abs(x.data[i] - y.data[i]);
-  return sum / x.data.length;
+  return meanDifference(x.data, y.data);
 }
 
 test('a JPEG original decoded by libjpeg-turbo (and its WebP encoded by libwebp) gives the very bytes sharp alone gives', async () => {

@@ -56,6 +56,13 @@ export async function pngBomb(width, height) {
   return Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), chunk('IHDR', header), chunk('IDAT', rows), chunk('IEND', Buffer.alloc(0))]);
 }
 
+/** The mean absolute difference of two equally long pixel buffers, in levels of 255. @param {Buffer} a @param {Buffer} b */
+export function meanDifference(a, b) {
+  let sum = 0;
+  for (let i = 0; i < a.length; i += 1) sum += Math.abs(a[i] - b[i]);
+  return sum / a.length;
+}
+
 /** Decodes an answer: format, size, frames. @param {Buffer} data */
 export async function decode(data) {
   const meta = await sharp(data, { animated: true }).metadata();
