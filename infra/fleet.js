@@ -22,6 +22,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
+import { makeDir } from './dirs.js';
 import { PROGRAMS, resolveSettings } from './render.js';
 
 export const MACHINES = ['a', 'b', 'c'];
@@ -117,7 +118,7 @@ async function main() {
   if (hosts.length !== 3) throw new Error('--hosts: three addresses, for a, b and c');
   // beside the default run directory (which moves out of a private checkout for root)
   const dir = path.resolve(values.dir || `${(await resolveSettings({ ...process.env, STACK_DIR: '' })).STACK_DIR}-fleet`);
-  fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  makeDir(dir, 0o755);
   if (values.ready) return sentinelsReady(hosts, sharedSecrets(dir).REDIS_PASSWORD);
   for (const [name, settings] of Object.entries(fleetSettings(hosts, sharedSecrets(dir), dir))) {
     const lines = Object.entries(settings).map(([key, value]) => `${key}=${value}`);

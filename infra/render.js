@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../lib/src/config.js';
 import { allowedSizeList } from '../lib/src/sizes.js';
+import { makeDir, repairSharedRoot } from './dirs.js';
 import { allSettings } from './settings.js';
 
 export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -158,6 +159,7 @@ function runDirectory(dir, explicit) {
   if (process.getuid?.() !== 0 || reachableByOthers(path.dirname(dir))) return dir;
   if (explicit) throw new Error(`STACK_DIR=${dir}: varnish and nginx's workers run as their own users and cannot reach it (a directory on its path is not searchable by others); choose another STACK_DIR`);
   const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
+  repairSharedRoot(SHARED_RUN_ROOT);
   return path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`);
 }
 
@@ -173,7 +175,7 @@ function definedOnly(env) {
 function keptSecret(config, name, make) {
   const file = path.join(config.STACK_DIR, 'secrets', name);
   if (!fs.existsSync(file)) {
-    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    makeDir(path.dirname(file), 0o700);
     fs.writeFileSync(file, make(), { mode: 0o600 });
   }
   return fs.readFileSync(file, 'utf8').trim();
@@ -254,7 +256,7 @@ export function appRoot(users) {
   const changed = !fs.existsSync(stamp) || execFileSync('find', [ROOT, ...skip.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']), '-newer', stamp, '-print', '-quit'], { encoding: 'utf8' }).trim() !== '';
   if (!changed) return target;
   const fresh = `${target}.${process.pid}`;
-  fs.mkdirSync(fresh, { recursive: true });
+  makeDir(fresh, 0o755);
   const excludes = skip.map((dir) => `--exclude=./${dir}`).join(' ');
   execFileSync('sh', ['-c', `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf - && chmod -R a+rX "$2"`, 'copy', ROOT, fresh]);
   fs.writeFileSync(path.join(fresh, '.copied'), '');
@@ -529,7 +531,7 @@ export function renderAll(config) {
   config.REDIS_PASSWORD = redisPassword(config);
   const values = templateValues(config);
   for (const dir of [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, ...programDirs(config, values).map(([dir]) => dir)]) {
-    fs.mkdirSync(dir, { recursive: true });
+    makeDir(dir, 0o755);
   }
   // searchable by varnish's users (its workdir is in run/, its VCL in conf/varnish) whatever the umask
   for (const dir of [config.STACK_DIR, values.CONF_DIR, values.RUN_DIR]) fs.chmodSync(dir, 0o755);
@@ -537,7 +539,7 @@ export function renderAll(config) {
     const source = path.join(ROOT, template);
     if (!fs.existsSync(source)) continue;
     const output = path.join(values.CONF_DIR, target);
-    fs.mkdirSync(path.dirname(output), { recursive: true });
+    makeDir(path.dirname(output), 0o755);
     // a config that holds a secret (haproxy.cfg: the stats password) is the stack user's alone, from its creation
     const secret = SECRET_CONFIGS.includes(target);
     const text = substitute(fs.readFileSync(source, 'utf8'), values, template);
@@ -579,7 +581,7 @@ export function renderAll(config) {
 function copyTls(config, confDir) {
   if (!config.NGINX_TLS_CERT || !config.NGINX_TLS_KEY) return;
   const dir = path.join(confDir, 'tls');
-  fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  makeDir(dir, 0o755);
   fs.copyFileSync(config.NGINX_TLS_CERT, path.join(dir, 'cert.pem'));
   fs.chmodSync(path.join(dir, 'cert.pem'), 0o644);
   fs.writeFileSync(path.join(dir, 'key.pem'), fs.readFileSync(config.NGINX_TLS_KEY), { mode: 0o600 });
