@@ -9,7 +9,7 @@ import { startStack } from '../test/support/stack.js';
 import { drive, machine, spread, wrk, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
-const script = path.join(path.dirname(new URL(import.meta.url).pathname), 'avatar-accounts.lua');
+const script = path.join(import.meta.dirname, 'avatar-accounts.lua');
 
 export async function benchAvatar() {
   const stack = await startStack({ NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', LOG_LEVEL: 'warn' });
@@ -58,7 +58,7 @@ export async function benchAvatar() {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchAvatar();
   const file = writeReport('avatar', { title: 'bench/avatar', command: `node bench/avatar.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

@@ -22,7 +22,7 @@ const SIZES = QUICK ? [100_000, 1_000_000] : [1_000_000, 10_000_000];
 const DATA = 64;
 const RECORD = 48 + DATA;
 const SEGMENT_RECORDS = Math.floor((64 * 1024 * 1024) / RECORD);
-const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const REPO = path.resolve(import.meta.dirname, '..');
 const TERABYTE_VARIANTS = 1e12 / 25_000;
 
 /** Writes `count` synthetic variants as full segments. @param {string} dir @param {number} count */
@@ -75,7 +75,7 @@ async function child(modulePath, dir) {
  * @returns {{ serving: number, built: number, stallMs: number, entries: number, memory: number, table: number | null }}
  */
 function measure(modulePath, dir) {
-  const run = spawnSync(process.execPath, ['--expose-gc', '--max-old-space-size=16384', new URL(import.meta.url).pathname, '--child', modulePath, dir], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  const run = spawnSync(process.execPath, ['--expose-gc', '--max-old-space-size=16384', import.meta.filename, '--child', modulePath, dir], { encoding: 'utf8', maxBuffer: 1 << 20 });
   if (run.status !== 0) throw new Error(`child failed: ${run.stderr}`);
   return JSON.parse(run.stdout);
 }
@@ -162,7 +162,7 @@ export async function benchCacheIndex() {
 
 if (process.argv[2] === '--child') {
   await child(process.argv[3], process.argv[4]);
-} else if (import.meta.url === `file://${process.argv[1]}`) {
+} else if (import.meta.main) {
   const result = await benchCacheIndex();
   const file = writeReport('cache-index', { title: 'bench/cache-index', command: `node bench/cache-index.js${QUICK ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

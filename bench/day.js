@@ -173,7 +173,7 @@ export function daySections(result) {
   }];
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchDay();
   const file = writeReport('day', { title: 'bench/day', command: `node bench/day.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

@@ -71,7 +71,7 @@ async function caughtUp(url) {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchEdge();
   const file = writeReport('edge', { title: 'bench/edge', command: `node bench/edge.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

@@ -108,7 +108,7 @@ export async function benchEffort() {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchEffort();
   const file = writeReport(ONLY_JPEG ? 'effort-jpeg' : 'effort', { title: 'bench/effort', command: `node bench/effort.js${QUICK ? ' --quick' : ''}${ONLY_JPEG ? ' --jpeg' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

@@ -45,7 +45,7 @@ export async function benchKernel() {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchKernel();
   const file = writeReport('kernel', { title: 'bench/kernel', command: `node bench/kernel.js${QUICK ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

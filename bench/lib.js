@@ -7,7 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
 
-export const REPORTS = path.join(path.dirname(new URL(import.meta.url).pathname), 'reports');
+export const REPORTS = path.join(import.meta.dirname, 'reports');
 
 /** @param {string} command @param {string[]} args */
 function version(command, args) {

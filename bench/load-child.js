@@ -134,7 +134,7 @@ async function mix(spec) {
  */
 export function runChild(spec) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [new URL(import.meta.url).pathname], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [import.meta.filename], { stdio: ['pipe', 'pipe', 'inherit'] });
     child.stdin.end(JSON.stringify(spec));
     let output = '';
     child.stdout.on('data', (chunk) => { output += chunk; });
@@ -143,7 +143,7 @@ export function runChild(spec) {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   let input = '';
   for await (const chunk of process.stdin) input += chunk;
   const spec = /** @type {OpenSpec | ProbeSpec | MixSpec} */ (JSON.parse(input));

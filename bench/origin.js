@@ -17,8 +17,8 @@ import { photoFiles } from './quality.js';
 const quick = process.argv.includes('--quick');
 // real photographs from Debian's plasma-workspace-wallpapers (2560×1600 JPEGs, whatever their file names say)
 export const SECONDS = quick ? 3 : Number(process.env.BENCH_SECONDS || 5);
-export const SCRIPT = path.join(path.dirname(new URL(import.meta.url).pathname), 'variants.lua');
-const PATHS_SCRIPT = path.join(path.dirname(new URL(import.meta.url).pathname), 'paths.lua');
+export const SCRIPT = path.join(import.meta.dirname, 'variants.lua');
+const PATHS_SCRIPT = path.join(import.meta.dirname, 'paths.lua');
 // each wrk run numbers its requests from its own block (bench/variants.lua): no run repeats a variant
 export const BLOCK = 2000;
 // five runs each: on this shared 2-core VM single runs vary by ±5 %, and the target is a ratio of medians
@@ -131,7 +131,7 @@ function summarise(uncached, repeated, memory, memoryPeak) {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchOrigin();
   // a run with other transform slots than the default is a report of its own, and says so
   // so is one with the origin's data elsewhere than the temp directory

@@ -90,7 +90,7 @@ export async function benchOverload() {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchOverload();
   const file = writeReport('overload', { title: 'bench/overload', command: 'node bench/overload.js', machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

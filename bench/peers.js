@@ -18,7 +18,7 @@ import { meanSsim, photoFiles } from './quality.js';
 
 const quick = process.argv.includes('--quick');
 const THUMBOR_VERSION = '7.8.0';
-const PEERS = path.join(path.dirname(new URL(import.meta.url).pathname), '.peers');
+const PEERS = path.join(import.meta.dirname, '.peers');
 const REPEATS = quick ? 1 : 3;
 // the whole comparison this many times in a row, each pass's ratio reported apart (the hour moves them)
 const PASSES = quick ? 1 : Number(process.env.BENCH_PEERS_PASSES || 3);
@@ -244,7 +244,7 @@ function summarise(passes, quality) {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchPeers();
   const file = writeReport('peers', { title: 'bench/peers', command: `node bench/peers.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

@@ -184,7 +184,7 @@ export async function benchPurge() {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchPurge();
   const file = writeReport('purge', { title: 'bench/purge', command: `node bench/purge.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

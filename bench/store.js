@@ -111,7 +111,7 @@ export async function benchStore() {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   const result = await benchStore();
   const file = writeReport('store', { title: 'bench/store', command: `node bench/store.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);

@@ -1,10 +1,12 @@
 // Builds the Grafana dashboards (JSON, for provisioning) from short typed definitions: `node dashboards/build.js`.
-// The type annotation checks each dashboard against Grafana's schema (@grafana/schema) in `tsc`;
+// The type annotation checks each dashboard against Grafana's schema (@grafana/schema, the version of the
+// Grafana image docker-compose.yml pins) in `tsc`, and the JSON carries that schema's version;
 // a test checks the JSON files are current and that every panel's query returns data.
 import fs from 'node:fs';
 import path from 'node:path';
+import { defaultDashboard } from '@grafana/schema';
 
-const DIR = path.dirname(new URL(import.meta.url).pathname);
+const DIR = import.meta.dirname;
 const DS = { type: 'prometheus', uid: '${datasource}' };
 const RATE = '$__rate_interval';
 
@@ -54,7 +56,7 @@ function dashboard(uid, title, specs, instance) {
     variables.push({ name: 'instance', label: instance.name, type: 'query', datasource: DS, query: { query: instance.query, refId: 'instance' }, definition: instance.query, includeAll: true, multi: true, allValue: '.*', refresh: 2, current: {}, hide: 0 });
   }
   return {
-    uid, title, tags: ['image-cdn-stack'], editable: true, graphTooltip: 1, schemaVersion: 39, version: 1, timezone: 'browser',
+    uid, title, tags: ['image-cdn-stack'], editable: true, graphTooltip: 1, schemaVersion: /** @type {number} */ (defaultDashboard.schemaVersion), version: 1, timezone: 'browser',
     time: { from: 'now-1h', to: 'now' }, refresh: '30s', templating: { list: variables }, annotations: { list: [] }, panels,
   };
 }
@@ -114,6 +116,6 @@ export const DASHBOARDS = {
   ], null),
 };
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   for (const [file, board] of Object.entries(DASHBOARDS)) fs.writeFileSync(path.join(DIR, file), `${JSON.stringify(board, null, 2)}\n`);
 }

@@ -127,7 +127,7 @@ async function main() {
   process.stdout.write(`${dir}\n`);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   main().catch((err) => {
     process.stderr.write(`fleet: ${err.message}\n`);
     process.exit(2);

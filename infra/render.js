@@ -13,7 +13,7 @@ import { allowedSizeList } from '../lib/src/sizes.js';
 import { makeDir, repairSharedRoot } from './dirs.js';
 import { allSettings } from './settings.js';
 
-export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+export const ROOT = path.resolve(import.meta.dirname, '..');
 
 /** KEY=value lines of a .env file (no shell expansion). @param {string} file */
 export function readEnvFile(file) {
@@ -662,7 +662,7 @@ async function main() {
   process.stdout.write(`${config.STACK_DIR}\n`);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   main().catch((err) => {
     process.stderr.write(`render: ${err.message}\n`);
     process.exit(2);

@@ -5,9 +5,9 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
-import { sign } from '../purge-service/src/signature.js';
 import { ROOT } from '../infra/render.js';
 import { decode, solid } from './support/images.js';
+import { smoke } from './support/smoke.js';
 import { freePort, waitFor } from './support/ports.js';
 
 const port = await freePort();
@@ -36,55 +36,15 @@ after(() => {
   assert.equal(left.trim(), '', 'every container removed');
 });
 
-/** The avatar's redirect through nginx. */
-async function avatar() {
-  const response = await fetch(`${base}/u/alice/avatar`, { redirect: 'manual' });
-  await response.arrayBuffer();
-  return response;
-}
-
 test('compose: an upload, a resize, an avatar redirect and a signed purge through the published port', { timeout: 300_000 }, async () => {
-  const original = await solid(640, 480, 'png');
-  const form = new FormData();
-  form.append('image_file', new Blob([new Uint8Array(original)]), 'photo.png');
-  const uploaded = await fetch(`${base}/upload`, { method: 'POST', headers: { authorization: 'Bearer compose-token' }, body: form });
-  assert.equal(uploaded.status, 200, await uploaded.clone().text());
-  const { url } = /** @type {{ url: string }} */ (await uploaded.json());
-  const key = new URL(url).pathname;
-
-  const back = await fetch(`${base}${key}`);
-  assert.equal(back.status, 200);
-  assert.deepEqual(Buffer.from(await back.arrayBuffer()), original, 'the upload served byte for byte (from the S3 bucket)');
-
-  const resized = await fetch(`${base}/p/${base58Url.encode(url)}?width=100`);
-  assert.equal(resized.status, 200);
-  const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
-  assert.deepEqual([pixels.width, pixels.height], [100, 75]);
-
-  // the resolver's admin API is not on the public path: set alice's avatar from inside the network
-  const before = (await avatar()).headers.get('location');
-  const denied = await fetch(`${base}/admin/accounts/alice`, { method: 'PUT' });
-  assert.notEqual(denied.status, 200);
-  compose('exec', '-T', 'avatar-resolver', 'node', '-e', `fetch('http://127.0.0.1:8801/admin/accounts/alice', { method: 'PUT', headers: { authorization: 'Bearer compose-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: ${JSON.stringify(url)} }) }).then(async (r) => { if (r.status !== 200) { console.error(r.status, await r.text()); process.exit(1); } }, (e) => { console.error(e); process.exit(1); })`);
-  await waitFor(async () => (await avatar()).headers.get('location') !== before, 20_000, 'the avatar redirect to the upload');
-  const redirect = await avatar();
-  assert.equal(redirect.status, 302);
-  const face = await fetch(new URL(redirect.headers.get('location') || '', base));
-  assert.equal(face.status, 200);
-  const faceInfo = await decode(Buffer.from(await face.arrayBuffer()));
-  assert.ok(faceInfo.width > 0 && faceInfo.width === faceInfo.height, 'a square avatar made from the upload');
-  assert.match(String(base58Url.decode(new URL(redirect.headers.get('location') || '', base).pathname.split('/')[2])), new RegExp(key));
-  await waitFor(async () => (await avatar()).headers.get('x-cache') === 'HIT', 10_000, 'the redirect cached by varnish');
-
-  const body = JSON.stringify({ account: 'alice', kind: 'avatar' });
-  const timestamp = String(Math.floor(Date.now() / 1000));
-  const hook = await fetch(`${base}/hooks/avatar`, {
-    method: 'POST', body, headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('compose-hmac', timestamp, Buffer.from(body))}` },
+  await smoke(base, {
+    uploadToken: 'compose-token',
+    hmacKey: 'compose-hmac',
+    // from inside the compose network: the resolver's admin API is not published
+    setAvatar: (account, url) => {
+      compose('exec', '-T', 'avatar-resolver', 'node', '-e', `fetch('http://127.0.0.1:8801/admin/accounts/${account}', { method: 'PUT', headers: { authorization: 'Bearer compose-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: ${JSON.stringify(url)} }) }).then(async (r) => { if (r.status !== 200) { console.error(r.status, await r.text()); process.exit(1); } }, (e) => { console.error(e); process.exit(1); })`);
+    },
   });
-  assert.equal(hook.status, 202, await hook.text());
-  await waitFor(async () => (await avatar()).headers.get('x-cache') === 'MISS', 20_000, 'the cached redirect purged');
-  const unsigned = await fetch(`${base}/hooks/avatar`, { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': 'sha256=00' } });
-  assert.equal(unsigned.status, 401);
 });
 
 test('compose: Prometheus scrapes every component in its own container (every target up)', { timeout: 120_000 }, async () => {

@@ -274,7 +274,7 @@ test('the origin\'s user can write its data directory and nothing of the stack o
   assert.ok(writes(own), 'its data directory');
   fs.rmSync(own);
   const elsewhere = [
-    path.join(path.dirname(new URL(import.meta.url).pathname), `..`, `probe-${process.pid}`), // the checkout (its code)
+    path.join(import.meta.dirname, `..`, `probe-${process.pid}`), // the checkout (its code)
     path.join(stack.dir, 'conf', 'probe'), path.join(stack.dir, 'run', 'probe'), path.join(stack.dir, 'logs', 'probe'),
     path.join(stack.dir, 'logs', 'origin.log'), path.join(stack.dir, 'secrets', 'probe'), path.join(stack.dir, 'env'),
     path.join(stack.dir, 'data', 'redis', 'probe'), path.join(stack.dir, 'data', 'prometheus', 'probe'), path.join(stack.dir, 'run', 'varnish', 'probe'),

@@ -30,3 +30,15 @@ test('compose uses the same config templates as the native stack, rendered by th
   const configCopies = ['nginx.conf', 'haproxy.cfg', 'default.vcl'].filter((name) => fs.existsSync(path.join(ROOT, 'infra/docker', name)));
   assert.deepEqual(configCopies, [], 'no second copy of a config for compose');
 });
+
+test('the Grafana image compose pins is the version whose schema package checks the dashboards', async () => {
+  const compose = fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
+  const tag = /image: grafana\/grafana:(\S+)/.exec(compose)?.[1];
+  const schema = JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules/@grafana/schema/package.json'), 'utf8'));
+  assert.equal(tag, schema.version, 'docker-compose.yml\'s Grafana and @grafana/schema (package.json) move together');
+  const { defaultDashboard } = await import('@grafana/schema');
+  for (const file of ['overview.json', 'origin.json', 'avatars.json', 'edge.json']) {
+    const board = JSON.parse(fs.readFileSync(path.join(ROOT, 'dashboards', file), 'utf8'));
+    assert.equal(board.schemaVersion, defaultDashboard.schemaVersion, `${file}: the schema version of Grafana ${tag}`);
+  }
+});

@@ -106,7 +106,7 @@ async function main() {
   process.exitCode = result.failed || result.damaged ? 1 : 0;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.main) {
   main().catch((err) => {
     process.stderr.write(`migrate-store: ${err.message}\n`);
     process.exit(2);

@@ -50,6 +50,29 @@ test('a Hive upload signed with a posting or active key is stored and served und
   assert.deepEqual(call?.params, [['alice']]);
 });
 
+// A fixed vector signed by a real Hive client library (@hiveio/dhive 1.3.6: PrivateKey.fromLogin('image-cdn-test',
+// 'not a real password', 'posting').sign(sha256("ImageSigningChallenge" + bytes))), not by the code under test:
+// a wrong challenge would sign and verify consistently in the tests above, but not this.
+const DHIVE_VECTOR = {
+  bytes: 'iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAACXBIWXMAAAPoAAAD6AG1e1JrAAAAEklEQVQImWMQWBAgsCCAAUIBABsOBAHGEGy7AAAAAElFTkSuQmCC',
+  publicKey: 'STM6vHpuS7fCWsx6zDogJX7HMErb6FJKrYBsFvyYfYuWoMSCmnHfF',
+  signature: '1f353b2c3b18d29171f8156c94bd3d2211abcf7bc41abf0f30a1991a9161c8fb2856cb9be7c735ebc5f6bb4e372eacab5faf58d3c51e5901ef544f2c923d45271d',
+  key: 'DQmZPPfnqxAaoEKxAdUnisqmr6BWwozXFXDvYPN2hCP9Pnk',
+};
+
+test('an upload signed by dhive (a fixed vector) is accepted and stored under the key of its bytes', async () => {
+  const authority = { weight_threshold: 1, account_auths: [], key_auths: [[DHIVE_VECTOR.publicKey, 1]] };
+  origin.hive.setAccount({ name: 'image-cdn-test', posting: authority, active: keyAuthority(active.publicKey), json_metadata: '', posting_json_metadata: '' });
+  const bytes = Buffer.from(DHIVE_VECTOR.bytes, 'base64');
+  const response = await hiveUpload('image-cdn-test', DHIVE_VECTOR.signature, bytes);
+  assert.equal(response.status, 200, await response.clone().text());
+  const { url } = /** @type {any} */ (await response.json());
+  assert.equal(new URL(url).pathname, `/${DHIVE_VECTOR.key}/avatar.png`);
+  assert.deepEqual(Buffer.from(await (await fetch(url)).arrayBuffer()), bytes);
+  const flipped = `${DHIVE_VECTOR.signature.slice(0, -2)}1e`;
+  assert.equal((await hiveUpload('image-cdn-test', flipped, bytes)).status, 403, 'a changed signature is refused');
+});
+
 test('wrong keys, malformed signatures, unknown and invalid accounts are refused and store nothing', async () => {
   const bytes = await solid(20, 20, 'png');
   let response = await hiveUpload('alice', sign(bytes, stranger.secretKey), bytes);

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { freePort, waitFor } from './ports.js';
 
-const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const root = path.resolve(import.meta.dirname, '../..');
 
 /**
  * A child process whose output is kept for the failure message; stop() is SIGTERM, kill() SIGKILL.
@@ -55,7 +55,9 @@ export async function startRedis(options = {}) {
     proc,
     async stop() {
       client.disconnect();
-      await proc.stop();
+      await this.proc.stop();
+      // a directory it made is its own to remove; one given stays the caller's
+      if (!options.dir) fs.rmSync(dir, { recursive: true, force: true });
     },
     /** Restart on the same port and directory (what a crash then a supervisor restart looks like). */
     async restart() {

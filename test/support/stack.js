@@ -62,6 +62,7 @@ export async function startStack(settings = {}) {
   } catch (err) {
     const failure = /** @type {any} */ (err);
     await stack(['down']).catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
     throw new Error(`stack up failed:\n${failure.stdout}\n${failure.stderr}`);
   }
   const upMs = Date.now() - started;

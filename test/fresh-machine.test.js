@@ -1,0 +1,22 @@
+// The fresh-machine stage (./infra/stack fresh): the commit under test cloned and brought up as a newcomer
+// would, in pristine Debian 12 containers (test/fresh/machine.sh), so a warm machine cannot hide what a fresh
+// one lacks (#42: a run root made 0700 passed every check on a machine where it already existed).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { test } from 'node:test';
+import { ROOT } from '../infra/render.js';
+
+/** ./infra/stack fresh MODE, its output kept; the step times reported. @param {import('node:test').TestContext} t @param {string} mode */
+async function stage(t, mode) {
+  const child = spawn(`${ROOT}/infra/stack`, ['fresh', mode], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => { output += chunk; });
+  child.stderr.on('data', (chunk) => { output += chunk; });
+  const status = await new Promise((resolve) => child.on('exit', resolve));
+  for (const line of output.split('\n').filter((text) => text.startsWith('step: '))) t.diagnostic(line.slice(6));
+  assert.equal(status, 0, `the fresh-machine stage (${mode}) failed:\n${output.slice(-12_000)}`);
+}
+
+test('fresh machine, as root: clones in a 0700 directory, a path with a space and /opt come up and serve', { timeout: 2_400_000 }, (t) => stage(t, 'root'));
+
+test('fresh machine, as a user: up names the apt-get line, then works once root ran it', { timeout: 1_800_000 }, (t) => stage(t, 'user'));
