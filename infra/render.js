@@ -4,13 +4,15 @@
 //   node infra/render.js --dir-only      print STACK_DIR only
 //   node infra/render.js --check-prometheus   render into a temp dir and run promtool on it
 import { execFileSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../lib/src/config.js';
 import { allowedSizeList } from '../lib/src/sizes.js';
 import { makeDir, repairSharedRoot } from './dirs.js';
+import { embeddedS3Credentials, ownsRedis, redisAclLines, redisPassword, secretNames, sentinelAclLines, shellLines, statsPassword, writeSecrets } from './secrets.js';
 import { allSettings } from './settings.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
@@ -51,8 +53,11 @@ export async function resolveSettings(env = process.env) {
   if (!given('DATA_DIR')) config.DATA_DIR = path.join(config.STACK_DIR, 'data', 'origin');
   embeddedS3(config, given('S3_ENDPOINT'), reach);
   config.STACK_PROGRAMS = stackPrograms(config);
-  if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = config.EDGE_VARNISH_NODES.length ? config.EDGE_VARNISH_NODES : [`${config.VARNISH_HOST}:${config.VARNISH_PORT}`];
-  if (!given('VARNISH_IDENTITY')) config.VARNISH_IDENTITY = `${os.hostname()}:${config.VARNISH_PORT}`;
+  // this stack's varnish is purged on its purge socket (only the purge service's user may purge there); a
+  // cluster's nodes over TCP, from the addresses in their VARNISH_PURGERS
+  if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = config.EDGE_VARNISH_NODES.length ? config.EDGE_VARNISH_NODES : [purgeSocketNode(config)];
+  // stable per node, telling nodes apart in X-Served-By without naming the host
+  if (!given('VARNISH_IDENTITY')) config.VARNISH_IDENTITY = `node-${createHash('sha256').update(`${os.hostname()}:${config.VARNISH_PORT}`).digest('hex').slice(0, 8)}`;
   if (!config.ORIGIN_SERVERS.length) config.ORIGIN_SERVERS = [`${reach}:${config.ORIGIN_PORT}`];
   if (!config.AVATAR_SERVERS.length) config.AVATAR_SERVERS = [`${reach}:${config.AVATAR_RESOLVER_PORT}`];
   // haproxy admits what the origin can hold (its slots and its own queue) plus room for cache hits, so the
@@ -60,6 +65,15 @@ export async function resolveSettings(env = process.env) {
   const slots = config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
   if (!config.HAPROXY_ORIGIN_MAXCONN) config.HAPROXY_ORIGIN_MAXCONN = slots + config.TRANSFORM_QUEUE_MAX + 32;
   return config;
+}
+
+/**
+ * This stack's varnish purge socket as a purge node (`unix:<path>`), or its TCP address where there is no
+ * socket (VARNISH_SOCKET=off: compose, whose containers share no directory). @param {Record<string, any>} config
+ */
+function purgeSocketNode(config) {
+  if (config.VARNISH_SOCKET === 'off') return `${config.VARNISH_HOST}:${config.VARNISH_PORT}`;
+  return `unix:${path.join(config.STACK_DIR, 'run', 'purge', 'varnish.sock')}`;
 }
 
 /** Every program a machine of the stack can run (its supervisord program names). */
@@ -107,6 +121,8 @@ function writeSentinelConfig(config, dir) {
     `sentinel monitor ${name} ${host} ${port} ${config.REDIS_SENTINEL_QUORUM}`,
     // the master's and replicas' password, and the sentinel's own (it can be told to fail over)
     ...(config.REDIS_PASSWORD ? [`sentinel auth-pass ${name} ${redisString(config.REDIS_PASSWORD)}`, `requirepass ${redisString(config.REDIS_PASSWORD)}`] : []),
+    // the services' users: they ask where the master is (infra/secrets.js)
+    ...sentinelAclLines(config),
     // a sentinel whose failover attempt failed (its election lost or split, no replica good enough yet) tries
     // again after twice the failover timeout: 20 s here, not the 60 s a 30 s timeout gave (a CI run waited 60 s
     // for a promotion that never came)
@@ -124,13 +140,6 @@ function embeddedS3(config, endpointGiven, reach) {
   if (!config.S3_EMBEDDED) return;
   config.S3_ENDPOINT = `http://${reach}:${config.S3_PORT}`;
   config.S3_FORCE_PATH_STYLE = true;
-}
-
-/** The embedded S3 server's credentials, when not given: generated once into STACK_DIR/secrets. @param {Record<string, any>} config */
-function embeddedS3Credentials(config) {
-  if (!config.S3_EMBEDDED) return;
-  if (!config.S3_ACCESS_KEY_ID) config.S3_ACCESS_KEY_ID = keptSecret(config, 's3-access-key-id', () => `stack${randomBytes(8).toString('hex')}`);
-  if (!config.S3_SECRET_ACCESS_KEY) config.S3_SECRET_ACCESS_KEY = keptSecret(config, 's3-secret-access-key', () => randomBytes(24).toString('base64url'));
 }
 
 /** Where a root-run stack keeps its files when the checkout is private. */
@@ -168,52 +177,20 @@ function definedOnly(env) {
   return /** @type {Record<string, string>} */ (Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined)));
 }
 
-/**
- * A secret generated once and kept in STACK_DIR/secrets (0600, in a 0700 directory).
- * @param {Record<string, any>} config @param {string} name @param {() => string} make
- */
-function keptSecret(config, name, make) {
-  const file = path.join(config.STACK_DIR, 'secrets', name);
-  if (!fs.existsSync(file)) {
-    makeDir(path.dirname(file), 0o700);
-    fs.writeFileSync(file, make(), { mode: 0o600 });
-  }
-  return fs.readFileSync(file, 'utf8').trim();
-}
-
-/**
- * Redis' password (its clients, replicas, sentinels and exporter use it): REDIS_PASSWORD, else REDIS_URL's,
- * else, when this stack runs Redis or a sentinel, generated once and kept in STACK_DIR/secrets (any local
- * user reaches a loopback port: without one, any of them could read the quotas or add purge and takedown
- * events). Someone else's Redis without one is used without one.
- * @param {Record<string, any>} config
- */
-function redisPassword(config) {
-  const given = config.REDIS_PASSWORD || decodeURIComponent(new URL(config.REDIS_URL).password);
-  if (given || !['redis', 'redis-sentinel'].some((program) => config.STACK_PROGRAMS.includes(program))) return given;
-  return keptSecret(config, 'redis-password', () => randomBytes(18).toString('base64url'));
-}
-
 /** A redis.conf string argument, quoted. @param {string} value */
 const redisString = (value) => JSON.stringify(value);
 
-/** The stats password: from the environment, else generated once and kept in STACK_DIR/secrets. @param {Record<string, any>} config */
-function statsPassword(config) {
-  return config.HAPROXY_STATS_PASSWORD || keptSecret(config, 'haproxy-stats-password', () => randomBytes(18).toString('base64url'));
-}
-
 /**
  * The supervisord program of the embedded versitygw (STORE=s3 without S3_ENDPOINT), or nothing. Its root
- * credentials come from supervisord's environment (the resolved settings), never from the rendered file.
- * @param {Record<string, any>} config @param {{ DATA_ROOT: string, LOG_DIR: string, binary: string }} dirs @param {string} user its user= line
+ * credentials come from its own secrets file (infra/with-secrets), never from the rendered file.
+ * @param {Record<string, any>} config @param {{ DATA_ROOT: string, LOG_DIR: string, binary: string, withSecrets: string }} dirs @param {string} user its user= line
  */
-function s3Program(config, { DATA_ROOT, LOG_DIR, binary }, user) {
+function s3Program(config, { DATA_ROOT, LOG_DIR, binary, withSecrets }, user) {
   if (!config.S3_EMBEDDED) return '; no embedded S3 server (STORE=fs, or S3_ENDPOINT names one)';
   return `[program:versitygw]
 ; the uploads' bucket (STORE=s3): a directory per bucket under data/s3, objects are files
 ${user}
-command=${binary} --port ${config.LISTEN_ADDRESS}:${config.S3_PORT} --iam-dir ${DATA_ROOT}/s3-iam posix ${DATA_ROOT}/s3
-environment=ROOT_ACCESS_KEY_ID="%(ENV_S3_ACCESS_KEY_ID)s",ROOT_SECRET_ACCESS_KEY="%(ENV_S3_SECRET_ACCESS_KEY)s"
+command=${withSecrets} "${config.STACK_DIR}/secrets/versitygw.env" ${binary} --port ${config.LISTEN_ADDRESS}:${config.S3_PORT} --iam-dir ${DATA_ROOT}/s3-iam posix ${DATA_ROOT}/s3
 priority=15
 autorestart=true
 startsecs=1
@@ -293,7 +270,9 @@ export function templateValues(config) {
     SUPERVISOR_USER_LINE: process.getuid?.() === 0 ? 'user=root' : '; started by a user: every program runs as it',
     ...Object.fromEntries(ROLES.map((role) => [`USER_${role.toUpperCase()}`, users ? `user=${users[role].name}` : '; the user that started the stack'])),
     HAPROXY_STATS_PASSWORD: statsPassword(config),
-    S3_PROGRAM: s3Program(config, { ...dirs, binary: inApp(app, process.env.VERSITYGW || 'versitygw') }, users ? `user=${users.s3.name}` : '; the user that started the stack'),
+    S3_PROGRAM: s3Program(config, { ...dirs, binary: inApp(app, process.env.VERSITYGW || 'versitygw'), withSecrets: path.join(app, 'infra', 'with-secrets') }, users ? `user=${users.s3.name}` : '; the user that started the stack'),
+    WITH_SECRETS: path.join(app, 'infra', 'with-secrets'),
+    SECRETS_DIR: path.join(config.STACK_DIR, 'secrets'),
     HAPROXY_IMAGES_HOST: config.HAPROXY_HOST,
     HAPROXY_AVATARS_HOST: config.HAPROXY_HOST,
     VARNISH_PURGERS_ACL: config.VARNISH_PURGERS.map((/** @type {string} */ address) => `  "${address}";`).join('\n'),
@@ -306,7 +285,9 @@ export function templateValues(config) {
     NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
     NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map((/** @type {string} */ range) => `  set_real_ip_from ${range};`).join('\n'),
     NGINX_TLS: tls,
+    NGINX_SERVER_TIMING: config.NGINX_SERVER_TIMING ? '# Server-Timing passed to the public (NGINX_SERVER_TIMING)' : 'proxy_hide_header Server-Timing;',
     NGINX_ERROR_PAGES: nginxErrorPages(),
+    NGINX_RESOLVER: nginxResolver(config.HAPROXY_HOST),
     ...varnishSocket(config, dirs.RUN_DIR),
     REDIS_BIND: config.LISTEN_ADDRESS,
     // loopback only: protected mode; on a network (compose's, a pod's, a fleet's private one) that network
@@ -314,10 +295,11 @@ export function templateValues(config) {
     REDIS_PROTECTED_MODE: /^(127\.|::1$)/.test(config.LISTEN_ADDRESS) ? 'yes' : 'no',
     REDIS_REPLICATION: redisReplication(config),
     // requirepass for clients, masterauth for a replica (any node may become one after a failover)
-    REDIS_AUTH: config.REDIS_PASSWORD ? `requirepass ${redisString(config.REDIS_PASSWORD)}\nmasterauth ${redisString(config.REDIS_PASSWORD)}` : '# no password (REDIS_PASSWORD): not this stack\'s Redis',
-    // the exporter's address without a password (supervisord.conf is readable by all); it takes REDIS_PASSWORD
-    // from the environment
+    REDIS_AUTH: config.REDIS_PASSWORD ? `requirepass ${redisString(config.REDIS_PASSWORD)}\nmasterauth ${redisString(config.REDIS_PASSWORD)}\n${redisAclLines(config)}` : '# no password (REDIS_PASSWORD): not this stack\'s Redis',
+    // the exporter's address without a password (supervisord.conf is readable by all); its user's password
+    // comes from a map of address to password (infra/secrets.js)
     REDIS_EXPORTER_ADDR: redisAddress(config.REDIS_URL),
+    REDIS_EXPORTER_USER: config.REDIS_PASSWORD && ownsRedis(config) ? 'exporter' : config.REDIS_USERNAME || 'default',
     REACH_ADDRESS: reachable(config.LISTEN_ADDRESS),
     ...scrapeTargets(config),
     VARNISH_SIZE_LINES: varnishSizes(config),
@@ -451,6 +433,18 @@ export const NGINX_ERRORS = [
   [[507], 507, 'insufficient_storage'],
 ];
 
+/**
+ * nginx's resolver, for the upload check's socket to haproxy (upload-body.lua) when haproxy is a name
+ * (compose's service, the chart's Service): the nameservers of the resolv.conf the render step sees, which
+ * is nginx's (same container network or pod). An address needs none.
+ * @param {string} host
+ */
+function nginxResolver(host) {
+  if (net.isIP(host)) return '# haproxy by address: no resolver needed';
+  const servers = fs.existsSync('/etc/resolv.conf') ? [...fs.readFileSync('/etc/resolv.conf', 'utf8').matchAll(/^\s*nameserver\s+(\S+)/gm)].map((match) => (net.isIPv6(match[1]) ? `[${match[1]}]` : match[1])) : [];
+  return servers.length ? `resolver ${servers.join(' ')} valid=30s;` : '# no nameserver in /etc/resolv.conf';
+}
+
 /** nginx's error_page lines and the internal locations that answer them. */
 function nginxErrorPages() {
   return NGINX_ERRORS.map(([codes, status, name, headers]) => {
@@ -478,10 +472,19 @@ function nginxErrorPages() {
  */
 function varnishSocket(config, runDir) {
   const socket = config.VARNISH_SOCKET || path.join(runDir, 'edge', 'varnish.sock');
-  // nginx and varnish run as the same user (the edge's): nobody else reaches the socket
-  const listen = config.VARNISH_SOCKET === 'off' ? '' : `-a ${socket},mode=0600`;
-  const local = config.VARNISH_SOCKET === 'off' ? `${config.VARNISH_HOST}:${config.VARNISH_PORT}` : `unix:${socket}`;
-  return { VARNISH_SOCKET_LISTEN: listen, NGINX_VARNISH_SERVERS: nginxVarnishServers(config, local) };
+  if (config.VARNISH_SOCKET === 'off') {
+    return { VARNISH_SOCKET_LISTEN: '', NGINX_VARNISH_SERVERS: nginxVarnishServers(config, `${config.VARNISH_HOST}:${config.VARNISH_PORT}`), VARNISH_PURGE_USER: '' };
+  }
+  // nginx and varnish run as the same user (the edge's): nobody else reaches the socket. The purge socket
+  // is open to all, and varnish refuses every purge on it whose peer is not the purge service's user
+  // (vcl default.vcl.template): purging needs no address in VARNISH_PURGERS, which any local user could use
+  const purge = path.join(runDir, 'purge', 'varnish.sock');
+  const users = stackUsers(config);
+  return {
+    VARNISH_SOCKET_LISTEN: `-a ${socket},mode=0600 -a purge=${purge},mode=0666`,
+    NGINX_VARNISH_SERVERS: nginxVarnishServers(config, `unix:${socket}`),
+    VARNISH_PURGE_USER: users ? users.purge.name : os.userInfo().username,
+  };
 }
 
 /**
@@ -525,8 +528,11 @@ export const TEMPLATES = [
 /** Rendered configs that hold a secret. */
 const SECRET_CONFIGS = ['haproxy.cfg', 'redis.conf'];
 
-/** Renders everything into config.STACK_DIR. @param {Record<string, any>} config */
-export function renderAll(config) {
+/**
+ * Renders everything into config.STACK_DIR. @param {Record<string, any>} config
+ * @param {import('../lib/src/config.js').Setting[]} [settings] every declared setting (which are secrets)
+ */
+export function renderAll(config, settings = []) {
   embeddedS3Credentials(config);
   config.REDIS_PASSWORD = redisPassword(config);
   const values = templateValues(config);
@@ -535,6 +541,8 @@ export function renderAll(config) {
   }
   // searchable by varnish's users (its workdir is in run/, its VCL in conf/varnish) whatever the umask
   for (const dir of [config.STACK_DIR, values.CONF_DIR, values.RUN_DIR]) fs.chmodSync(dir, 0o755);
+  // the logs are the operator's (a stack of stack users gives them to the edge's group below)
+  fs.chmodSync(values.LOG_DIR, 0o700);
   for (const [template, target] of TEMPLATES) {
     const source = path.join(ROOT, template);
     if (!fs.existsSync(source)) continue;
@@ -565,10 +573,11 @@ export function renderAll(config) {
   fs.cpSync(path.join(ROOT, 'infra', 'mtail'), path.join(values.CONF_DIR, 'mtail'), { recursive: true });
   const rules = path.join(ROOT, 'infra', 'prometheus', 'rules');
   if (fs.existsSync(rules)) fs.cpSync(rules, path.join(values.CONF_DIR, 'prometheus', 'rules'), { recursive: true });
-  const quote = (/** @type {string} */ value) => `'${value.replace(/'/g, "'\\''")}'`;
-  const env = Object.entries(config).map(([name, value]) => `${name}=${quote(Array.isArray(value) ? value.join(',') : String(value))}`);
-  env.push(`HAPROXY_STATS_PASSWORD=${quote(values.HAPROXY_STATS_PASSWORD)}`);
-  fs.writeFileSync(path.join(config.STACK_DIR, 'env'), `${env.join('\n')}\n`, { mode: 0o600 });
+  // every setting but the secrets, which each program gets apart (infra/secrets.js)
+  const secrets = secretNames(settings);
+  config.HAPROXY_STATS_PASSWORD = values.HAPROXY_STATS_PASSWORD;
+  fs.writeFileSync(path.join(config.STACK_DIR, 'env'), shellLines(Object.entries(config).filter(([name]) => !secrets.includes(name))), { mode: 0o600 });
+  writeSecrets(config, secrets, stackUsers(config), values.CONF_DIR, values.REDIS_EXPORTER_ADDR);
   return values;
 }
 
@@ -597,6 +606,7 @@ function programDirs(config, values) {
   /** @type {Array<[string, typeof ROLES[number]]>} */
   const dirs = [
     [path.join(values.RUN_DIR, 'varnish'), 'edge'], [path.join(values.RUN_DIR, 'nginx'), 'edge'], [path.join(values.RUN_DIR, 'edge'), 'edge'],
+    [path.join(values.RUN_DIR, 'purge'), 'edge'],
     [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'], [path.join(values.DATA_ROOT, 'redis'), 'redis'], [path.join(values.DATA_ROOT, 'redis-sentinel'), 'redis'], [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
     [config.DATA_DIR, 'origin'],
   ];
@@ -618,10 +628,12 @@ function giveToStackUsers(config, values) {
   for (const [dir, role] of programDirs(config, values)) {
     const { uid, gid } = users[role];
     if (fs.statSync(dir).uid !== uid) execFileSync('chown', ['-R', `${uid}:${gid}`, dir]);
-    fs.chmodSync(dir, 0o750);
+    // the purge socket's directory: reachable by the purge service (varnish checks who connects)
+    fs.chmodSync(dir, dir === path.join(values.RUN_DIR, 'purge') ? 0o755 : 0o750);
   }
+  // readable by root and the edge (mtail reads nginx's access log) only: the logs hold client addresses
   fs.chownSync(values.LOG_DIR, 0, users.edge.gid);
-  fs.chmodSync(values.LOG_DIR, 0o1775);
+  fs.chmodSync(values.LOG_DIR, 0o1770);
   for (const name of fs.readdirSync(values.LOG_DIR).filter((file) => /^nginx-(access|error)\.log/.test(file))) {
     fs.chownSync(path.join(values.LOG_DIR, name), users.edge.uid, users.edge.gid);
   }
@@ -637,6 +649,10 @@ async function main() {
     if (process.getuid?.() === 0 && config.STACK_USER_PREFIX) process.stdout.write(`${ROLES.map((role) => `${config.STACK_USER_PREFIX}${role}`).join('\n')}\n`);
     return;
   }
+  if (process.argv.includes('--secret-names')) {
+    process.stdout.write(`${secretNames(await allSettings()).join('\n')}\n`);
+    return;
+  }
   if (process.argv.includes('--dir-only')) {
     process.stdout.write(`${config.STACK_DIR}\n`);
     return;
@@ -648,7 +664,7 @@ async function main() {
   }
   if (process.argv.includes('--check-prometheus')) {
     config.STACK_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'render-check-'));
-    const values = renderAll(config);
+    const values = renderAll(config, await allSettings());
     const prometheus = path.join(values.CONF_DIR, 'prometheus');
     execFileSync('promtool', ['check', 'config', path.join(prometheus, 'prometheus.yml')], { stdio: 'inherit' });
     const ruleFiles = fs.readdirSync(path.join(prometheus, 'rules')).filter((name) => name.endsWith('.yml') && !name.endsWith('.test.yml'));
@@ -658,7 +674,7 @@ async function main() {
     fs.rmSync(config.STACK_DIR, { recursive: true, force: true });
     return;
   }
-  renderAll(config);
+  renderAll(config, await allSettings());
   process.stdout.write(`${config.STACK_DIR}\n`);
 }
 

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { decode, solid } from './support/images.js';
 import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
@@ -74,7 +76,8 @@ test('a resized variant through the stack decodes to the asked size and format',
   assert.equal(response.status, 200);
   const info = await decode(Buffer.from(await response.arrayBuffer()));
   assert.deepEqual([info.format, info.width, info.height], ['webp', 200, 100]);
-  assert.match(response.headers.get('server-timing') || '', /transform;dur=/);
+  // the origin's timings (fetch, transform, cache state) stay inside: not shown to the public by default
+  assert.equal(response.headers.get('server-timing'), null);
 });
 
 test('format=auto through the stack: a cold AVIF request is answered in WebP at once, a later one in AVIF with the long lifetime', async () => {
@@ -127,6 +130,19 @@ test('PURGE and BAN are refused from the public side, at nginx and at varnish', 
   const direct = await fetch(`http://127.0.0.1:${stack.env.VARNISH_PORT}/anything`, { method: 'PURGE', headers: { 'x-from-edge': '1' } });
   assert.equal(direct.status, 403);
   assert.equal(/** @type {any} */ (await direct.json()).error.name, 'purge_forbidden');
+  // any local user, on varnish's TCP port or on its purge socket: refused (only the purge service's user
+  // purges, on the socket)
+  const socket = path.join(stack.dir, 'run', 'purge', 'varnish.sock');
+  for (const method of ['PURGE', 'BAN']) {
+    for (const target of [['-H', 'xkey: avatar:alice', `http://127.0.0.1:${stack.env.VARNISH_PORT}/`], ['--unix-socket', socket, '-H', 'xkey: avatar:alice', 'http://varnish/']]) {
+      for (const user of ['nobody', 'image-cdn-origin']) {
+        const { stdout } = spawnSync('runuser', ['-u', user, '--', 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', '-X', method, ...target], { encoding: 'utf8' });
+        assert.equal(stdout, '403', `${method} by ${user} via ${target.join(' ')}`);
+      }
+    }
+  }
+  const { stdout } = spawnSync('runuser', ['-u', 'image-cdn-purge', '--', 'curl', '-s', '-X', 'PURGE', '--unix-socket', socket, '-H', 'xkey: nothing-tagged', 'http://varnish/'], { encoding: 'utf8' });
+  assert.match(stdout, /"ok":true/, 'the purge service\'s user purges on the socket');
 });
 
 test('an avatar 302 carries its cache headers, is cached by varnish, and leads to an image of the right size', async () => {
@@ -175,6 +191,21 @@ test('operator surfaces stay off the public path', async () => {
   assert.equal((await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/-/ready`)).status, 200, 'still running');
 });
 
+test('the logs hold no bearer tokens and are readable by the stack\'s users only', async () => {
+  const secret = 'eyJzZWNyZXQtYWNjZXNzLXRva2VuIjoxfQ';
+  for (const [method, path] of [['GET', `/hs/${secret}`], ['POST', `/hs/${secret}`], ['GET', `/p/3q5?token=${secret}&width=9`]]) {
+    const response = await fetch(`${stack.base}${path}`, { method, ...(method === 'POST' ? { body: 'x' } : {}) });
+    await response.arrayBuffer();
+  }
+  await waitFor(async () => stack.log('nginx-access.log').includes('/hs/[redacted]') && stack.log('haproxy.log').includes('/hs/[redacted]'), 10_000, 'the requests logged');
+  for (const file of ['nginx-access.log', 'haproxy.log', 'origin.log']) assert.ok(!stack.log(file).includes(secret), `${file} holds the token`);
+  assert.match(stack.log('nginx-access.log'), /token=\[redacted\]/);
+  for (const file of ['nginx-access.log', 'haproxy.log', 'origin.log', 'supervisord.log']) {
+    const { status } = spawnSync('runuser', ['-u', 'nobody', '--', 'cat', path.join(stack.dir, 'logs', file)], { stdio: 'ignore' });
+    assert.notEqual(status, 0, `another local user read ${file}`);
+  }
+});
+
 test('the rendered config holding the stats password is readable by haproxy\'s user alone', async () => {
   const file = path.join(stack.dir, 'conf', 'haproxy.cfg');
   assert.ok(fs.readFileSync(file, 'utf8').includes(stack.env.HAPROXY_STATS_PASSWORD));
@@ -209,9 +240,48 @@ test('Redis answers only with its password, which sits in no file another user c
     const commandLine = fs.readFileSync(`/proc/${await stack.pid(program)}/cmdline`, 'utf8');
     assert.ok(!commandLine.includes(stack.env.REDIS_PASSWORD), `not on ${program}'s command line`);
   }
-  // the exporter logs in with it (from its environment)
+  // the exporter logs in as its own user (its password from a file only its user reads)
   const metrics = await (await fetch(`http://127.0.0.1:${stack.env.REDIS_EXPORTER_PORT}/metrics`)).text();
   assert.match(metrics, /^redis_up 1$/m);
+});
+
+test('the Redis exporter sends no password to a target a local user names, and every program holds its own secrets only', async () => {
+  // the attack: a listener of any local user, handed to the exporter's multi-target endpoint
+  /** @type {Buffer[]} */
+  const received = [];
+  const listener = net.createServer((socket) => socket.on('data', (chunk) => {
+    received.push(chunk);
+    socket.write('+OK\r\n');
+  }));
+  await new Promise((resolve) => listener.listen(0, '127.0.0.1', () => resolve(null)));
+  const port = /** @type {import('node:net').AddressInfo} */ (listener.address()).port;
+  await (await fetch(`http://127.0.0.1:${stack.env.REDIS_EXPORTER_PORT}/scrape?target=redis://127.0.0.1:${port}`)).text();
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  listener.close();
+  const wire = Buffer.concat(received).toString();
+  assert.ok(received.length > 0, 'the exporter did connect');
+  assert.ok(!/AUTH/i.test(wire), `the exporter sent: ${JSON.stringify(wire.slice(0, 200))}`);
+  // what each program's environment holds: its own secrets, and a Redis user of its own that cannot
+  // reconfigure Redis
+  const environment = async (/** @type {string} */ program) => Object.fromEntries(fs.readFileSync(`/proc/${await stack.pid(program)}/environ`, 'utf8')
+    .split('\0').filter(Boolean).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
+  const origin = await environment('origin');
+  assert.equal(origin.UPLOAD_TOKENS, 'stack-token');
+  assert.equal(origin.AVATAR_ADMIN_TOKEN, undefined, 'the origin does not hold the resolver\'s admin token');
+  assert.equal(origin.REDIS_USERNAME, 'origin');
+  assert.notEqual(origin.REDIS_PASSWORD, stack.env.REDIS_PASSWORD, 'nor Redis\' own password');
+  const resolver = await environment('avatar-resolver');
+  assert.equal(resolver.AVATAR_ADMIN_TOKEN, 'admin-token');
+  assert.equal(resolver.UPLOAD_TOKENS, undefined);
+  for (const program of ['varnish', 'nginx', 'haproxy', 'prometheus', 'redis-exporter', 'mtail']) {
+    const held = await environment(program);
+    for (const name of ['UPLOAD_TOKENS', 'AVATAR_ADMIN_TOKEN', 'REDIS_PASSWORD', 'HAPROXY_STATS_PASSWORD']) assert.equal(held[name], undefined, `${program} holds ${name}`);
+  }
+  const asOrigin = (/** @type {string[]} */ ...command) => spawnSync('redis-cli', ['-p', stack.env.REDIS_PORT, '--user', 'origin', '--pass', origin.REDIS_PASSWORD, '--no-auth-warning', ...command], { encoding: 'utf8' }).stdout.trim();
+  assert.equal(asOrigin('ping'), 'PONG');
+  for (const command of [['config', 'set', 'dir', '/tmp'], ['config', 'get', 'requirepass'], ['acl', 'list'], ['flushall'], ['keys', '*'], ['module', 'list']]) {
+    assert.match(asOrigin(...command), /NOPERM/, `the origin's Redis user may not ${command.join(' ')}`);
+  }
 });
 
 /** A user's name from /etc/passwd. @param {number} uid */
@@ -302,12 +372,14 @@ test('1,000 non-canonical spellings of one variant through the edge: one transfo
     return `${base}?${(i % 2 ? params.reverse() : params).join('&')}`;
   });
   const statuses = new Set();
+  // from ten loopback addresses in turn, each within its rate limit's burst
+  const clients = Array.from({ length: 10 }, (_, i) => new Agent({ localAddress: `127.0.0.${i + 10}` }));
   for (const [i, spelling] of spellings.entries()) {
-    // a client address each (nginx believes X-Forwarded-For from this loopback proxy): no rate limit in the way
-    const response = await fetch(spelling, { headers: { 'x-forwarded-for': `10.${i >> 8}.${i & 255}.1` } });
+    const response = await undiciFetch(spelling, { dispatcher: clients[i % 10] });
     await response.arrayBuffer();
     statuses.add(response.status);
   }
+  await Promise.all(clients.map((client) => client.close()));
   assert.deepEqual([...statuses], [200]);
   assert.ok(await transforms() - beforeTransforms <= 1, 'at most one transform');
   const objects = (await stack.varnishStats())('MAIN.n_object') - beforeObjects;
@@ -323,6 +395,23 @@ test('a burst past the per-client rate limit gets JSON 429s, and the rest are se
   })));
   assert.ok(statuses.filter((status) => status === 429).length > 0, 'some limited');
   assert.ok(statuses.filter((status) => status === 200).length >= 200, 'the burst allowance served');
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+});
+
+test('a forged X-Forwarded-For on each request does not escape the per-client rate limit (no proxy is trusted by default)', async () => {
+  const url = await upload(await solid(20, 20, 'png'), 'forged.png');
+  await fetch(url);
+  const statuses = await Promise.all(Array.from({ length: 600 }, (_, i) => fetch(url, { headers: { 'x-forwarded-for': `198.51.${i >> 8}.${i & 255}` } })
+    .then(async (response) => {
+      await response.arrayBuffer();
+      return response.status;
+    })));
+  const served = statuses.filter((status) => status === 200).length;
+  // the burst (200) and what the rate (100/s) adds while 600 requests are sent
+  assert.ok(served < 400, `${served} of 600 served: the forged addresses were believed`);
+  assert.ok(statuses.filter((status) => status === 429).length > 0);
+  const lines = stack.log('nginx-access.log').split('\n').filter((line) => line.includes('/forged.png'));
+  assert.ok(lines.length > 0 && lines.every((line) => !/ 198\.51\./.test(line)), 'the access log carries the real address, not the forged one');
   await new Promise((resolve) => setTimeout(resolve, 3000));
 });
 
@@ -359,7 +448,6 @@ test('the haproxy stats page loads in headless Chromium and shows both frontends
     const screenshot = path.join(stack.dir, 'stats.png');
     await page.screenshot({ path: screenshot, fullPage: true });
     assert.ok(fs.statSync(screenshot).size > 10_000);
-    fs.copyFileSync(screenshot, path.join(process.env.TMPDIR || '/tmp', 'haproxy-stats.png'));
   } finally {
     await browser.close();
   }

@@ -27,6 +27,7 @@ before(async () => {
     NGINX_TLS_CERT: path.join(certDir, 'cert.pem'), NGINX_TLS_KEY: path.join(certDir, 'key.pem'),
     NGINX_CLIENT_HEADER_TIMEOUT_S: '2', NGINX_CLIENT_BODY_TIMEOUT_S: '2', UPLOAD_TOKENS: 'nginx-token',
     MAX_DIMENSION: '1200', ALLOWED_SIZES: '300,100,1000', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000',
+    NGINX_TRUSTED_PROXIES: '127.0.0.1/32', NGINX_UPLOAD_DEADLINE_S: '5',
   });
 });
 after(async () => {
@@ -213,9 +214,59 @@ test('the TLS listener serves HTTP/2 and HTTP/1.1 with the same answers', async 
   assert.equal(http1.status, 200);
 });
 
+test('an upload that would be refused whatever its body is refused before a byte of it is read', async () => {
+  const hex = 'ab'.repeat(65);
+  const cases = [
+    ['a wrong token', `POST /upload HTTP/1.1\r\n${host}Authorization: Bearer wrong\r\n`, 401, 'unauthorized'],
+    ['no token', `POST /upload HTTP/1.1\r\n${host}`, 401, 'unauthorized'],
+    ['a malformed signature', `POST /alice/zz HTTP/1.1\r\n${host}`, 400, 'invalid_signature'],
+    ['an invalid account', `POST /A_B/${hex} HTTP/1.1\r\n${host}`, 400, 'invalid_account'],
+  ];
+  for (const [what, head, status, name] of cases) {
+    // a 30 MB body announced, none sent: the answer comes anyway, and the connection is closed
+    const answer = /** @type {any} */ (await exchange([`${head}Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 31000000\r\n\r\n`], { halfClose: true }));
+    assert.equal(answer.status, status, `${what}: ${answer.status} ${answer.body}`);
+    assert.equal(JSON.parse(answer.body).error.name, name, String(what));
+    assert.match(answer.headers['x-request-id'] || '', /^[0-9a-f]{32}$/);
+    assert.equal(answer.headers['cache-control'], 'no-store');
+    assert.ok(answer.ms < 5000, `${what}: answered in ${Math.round(answer.ms)} ms without the body`);
+    if (status === 401) assert.equal(answer.headers['www-authenticate'], 'Bearer');
+  }
+});
+
+test('a body on a GET, HEAD or OPTIONS is refused at once, not read', async () => {
+  for (const method of ['GET', 'HEAD', 'OPTIONS']) {
+    const answer = /** @type {any} */ (await exchange([`${method} /x HTTP/1.1\r\n${host}Content-Length: 100000\r\n\r\nab`], { pauseMs: 8000, halfClose: true }));
+    assert.equal(answer.status, 400, method);
+    assert.ok(answer.ms < 5000, `${method}: ${Math.round(answer.ms)} ms`);
+    if (method !== 'HEAD') assert.equal(JSON.parse(answer.body).error.name, 'body_not_allowed');
+  }
+});
+
+test('an upload body has a total deadline: sent above the minimum rate but past NGINX_UPLOAD_DEADLINE_S, a JSON 408', async () => {
+  const head = `POST /upload HTTP/1.1\r\n${host}Authorization: Bearer nginx-token\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: 200000\r\n\r\n`;
+  // 8 KB a second: twice the minimum rate, 25 s for the whole body; the deadline is 5 s
+  const chunks = [head, ...Array.from({ length: 24 }, () => 'x'.repeat(8192))];
+  const answer = /** @type {any} */ (await exchange(chunks, { pauseMs: 1000 }));
+  assertJsonError(answer, 408, 'request_timeout');
+  assert.ok(answer.ms > 4000 && answer.ms < 9000, `cut off after ${Math.round(answer.ms)} ms`);
+});
+
+test('ecency\'s /webp/ prefix redirects within this host only: no open redirect, a JSON body', async () => {
+  const moved = /** @type {any} */ (await exchange([`GET /webp/DQmWQzjgaD82ozKv3hX3HmRmobw8RY3eMtvsG16GVkasFo3/a.png?format=webp HTTP/1.1\r\n${host}\r\n`]));
+  assert.equal(moved.status, 301);
+  assert.equal(moved.headers.location, '/DQmWQzjgaD82ozKv3hX3HmRmobw8RY3eMtvsG16GVkasFo3/a.png?format=webp');
+  assert.equal(JSON.parse(moved.body).error.name, 'moved_permanently');
+  for (const path of ['/webp//evil.example/x.png', '/webp/%5Cevil.example/x', '/webp/%2F%2Fevil.example/x', '/webp/\\evil.example/x', '/webp/']) {
+    const answer = /** @type {any} */ (await exchange([`GET ${path} HTTP/1.1\r\n${host}\r\n`]));
+    assert.equal(answer.headers.location, undefined, `${path}: no redirect (${answer.status})`);
+    assertJsonError(answer, 404, 'not_found');
+  }
+});
+
 test('client addresses: X-Forwarded-For is believed from a trusted proxy only', async () => {
   const trusted = /** @type {any} */ (await exchange([`GET /healthz HTTP/1.1\r\n${host}X-Forwarded-For: 203.0.113.7\r\n\r\n`]));
-  // 127.0.0.2 is loopback but not in NGINX_TRUSTED_PROXIES (127.0.0.1/32, ::1/128): its header is not believed
+  // 127.0.0.2 is loopback but not in NGINX_TRUSTED_PROXIES (127.0.0.1/32 here): its header is not believed
   const untrusted = /** @type {any} */ (await exchange([`GET /healthz HTTP/1.1\r\n${host}X-Forwarded-For: 198.51.100.9\r\n\r\n`], { localAddress: '127.0.0.2' }));
   const line = (/** @type {string} */ id) => stack.log('nginx-access.log').split('\n').find((entry) => entry.includes(id)) || '';
   await waitFor(async () => line(trusted.headers['x-request-id']) && line(untrusted.headers['x-request-id']), 5000, 'access log flush');

@@ -26,12 +26,33 @@ sub vcl_recv {
   # for every holder. On /p/ it is ours; in a legacy URL's query only a 48-hex token is (another belongs
   # to the source URL, e.g. a Firebase download token)
   if (req.url ~ "^/p/") {
+    # one spelling per variant, or none: a path is /p/<base58> with at most ecency's file extension (the
+    # origin reads neither), anything else there is refused; a parameter given twice counts once (the first,
+    # as the origin reads it), a value no variant has is refused, so junk spellings make no objects at all
+    if (req.url !~ {"^/p/[1-9A-HJ-NP-Za-km-z]+(\.(?i:webp|png|jpe?g|gif|avif))?(\?|$)"}) {
+      return (synth(400, "invalid_path"));
+    }
+    set req.url = regsub(req.url, {"^(/p/[1-9A-HJ-NP-Za-km-z]+)[^?]*"}, "\1");
+    set req.url = regsub(req.url, {"([?&](width|height|mode|format)=[^&]*)(.*?)&\2=[^&]*"}, "\1\3");
+    set req.url = regsub(req.url, {"([?&](width|height|mode|format)=[^&]*)(.*?)&\2=[^&]*"}, "\1\3");
+    if (req.url ~ {"[?&](width|height|mode|format)=[^&]*&(.*&)?\1="}) {
+      return (synth(400, "repeated_parameter"));
+    }
+    if (req.url ~ {"[?&]mode=(?!(cover|fit)(&|$))"} || req.url ~ {"[?&]format=(?!(match|jpeg|jpg|png|webp|avif|auto)(&|$))"}) {
+      return (synth(400, "invalid_parameter"));
+    }
     # only what the origin reads keys the cache, in one spelling each (its result cache keys on the parsed
     # values alike): every other parameter (the preview token, a cache buster) is dropped; sizes are read as
-    # the origin reads them (leading digits, no leading zeros; 0 is no size); the defaults (format=match,
+    # the origin reads them (parseInt: spaces and a plus sign first, leading digits, no leading zeros; 0 and
+    # a value without digits are no size; a negative size is refused); the defaults (format=match,
     # mode=cover) and format=jpg's alias are written as the origin understands them
     set req.url = regsuball(req.url, {"([?&])(?!(?:width|height|mode|format)=)[^&]*"}, "\1");
+    set req.url = regsuball(req.url, {"([?&](?:width|height)=)(?:\+|%20|%09|%0[AaDd]|%2[Bb])+"}, "\1");
+    if (req.url ~ {"[?&](width|height)=(-|%2[Dd])[0-9]"}) {
+      return (synth(400, "invalid_parameter"));
+    }
     set req.url = regsuball(req.url, {"([?&](?:width|height)=)0*([0-9]+)[^&]*"}, "\1\2");
+    set req.url = regsuball(req.url, {"([?&])(?:width|height)=(?![0-9])[^&]*"}, "\1");
     set req.url = regsuball(req.url, {"([?&])(?:width=0|height=0|format=match|mode=cover)(?=&|$)"}, "\1");
     set req.url = regsuball(req.url, {"([?&]format=)jpg(?=&|$)"}, "\1jpeg");
     set req.url = regsuball(req.url, {"([?&])&+"}, "\1");

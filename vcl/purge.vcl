@@ -1,9 +1,11 @@
-# PURGE (one URL, all its variants), xkey purges and operator BANs, from the purgers ACL only.
-# Requests that came through nginx carry X-From-Edge (nginx sets it on every request it forwards):
-# those are public, whatever their address. (X-Forwarded-For cannot tell: varnish adds it itself.)
+# PURGE (one URL, all its variants), xkey purges and operator BANs: on the purge socket from the purge
+# service's user (default.vcl.template checks the peer and marks the request), or from the purgers ACL (a
+# cluster's nodes purged over the network). Requests that came through nginx carry X-From-Edge (nginx sets it
+# on every request it forwards): those are public, whatever their address. (X-Forwarded-For cannot tell:
+# varnish adds it itself.)
 sub vcl_recv {
   if (req.method == "PURGE" || req.method == "BAN") {
-    if (req.http.X-From-Edge || client.ip !~ purgers) {
+    if (req.http.X-From-Edge || (!req.http.X-Purge-Socket && client.ip !~ purgers)) {
       return (synth(403, "purge_forbidden"));
     }
     if (req.method == "BAN") {

@@ -29,9 +29,13 @@ test('mtail turns the access log sample into edge histograms by route, cache res
 
 test('the log format nginx writes is the one the mtail program reads', async () => {
   const config = await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'mtail-')) });
-  const values = renderAll(config);
-  const nginx = fs.readFileSync(path.join(values.CONF_DIR, 'nginx.conf'), 'utf8');
-  const format = /log_format edge ([\s\S]*?);/.exec(nginx)?.[1].replace(/'\s*'/g, '').replace(/'/g, '');
-  assert.equal(format, '$time_iso8601 $request_id $remote_addr "$request_method $request_uri" $status $body_bytes_sent $request_time $upstream_response_time $route_class $cache_result');
-  fs.rmSync(config.STACK_DIR, { recursive: true, force: true });
+  try {
+    const values = renderAll(config);
+    const nginx = fs.readFileSync(path.join(values.CONF_DIR, 'nginx.conf'), 'utf8');
+    const format = /log_format edge ([\s\S]*?);/.exec(nginx)?.[1].replace(/'\s*'/g, '').replace(/'/g, '');
+    // $logged_uri: the request URI without bearer tokens (a map in nginx.conf)
+    assert.equal(format, '$time_iso8601 $request_id $remote_addr "$request_method $logged_uri" $status $body_bytes_sent $request_time $upstream_response_time $route_class $cache_result');
+  } finally {
+    fs.rmSync(config.STACK_DIR, { recursive: true, force: true });
+  }
 });

@@ -24,7 +24,7 @@ test('the renderer derives shared values once and refuses unknown template varia
   const config = await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', NGINX_PORT: '9999', REDIS_PORT: '7777' });
   assert.equal(config.PUBLIC_URL, 'http://127.0.0.1:9999');
   assert.equal(config.REDIS_URL, 'redis://127.0.0.1:7777/0');
-  assert.deepEqual(config.PURGE_VARNISH_NODES, ['127.0.0.1:6081']);
+  assert.deepEqual(config.PURGE_VARNISH_NODES, ['unix:/tmp/x/run/purge/varnish.sock'], 'this stack\'s varnish, on its purge socket');
   const explicit = await resolveSettings({ ENV_FILE: '/nonexistent', PUBLIC_URL: 'https://images.example.com' });
   assert.equal(explicit.PUBLIC_URL, 'https://images.example.com');
   assert.throws(() => substitute('listen ${NGINX_PROT};', { NGINX_PORT: '1' }, 'nginx.conf'), /no value for \$\{NGINX_PROT\}/);

@@ -97,6 +97,7 @@ export function commonSettings(service, port, metricsPort) {
 export const sharedSettings = /** @type {Setting[]} */ ([
   { name: 'LOG_LEVEL', type: 'string', default: 'info', doc: 'pino log level', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
   { name: 'REDIS_URL', type: 'string', default: 'redis://127.0.0.1:6379/0', doc: 'Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count)' },
+  { name: 'REDIS_USERNAME', type: 'string', default: '', doc: 'Redis ACL user; the native stack and compose give each service a user of its own (with a password derived from REDIS_PASSWORD) and set this; empty: the default user' },
   { name: 'REDIS_PASSWORD', type: 'string', default: '', doc: 'Redis\'s and the sentinels\' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env)', secret: true },
   { name: 'REDIS_SENTINELS', type: 'list', default: '', doc: 'Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL\'s server' },
   { name: 'REDIS_MASTER_NAME', type: 'string', default: 'mymaster', doc: 'the master\'s name in the sentinels\' configuration' },

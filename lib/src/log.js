@@ -27,7 +27,15 @@ export function requestIdOf(req) {
  */
 export function logRequest(logger, { started, ...request }) {
   const level = request.error || request.status === 500 ? 'error' : 'debug';
-  if (logger.isLevelEnabled(level)) logger[level]({ ...request, ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
+  if (logger.isLevelEnabled(level)) logger[level]({ ...request, url: redactUrl(request.url), ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
+}
+
+/**
+ * A URL as logged: without bearer material (a Hivesigner access token in /hs/<token>, a preview token=), as
+ * nginx and haproxy log it. @param {string | undefined} url
+ */
+export function redactUrl(url) {
+  return url?.replace(/\/hs\/[^/?]*/, '/hs/[redacted]').replace(/([?&]token=)[^&]*/g, '$1[redacted]');
 }
 
 /**

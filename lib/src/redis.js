@@ -2,17 +2,20 @@ import { Redis } from 'ioredis';
 
 /**
  * Where Redis is: REDIS_URL's server, or with REDIS_SENTINELS the master the sentinels name (REDIS_URL then
- * gives the database). The password: REDIS_PASSWORD, else REDIS_URL's; the sentinels ask for the same one.
- * @param {Record<string, any>} config REDIS_URL, REDIS_PASSWORD, REDIS_SENTINELS, REDIS_MASTER_NAME
+ * gives the database). The user and password: REDIS_USERNAME and REDIS_PASSWORD, else REDIS_URL's; the
+ * sentinels ask for the same ones.
+ * @param {Record<string, any>} config REDIS_URL, REDIS_USERNAME, REDIS_PASSWORD, REDIS_SENTINELS, REDIS_MASTER_NAME
  * @returns {[string, import('ioredis').RedisOptions]}
  */
 export function redisTarget(config) {
   const url = new URL(config.REDIS_URL);
   const password = config.REDIS_PASSWORD || decodeURIComponent(url.password) || undefined;
+  const username = config.REDIS_USERNAME || decodeURIComponent(url.username) || undefined;
   if (!config.REDIS_SENTINELS?.length) {
-    // the password as an option: ioredis would let one in the URL win over it
+    // the user and password as options: ioredis would let those in the URL win over them
     url.password = '';
-    return [url.href, password ? { password } : {}];
+    url.username = '';
+    return [url.href, { ...(password ? { password } : {}), ...(username ? { username } : {}) }];
   }
   const sentinels = config.REDIS_SENTINELS.map((address) => {
     const at = address.lastIndexOf(':');
@@ -23,8 +26,10 @@ export function redisTarget(config) {
     name: config.REDIS_MASTER_NAME || 'mymaster',
     db: Number(url.pathname.slice(1) || 0),
     password,
+    username,
+    // the sentinels know the services' users too (infra/secrets.js)
     sentinelPassword: password,
-    username: decodeURIComponent(url.username) || undefined,
+    sentinelUsername: username,
     // a failover: the master now answers READONLY until the client asks the sentinels again
     reconnectOnError: (err) => err.message.startsWith('READONLY'),
   }];

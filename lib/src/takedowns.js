@@ -227,16 +227,17 @@ export function takedownError(cacheControl, headers = {}) {
 
 // Remembers (bounded) which sources this fleet has served and under which paths: a takedown then knows the
 // variant URLs to purge at the CDN, and the sources a domain or a pattern covers. The oldest sources leave
-// first once there are more than `max`; a source keeps at most `perSource` paths.
+// first once there are more than `max`; a source keeps its `perSource` most recently served paths (a sorted
+// set by time: junk spellings asked once age out under the real ones, asked again and again).
 // With ARGV[6] = "known" only a source already remembered gets a path (a legacy URL costs its asker nothing,
 // so it must not push real sources out).
 const RECORD = `if ARGV[6] == 'known' and not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 local paths = KEYS[3] .. ARGV[2]
-if redis.call('SCARD', paths) < tonumber(ARGV[5]) then
-  for i = 7, #ARGV do redis.call('SADD', paths, ARGV[i]) end
-end
+if redis.call('TYPE', paths).ok == 'set' then redis.call('DEL', paths) end
+for i = 7, #ARGV do redis.call('ZADD', paths, ARGV[1], ARGV[i]) end
+redis.call('ZREMRANGEBYRANK', paths, 0, -tonumber(ARGV[5]) - 1)
 if redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[4]) then
   local old = redis.call('ZRANGE', KEYS[1], 0, 99)
   for _, id in ipairs(old) do
@@ -255,7 +256,8 @@ export const SERVED_KEYS = { recent: 'takedown:served', sources: 'takedown:serve
  * @param {{ redis: import('ioredis').Redis, logger: import('pino').Logger, max: number, perSource: number }} options
  */
 export function createServedLog({ redis, logger, max, perSource }) {
-  const recorded = new LRUCache({ max: 20000 });
+  // a path recorded in the last minute is not sent again; served again after that, its time is renewed
+  const recorded = new LRUCache({ max: 20000, ttl: 60_000 });
   return {
     /**
      * Remembers that `source` was answered under these paths (the origin's and the client's spelling).

@@ -4,7 +4,7 @@ import { legacyRoute } from './routes/legacy.js';
 import { proxyAuthRoute } from './routes/proxy-auth.js';
 import { proxyFastPath, proxyRoute } from './routes/proxy.js';
 import { serveRoute } from './routes/serve.js';
-import { hiveUploadRoute, hivesignerUploadRoute, tokenUploadRoute } from './routes/upload.js';
+import { hiveUploadRoute, hivesignerUploadRoute, tokenUploadRoute, uploadCheckRoute } from './routes/upload.js';
 
 /**
  * The origin's HTTP surface (images.hive.blog compatible).
@@ -27,6 +27,7 @@ export function createApp(deps) {
 
   const health = healthRoute({ version: deps.version, ready: async () => true });
   app.get(['/healthz', '/.well-known/healthcheck.json', '/'], health);
+  app.get('/.upload-check/*', uploadCheckRoute(deps));
   app.get('/p/:encoded/:filename?', proxyRoute(deps));
   app.get('/:size([0-9]{1,5}x[0-9]{1,5})/*', legacyRoute(deps));
   app.post('/upload', tokenUploadRoute(deps));

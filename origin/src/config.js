@@ -21,6 +21,7 @@ export const settings = [
   { name: 'S3_MAX_ATTEMPTS', type: 'int', default: '2', doc: 'tries of an S3 request (the SDK\'s retries with backoff)', min: 1 },
   { name: 'UPLOAD_MAX_BYTES', type: 'bytes', default: '30mb', doc: 'largest accepted upload (nginx client_max_body_size follows it)' },
   { name: 'UPLOAD_TOKENS', type: 'list', default: '', doc: 'Bearer tokens accepted by POST /upload (comma separated); empty disables it', secret: true },
+  { name: 'UPLOAD_FAILURES_PER_CLIENT', type: 'int', default: '20', doc: 'Hive uploads whose signature did not verify (or named no account) one client address may send in ten minutes; past it its uploads are refused before their body is read (a 429), so forged uploads cannot make this origin call the Hive API for each', min: 1 },
   { name: 'UPLOAD_QUOTA_PER_WEEK', type: 'int', default: '300', doc: 'distinct uploads per Hive account over a rolling week (a retried upload of the same bytes counts once); past it a 429 saying when the oldest ages out', min: 0 },
   { name: 'UPLOAD_CHECKS_QUEUE_MAX', type: 'int', default: '32', doc: 'uploads waiting for their check decode (one decode per core at once); past it a 503 with Retry-After', min: 0 },
   { name: 'HIVESIGNER_APP', type: 'string', default: '', doc: 'this site\'s Hivesigner app account: POST /hs/<access token> uploads are taken from users who authorised it; empty: off (404)' },

@@ -137,5 +137,6 @@ function classify(err) {
   // total timeout's signal (UND_ERR_ABORTED, or its reason: a DOMException named TimeoutError, code 23)
   const names = [anyErr?.code, anyErr?.name, anyErr?.cause?.code, anyErr?.cause?.name].join(' ');
   if (/timeout|ETIMEDOUT|abort/i.test(names)) return fetchError(504, 'upstream_timeout', false);
-  return fetchError(502, 'upstream_error', false, { reason: String(code || 'connection failed') });
+  // the errno stays in the log (a port scan through /p/ must not read open, closed and filtered apart)
+  return Object.assign(fetchError(502, 'upstream_error', false, { reason: 'connection failed' }), { code: String(code || '') });
 }

@@ -1,6 +1,7 @@
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { ripemd160 } from '@noble/hashes/legacy.js';
 import bs58 from 'bs58';
+import { LRUCache } from 'lru-cache';
 import { HttpError } from '@stack/lib';
 
 /** Hive's public key text: "STM" + base58(compressed key + ripemd160 checksum). @param {Uint8Array} key */
@@ -37,19 +38,31 @@ export function recoverSigner(signatureHex, digest) {
  * @param {{ call: (method: string, params: unknown) => Promise<any> }} hive
  */
 export function createHiveAuth(hive) {
+  // an account's keys (or that it does not exist) for a minute: a burst of uploads, or of forged ones, for
+  // one account costs the Hive API one call
+  /** @type {LRUCache<string, { found: any }>} */
+  const accounts = new LRUCache({ max: 10_000, ttl: 60_000 });
+  /** @param {string} account */
+  async function lookup(account) {
+    const cached = accounts.get(account);
+    if (cached) return cached.found;
+    let answer;
+    try {
+      answer = await hive.call('condenser_api.get_accounts', [[account]]);
+    } catch {
+      throw new HttpError(503, 'upstream_unavailable', { reason: 'hive api' }, { 'Retry-After': '10' });
+    }
+    const found = Array.isArray(answer) ? answer.find((entry) => entry && entry.name === account) || null : null;
+    accounts.set(account, { found });
+    return found;
+  }
   /**
    * @param {string} account @param {string} signatureHex @param {Uint8Array} digest
    * @param {Array<'posting' | 'active'>} [authorities]
    */
   return async function verify(account, signatureHex, digest, authorities = ['posting', 'active']) {
     const signer = recoverSigner(signatureHex, digest);
-    let accounts;
-    try {
-      accounts = await hive.call('condenser_api.get_accounts', [[account]]);
-    } catch {
-      throw new HttpError(503, 'upstream_unavailable', { reason: 'hive api' }, { 'Retry-After': '10' });
-    }
-    const found = Array.isArray(accounts) ? accounts.find((entry) => entry && entry.name === account) : null;
+    const found = await lookup(account);
     if (!found) throw new HttpError(404, 'no_such_account', { account });
     for (const authority of authorities.map((name) => found[name])) {
       const threshold = authority?.weight_threshold ?? 1;

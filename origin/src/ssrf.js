@@ -1,21 +1,27 @@
 import dns from 'node:dns';
 import ipaddr from 'ipaddr.js';
 
+/** Global unicast IPv6 (2000::/3): every other IPv6 address is refused outright. */
+const GLOBAL_V6 = ipaddr.parseCIDR('2000::/3');
+
 /**
  * Is this address one a proxy fetch must never reach? Only global unicast passes: loopback, private,
- * link-local (the cloud metadata address included), CGNAT, multicast, reserved, and IPv6 forms that embed
- * an IPv4 address (mapped, NAT64, 6to4, Teredo) are judged by the address they carry.
+ * link-local (the cloud metadata address included), CGNAT, multicast, reserved. IPv6 passes only within
+ * 2000::/3; an IPv4-mapped address is judged by the address it carries, and every other form that embeds
+ * one (IPv4-compatible ::a.b.c.d, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4, Teredo, SIIT) is refused.
  * @param {string} address a textual IP address
  */
 export function isForbiddenAddress(address) {
   if (!ipaddr.isValid(address)) return true;
-  let parsed = ipaddr.parse(address);
-  if (parsed.kind() === 'ipv6') {
-    const v6 = /** @type {ipaddr.IPv6} */ (parsed);
-    if (v6.isIPv4MappedAddress()) parsed = v6.toIPv4Address();
-    else if (['rfc6052', '6to4', 'teredo', 'rfc6145'].includes(v6.range())) return true;
-  }
-  return parsed.range() !== 'unicast';
+  const parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv4') return parsed.range() !== 'unicast';
+  // in hex first: ipaddr reads a dotted tail (::8.8.8.8, IPv4-compatible) as if it were IPv4-mapped
+  const hex = new URL(`http://[${address}]/`).hostname.slice(1, -1);
+  if (hex !== address) return isForbiddenAddress(hex);
+  const v6 = /** @type {ipaddr.IPv6} */ (parsed);
+  if (v6.isIPv4MappedAddress()) return isForbiddenAddress(v6.toIPv4Address().toString());
+  if (!v6.match(GLOBAL_V6)) return true;
+  return v6.range() !== 'unicast' || ['rfc6052', '6to4', 'teredo', 'rfc6145'].includes(v6.range());
 }
 
 /** @param {string} hostname URL hostname, maybe a bracketed IPv6 literal */

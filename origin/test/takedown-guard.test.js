@@ -78,3 +78,18 @@ test('a new upload is refused by its key or its uploader\'s account', () => {
   assert.equal(guard.blockedUpload(OTHER, 'alice'), null);
   assert.equal(guard.blockedUpload(OTHER, null), null);
 });
+
+test('the served-paths record keeps the spellings served most recently: junk asked once cannot push the real one out', async () => {
+  const source = { id: 'c0ffee', url: 'https://img.example/photo.jpg' };
+  for (let i = 0; i < 100; i += 1) guard.served(source, [`/p/junk?cb=${i}`]);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  guard.served(source, ['/p/real?width=640']);
+  /** @type {string[]} */
+  let paths = [];
+  for (let tries = 0; tries < 50 && !paths.includes('/p/real?width=640'); tries += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    paths = await client.zrange(`takedown:served:paths:${source.id}`, '0', '-1');
+  }
+  assert.ok(paths.includes('/p/real?width=640'), 'the real spelling is recorded');
+  assert.equal(paths.length, config.SERVED_PATHS_PER_SOURCE, 'bounded per source');
+});

@@ -22,15 +22,18 @@ function sign(bytes, secretKey) {
   return hiveSignature(challengeHash().update(bytes).digest(), secretKey).toString('hex');
 }
 
-/** @param {string} name @param {string} signature @param {Buffer} bytes */
+let clients = 0;
+
+/** From a client address of its own each (failed signatures count per client). @param {string} name @param {string} signature @param {Buffer} bytes */
 function hiveUpload(name, signature, bytes) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(bytes)]), 'avatar.png');
-  return fetch(`${origin.base}/${name}/${signature}`, { method: 'POST', body: form });
+  clients += 1;
+  return fetch(`${origin.base}/${name}/${signature}`, { method: 'POST', body: form, headers: { 'x-forwarded-for': `198.51.100.${clients}` } });
 }
 
 before(async () => {
-  origin = await startOrigin({ UPLOAD_QUOTA_PER_WEEK: '3' });
+  origin = await startOrigin({ UPLOAD_QUOTA_PER_WEEK: '3', UPLOAD_FAILURES_PER_CLIENT: '5' });
   origin.hive.setAccount(account('alice'));
   origin.hive.setAccount(account('bob'));
 });
@@ -122,10 +125,12 @@ test('the quota per account over a rolling week answers 429 past its limit; a re
 });
 
 test('the Hive API being down is a 503 with Retry-After, not a 500', async () => {
+  // an account not looked up in the last minute (the keys of one that was are still known)
+  origin.hive.setAccount(account('carol'));
   origin.hive.setDown(true);
   try {
     const bytes = await solid(50, 51, 'png');
-    const response = await hiveUpload('alice', sign(bytes, posting.secretKey), bytes);
+    const response = await hiveUpload('carol', sign(bytes, posting.secretKey), bytes);
     assert.equal(response.status, 503);
     assert.ok(Number(response.headers.get('retry-after')) > 0);
   } finally {
@@ -159,4 +164,31 @@ test('a SIGKILL in the middle of uploads loses nothing that was acknowledged', a
     const info = await decode(Buffer.from(await response.arrayBuffer()));
     assert.equal(info.format, 'jpeg');
   }
+});
+
+test('forged Hive uploads cost the Hive API one call an account a minute, and past UPLOAD_FAILURES_PER_CLIENT their sender is refused before its body', async () => {
+  origin.hive.setAccount(account('dave'));
+  const before = origin.hive.calls.filter((entry) => entry.method === 'condenser_api.get_accounts').length;
+  const bytes = await solid(20, 21, 'png');
+  const forged = sign(bytes, stranger.secretKey);
+  const client = '203.0.113.77';
+  const form = () => {
+    const body = new FormData();
+    body.append('image_file', new Blob([new Uint8Array(bytes)]), 'forged.png');
+    return body;
+  };
+  for (let i = 0; i < 3; i += 1) {
+    const response = await fetch(`${origin.base}/dave/${forged}`, { method: 'POST', body: form(), headers: { 'x-forwarded-for': client } });
+    assert.equal(response.status, 403);
+  }
+  assert.equal(origin.hive.calls.filter((entry) => entry.method === 'condenser_api.get_accounts').length - before, 1, 'one lookup for three forged uploads');
+  // the check nginx asks before reading a body: refused once the client has failed too often
+  const check = (/** @type {string} */ from) => fetch(`${origin.base}/.upload-check/dave/${forged}`, { headers: { 'x-forwarded-for': from } });
+  assert.equal((await check(client)).status, 204, 'still under the limit');
+  for (let i = 3; i < 5; i += 1) await fetch(`${origin.base}/dave/${forged}`, { method: 'POST', body: form(), headers: { 'x-forwarded-for': client } });
+  const refused = await check(client);
+  assert.equal(refused.status, 429);
+  assert.equal(/** @type {any} */ (await refused.json()).error.name, 'too_many_failed_uploads');
+  assert.ok(Number(refused.headers.get('retry-after')) > 0);
+  assert.equal((await check('203.0.113.78')).status, 204, 'another client is not refused');
 });

@@ -29,8 +29,12 @@ const known = (topic === 'dead-letters' && ['list', 'replay'].includes(action)) 
 if (!known) fail(USAGE);
 
 const config = loadConfig(settings);
-const redis = connectRedis(config, createLogger('purge-cli', 'warn'));
-await new Promise((resolve) => redis.once('ready', resolve));
+const redis = connectRedis(config, createLogger('purge-cli', 'fatal'));
+// Redis refusing (a wrong password, none given) or away: said at once, not waited on for ever
+await new Promise((resolve) => {
+  redis.once('ready', resolve);
+  redis.once('error', (err) => fail(`purge-service: Redis at ${config.REDIS_URL}: ${err.message} (the stack's settings: . $STACK_DIR/env and $STACK_DIR/secrets/all.env)\n`, 1));
+});
 /** @param {unknown} value */
 const print = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);
 try {

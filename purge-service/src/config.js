@@ -20,7 +20,7 @@ export const settings = [
   { name: 'PURGE_RETRY_BASE_MS', type: 'int', default: '250', doc: 'first retry delay (doubles each attempt, with jitter)', min: 1 },
   { name: 'PURGE_RETRY_MAX_MS', type: 'int', default: '30000', doc: 'longest retry delay', min: 1 },
   { name: 'PURGE_CLAIM_IDLE_MS', type: 'int', default: '30000', doc: 'pending events of another (crashed) consumer idle this long are claimed', min: 1 },
-  { name: 'PURGE_VARNISH_NODES', type: 'list', default: '127.0.0.1:6081', doc: 'varnish nodes (host:port); a name resolving to several addresses purges each' },
+  { name: 'PURGE_VARNISH_NODES', type: 'list', default: '127.0.0.1:6081', doc: 'varnish nodes (host:port), or unix:<path> of a node\'s purge socket; a name resolving to several addresses purges each; the native stack: its varnish\'s purge socket (STACK_DIR/run/purge/varnish.sock)' },
   { name: 'PURGE_NODE_RETRY_MS', type: 'int', default: '500', doc: 'how often purges a varnish node missed (it was down or refused) are sent to it again, oldest first', min: 10 },
   { name: 'PURGE_NODE_MAX_AGE_S', type: 'int', default: '86400', doc: 'a missed purge older than this is dropped (a node away that long restarts with an empty cache)', min: 1 },
   { name: 'PURGE_XKEY_SOFT', type: 'bool', default: 'false', doc: 'soft-purge xkeys (objects stay for grace) instead of removing them' },

@@ -37,8 +37,13 @@ export async function takedownTargets(redis, events) {
     } while (cursor !== '0');
   }
   const pipeline = redis.pipeline();
-  for (const id of ids) pipeline.smembers(SERVED_KEYS.paths + id);
+  for (const id of ids) pipeline.zrange(SERVED_KEYS.paths + id, '0', '-1');
   const results = /** @type {[Error | null, string[]][]} */ ((await pipeline.exec()) || []);
+  // recorded before paths were kept by time (a set): read as they are
+  const list = [...ids];
+  for (const [i, [err]] of results.entries()) {
+    if (err && /WRONGTYPE/.test(err.message)) results[i] = [null, await redis.smembers(SERVED_KEYS.paths + list[i])];
+  }
   const failed = results.find(([err]) => err);
   if (failed) throw failed[0];
   /** @type {Map<string, string[]>} */

@@ -155,7 +155,7 @@ test('a crashed consumer\'s pending events are claimed and purged', async () => 
 test('the dead-letters CLI lists what failed and replays it', async () => {
   const dead = [['account', 'lost-1', 'kind', 'avatar', 'failed_target', 'cdn'], ['account', 'lost-2', 'kind', 'both', 'failed_target', 'varnish']];
   for (const fields of dead) await redis.xadd('purge:dead', '*', ...fields, 'original_id', '1-0', 'error', 'test');
-  const cli = (/** @type {string[]} */ ...args) => run('sh', ['-c', `set -a; . "${stack.dir}/env"; set +a; exec "${path.join(root, 'purge-service/bin/purge-service')}" "$@"`, 'cli', ...args]);
+  const cli = (/** @type {string[]} */ ...args) => run('sh', ['-c', `set -a; . "${stack.dir}/env"; . "${stack.dir}/secrets/all.env"; set +a; exec "${path.join(root, 'purge-service/bin/purge-service')}" "$@"`, 'cli', ...args]);
   const listed = (await cli('dead-letters', 'list')).stdout.trim().split('\n').map((line) => JSON.parse(line));
   assert.deepEqual(listed.map((letter) => [letter.account, letter.failed_target]), [['lost-1', 'cdn'], ['lost-2', 'varnish']]);
   assert.equal((await cli('dead-letters', 'replay')).stdout.trim(), 'replayed 2');

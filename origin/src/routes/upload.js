@@ -194,14 +194,13 @@ export function hiveUploadRoute(deps, signed = 'data') {
     res.locals.route = 'upload';
     const { account, signature } = req.params;
     try {
-      if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
-      if (!/^[0-9a-f]{130}$/i.test(signature)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
-      await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, '').catch((err) => {
+      await hivePrecheck(deps, account, signature, clientOf(req)).catch((err) => {
         deps.metrics.rejections.inc({ reason: err.name });
         throw err;
       });
       await acceptUpload(deps, 'hive', async (digest, checksum) => {
-        await deps.verifySignature(account, signature, checksum ? challengeHash().update(checksum).digest() : digest);
+        await deps.verifySignature(account, signature, checksum ? challengeHash().update(checksum).digest() : digest)
+          .catch((err) => countFailure(deps, err, clientOf(req)));
         await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
         return account;
       }, req, res, signed === 'checksum');
@@ -209,6 +208,49 @@ export function hiveUploadRoute(deps, signed = 'data') {
       next(err);
     }
   };
+}
+
+/**
+ * What a Hive upload must pass before its body is worth reading: a valid account name and signature shape,
+ * a client that has not been sending forged signatures, an account not taken down, a week not full.
+ * @param {UploadDeps} deps @param {string} account @param {string} signature @param {string} client
+ */
+async function hivePrecheck(deps, account, signature, client) {
+  if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
+  if (!/^[0-9a-f]{130}$/i.test(signature)) throw new HttpError(400, 'invalid_signature', { reason: 'malformed' });
+  await checkFailures(deps, client);
+  if (deps.guard.blockedUpload('', account)) throw takedownError(deps.config.CACHE_CONTROL_TAKEDOWN);
+  await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, '');
+}
+
+/** The client's address as nginx gave it (the first X-Forwarded-For entry). @param {import('express').Request} req */
+function clientOf(req) {
+  return String(req.headers['x-forwarded-for'] || req.socket.remoteAddress || '').split(',')[0].trim();
+}
+
+const FAILURE_WINDOW_S = 600;
+
+/**
+ * A signature that does not verify (or names no account) costs its sender: counted per client for ten
+ * minutes, and past UPLOAD_FAILURES_PER_CLIENT its uploads are refused before their body is read, so forged
+ * uploads cannot turn this origin into a stream of Hive API calls. Rethrows the refusal.
+ * @param {UploadDeps} deps @param {unknown} err @param {string} client @returns {Promise<never>}
+ */
+async function countFailure(deps, err, client) {
+  const status = /** @type {HttpError} */ (err).status;
+  if (client && (status === 403 || status === 404 || status === 400)) {
+    await deps.redis.multi().incr(`origin:upload-failures:${client}`).expire(`origin:upload-failures:${client}`, FAILURE_WINDOW_S).exec().catch(() => {});
+  }
+  throw err;
+}
+
+/** @param {UploadDeps} deps @param {string} client */
+async function checkFailures(deps, client) {
+  if (!client) return;
+  const failures = Number(await deps.redis.get(`origin:upload-failures:${client}`).catch(() => 0)) || 0;
+  if (failures >= deps.config.UPLOAD_FAILURES_PER_CLIENT) {
+    throw new HttpError(429, 'too_many_failed_uploads', { window_s: FAILURE_WINDOW_S }, { 'Retry-After': String(FAILURE_WINDOW_S) });
+  }
 }
 
 /**
@@ -221,9 +263,7 @@ export function hivesignerUploadRoute(deps) {
   return async (req, res, next) => {
     res.locals.route = 'upload';
     try {
-      const verify = deps.verifyHivesigner;
-      if (!verify) throw new HttpError(404, 'hivesigner_disabled');
-      if (req.params.token.length > 4096) throw new HttpError(400, 'invalid_token', { reason: 'too long' });
+      const verify = hivesignerPrecheck(deps, req.params.token);
       await acceptUpload(deps, 'hivesigner', async (digest) => {
         const account = await verify(req.params.token);
         await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
@@ -235,21 +275,64 @@ export function hivesignerUploadRoute(deps) {
   };
 }
 
+/** @param {UploadDeps & { verifyHivesigner: ((token: string) => Promise<string>) | null }} deps @param {string} token */
+function hivesignerPrecheck(deps, token) {
+  if (!deps.verifyHivesigner) throw new HttpError(404, 'hivesigner_disabled');
+  if (token.length > 4096) throw new HttpError(400, 'invalid_token', { reason: 'too long' });
+  return deps.verifyHivesigner;
+}
+
 /**
  * POST /upload with `Authorization: Bearer <token>`, for sites without Hive accounts.
  * @param {UploadDeps} deps
  * @returns {import('express').RequestHandler}
  */
 export function tokenUploadRoute(deps) {
-  const tokens = deps.config.UPLOAD_TOKENS.map((/** @type {string} */ token) => Buffer.from(token));
+  const check = tokenPrecheck(deps);
   return async (req, res, next) => {
     res.locals.route = 'upload';
     try {
-      const given = Buffer.from(/^Bearer (.+)$/.exec(req.headers.authorization || '')?.[1] || '');
-      const ok = tokens.some((/** @type {Buffer} */ token) => token.length === given.length && timingSafeEqual(token, given));
-      if (!ok) throw new HttpError(401, 'unauthorized', { reason: tokens.length ? 'bad token' : 'token uploads disabled' }, { 'WWW-Authenticate': 'Bearer' });
+      check(req);
       await acceptUpload(deps, 'token', async () => null, req, res);
     } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/** The bearer token check of POST /upload. @param {UploadDeps} deps */
+function tokenPrecheck(deps) {
+  const tokens = deps.config.UPLOAD_TOKENS.map((/** @type {string} */ token) => Buffer.from(token));
+  return (/** @type {import('express').Request} */ req) => {
+    const given = Buffer.from(/^Bearer (.+)$/.exec(req.headers.authorization || '')?.[1] || '');
+    const ok = tokens.some((/** @type {Buffer} */ token) => token.length === given.length && timingSafeEqual(token, given));
+    if (!ok) throw new HttpError(401, 'unauthorized', { reason: tokens.length ? 'bad token' : 'token uploads disabled' }, { 'WWW-Authenticate': 'Bearer' });
+  };
+}
+
+/**
+ * GET /.upload-check/<upload path>: nginx asks this before it reads an upload's body (nginx/upload-body.lua),
+ * so an upload that would be refused whatever its bytes (a wrong token, a malformed signature, a full week,
+ * a client sending forged signatures) is refused before it can hold an upload slot. 204: read the body.
+ * Not on the public path (nginx's location is internal).
+ * @param {UploadDeps & { verifyHivesigner: ((token: string) => Promise<string>) | null }} deps
+ * @returns {import('express').RequestHandler}
+ */
+export function uploadCheckRoute(deps) {
+  const token = tokenPrecheck(deps);
+  return async (req, res, next) => {
+    res.locals.route = 'upload-check';
+    try {
+      const path = req.path.slice('/.upload-check'.length);
+      const hive = /^\/(?:cs\/)?([^/]+)\/([^/]+)$/.exec(path);
+      if (path === '/upload') token(req);
+      else if (path.startsWith('/hs/')) hivesignerPrecheck(deps, path.slice(4));
+      else if (path.startsWith('/proxy-auth/')) { /* a small signed JSON body, checked by its own route */ }
+      else if (hive) await hivePrecheck(deps, decodeURIComponent(hive[1]), decodeURIComponent(hive[2]), clientOf(req));
+      else throw new HttpError(404, 'not_found');
+      res.set('Cache-Control', 'no-store').status(204).end();
+    } catch (err) {
+      deps.metrics.rejections.inc({ reason: /** @type {HttpError} */ (err).name || 'error' });
       next(err);
     }
   };

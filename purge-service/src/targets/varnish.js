@@ -7,7 +7,8 @@ const KEYS_PER_REQUEST = 100; // keeps the xkey header well under varnish's http
 /**
  * Every varnish node: an xkey purge of `avatar:<account>` and other tags (many per request) and, for objects
  * stored without tags, a PURGE of each avatar URL. A node name that resolves to several addresses
- * (Compose, Kubernetes) purges every address.
+ * (Compose, Kubernetes) purges every address; `unix:<path>` is a node's purge socket (this stack's own
+ * varnish, which checks that the peer is the purge service's user).
  * @param {{ nodes: string[], soft: boolean, timeoutMs: number }} options
  */
 export function createVarnishTarget({ nodes, soft, timeoutMs }) {
@@ -17,7 +18,8 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
   const pool = (origin) => {
     let found = pools.get(origin);
     if (!found) {
-      found = new Pool(origin, { connections: 16, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+      const socketPath = origin.startsWith('unix:') ? origin.slice(5) : undefined;
+      found = new Pool(socketPath ? 'http://varnish' : origin, { connections: 16, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, ...(socketPath ? { socketPath } : {}) });
       pools.set(origin, found);
     }
     return found;
@@ -25,6 +27,7 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
 
   async function addresses() {
     const all = await Promise.all(nodes.map(async (node) => {
+      if (node.startsWith('unix:')) return [node];
       const [host, port] = node.split(':');
       const found = await dns.lookup(host, { all: true });
       return found.map(({ address, family }) => `http://${family === 6 ? `[${address}]` : address}:${port || 80}`);
