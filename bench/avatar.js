@@ -12,7 +12,7 @@ const quick = process.argv.includes('--quick');
 const script = path.join(import.meta.dirname, 'avatar-accounts.lua');
 
 export async function benchAvatar() {
-  const stack = await startStack({ NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', LOG_LEVEL: 'warn' });
+  const stack = await startStack({ NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn' });
   let direct;
   let edge;
   try {

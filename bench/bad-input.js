@@ -187,7 +187,7 @@ export async function startCampaign() {
   hive.setAccount({ name: 'campaign', posting: authority, active: authority, json_metadata: '', posting_json_metadata: '' });
   const stack = await startStack({
     UPLOAD_TOKENS: 'campaign', PURGE_HMAC_KEYS: 'campaign-key', HIVE_API_URLS: hive.url, LOG_LEVEL: 'warn',
-    FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000',
+    FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0',
   });
   return {
     stack,

@@ -103,7 +103,7 @@ async function measureDay() {
   const rate = 150;
   const next = random(20261122);
   const server = await startImageServer();
-  const stack = await startStack({ UPLOAD_TOKENS: 'day', FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', LOG_LEVEL: 'warn' });
+  const stack = await startStack({ UPLOAD_TOKENS: 'day', FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn' });
   try {
     const imageCount = quick ? 150 : 600;
     const accountCount = 2000;

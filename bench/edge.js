@@ -11,7 +11,7 @@ const quick = process.argv.includes('--quick');
 
 export async function benchEdge() {
   // the per-client rate limit would throttle a load generator on one address: lifted for the measurement
-  const stack = await startStack({ UPLOAD_TOKENS: 'bench', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', LOG_LEVEL: 'warn' });
+  const stack = await startStack({ UPLOAD_TOKENS: 'bench', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn' });
   try {
     const form = new FormData();
     form.append('image_file', new Blob([new Uint8Array(await solid(64, 64, 'png'))]), 'hit.png');

@@ -71,17 +71,56 @@ export async function runOverload(stack, { seconds, token, warmupSeconds = 0 }) 
   };
 }
 
+/**
+ * The attack of #37's finding 2 beside normal traffic: a 150 KB PNG that declares 7000×7000 (49 MP), asked
+ * for distinct large sizes under format=auto with Chrome's Accept (the AVIFs its budget turns into WebP, in a
+ * worker killed at the timeout), one a second, while readers' misses of a real photograph (two a second, a
+ * new width each) and cache hits are timed. Targets: the readers' misses p99 under 1 s, hits under 10 ms.
+ * @param {Awaited<ReturnType<typeof startStack>>} stack @param {{ seconds: number, token: string }} options
+ */
+export async function runCostAttack(stack, { seconds, token }) {
+  const flat = await sharp({ create: { width: 7000, height: 7000, channels: 3, background: '#6080a0' } }).png({ compressionLevel: 9 }).toBuffer();
+  const bomb = await uploadTo(stack.base, flat, 'declared-7000.png', token);
+  const reader = await uploadTo(stack.base, await sharp(photo('Path', '1920x1080')).jpeg({ quality: 90 }).toBuffer(), 'reader.jpg', token);
+  const hit = await uploadTo(stack.base, await solid(64, 64, 'png'), 'hit-cost.png', token);
+  await fetch(hit).then((r) => r.arrayBuffer());
+  const chrome = 'image/avif,image/webp,image/apng,image/*,*/*;q=0.8';
+  const rate = 3;
+  const requests = Array.from({ length: seconds * rate }, (_, i) => (i % 3 === 0
+    ? { path: `/p/${base58Url.encode(bomb)}?width=${3000 + i}&format=auto`, kind: 'attack', accept: chrome }
+    : { path: `/p/${base58Url.encode(reader)}?width=${300 + i}&format=jpeg`, kind: 'reader miss' }));
+  const [byKind, fast] = await Promise.all([
+    runChild({ mode: 'mix', base: stack.base, requests, uploads: [], token, rate, accept: '' }),
+    runChild({ mode: 'probe', base: stack.base, paths: { hit: new URL(hit).pathname }, seconds, pauseMs: 20 }),
+  ]);
+  const kills = await metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_transform_worker_kills_total');
+  const misses = byKind['reader miss'] || { ms: [], statuses: {} };
+  const attack = byKind.attack || { ms: [], statuses: {} };
+  return {
+    seconds, attackSent: attack.ms.length, attackStatuses: attack.statuses, attackP50: percentile(attack.ms, 0.5),
+    readerMisses: misses.ms.length, readerStatuses: misses.statuses, readerMissP99: percentile(misses.ms, 0.99), hitP99: percentile(fast.hit, 0.99), workerKills: kills,
+  };
+}
+
 export async function benchOverload() {
-  const stack = await startStack({ UPLOAD_TOKENS: 'overload', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', LOG_LEVEL: 'warn' });
+  const stack = await startStack({ UPLOAD_TOKENS: 'overload', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn' });
   try {
     const result = await runOverload(stack, { seconds: 60, token: 'overload' });
+    const attack = await runCostAttack(stack, { seconds: 60, token: 'overload' });
     return {
       ...result,
+      attack,
       sections: [{
         heading: 'Overload: 10× the transform capacity for 60 s with 24-megapixel sources (targets: RSS < 512 MB, rejection p99 < 50 ms, hits and avatars p99 < 10 ms, the queue drains)',
         table: {
           columns: ['capacity /s', 'offered /s', 'sent', 'served', '503s (with Retry-After)', 'other', '503 p99 ms', 'served p99 ms', 'cache hit p99 ms', 'avatar p99 ms', 'origin RSS MB before → peak', 'drain ms', 'after'],
           rows: [[result.capacity, result.rate, result.sent, result.served, `${result.rejected} (${result.rejectionsWithRetryAfter})`, result.other, result.rejectionP99, result.servedP99, result.hitP99, result.avatarP99, `${result.startRss} → ${result.peakRss}`, result.drainMs, result.afterStatus]],
+        },
+      }, {
+        heading: 'The 49-megapixel attack (#37, finding 2) for 60 s: a 150 KB PNG declaring 7000×7000 asked at a new large size each second under format=auto, beside readers\' misses (2/s) and cache hits (targets: readers\' miss p99 < 1 s, hits p99 < 10 ms)',
+        table: {
+          columns: ['attack requests', 'attack answers', 'attack p50 ms', 'reader misses', 'reader answers', 'reader miss p99 ms', 'cache hit p99 ms', 'workers killed'],
+          rows: [[attack.attackSent, JSON.stringify(attack.attackStatuses), attack.attackP50, attack.readerMisses, JSON.stringify(attack.readerStatuses), attack.readerMissP99, attack.hitP99, attack.workerKills]],
         },
       }],
     };

@@ -28,7 +28,7 @@ const RUNS = quick ? 1 : 3;
 async function startBench(count) {
   const portA = await freePort();
   const portB = await freePort();
-  const settings = { PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', LOG_LEVEL: 'warn', VARNISH_PORT: String(portA) };
+  const settings = { PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn', VARNISH_PORT: String(portA) };
   const stack = await startStack(count > 1 ? { ...settings, EDGE_VARNISH_NODES: `127.0.0.1:${portA},127.0.0.1:${portB}` } : settings);
   /** @type {ReturnType<typeof import('../test/support/processes.js').startProcess> | null} */
   let second = null;
@@ -55,7 +55,7 @@ async function startBench(count) {
  */
 async function startFleet() {
   const hosts = ['127.0.5.1', '127.0.5.2', '127.0.5.3'];
-  const { fleet, redisPassword, remove } = fleetOn(hosts, { PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000' }, { timeoutMs: 900_000 });
+  const { fleet, redisPassword, remove } = fleetOn(hosts, { PURGE_HMAC_KEYS: 'bench-key', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', VARNISH_MISS_LIMIT: '0' }, { timeoutMs: 900_000 });
   fleet('up');
   // three machines share this box's two cores: the first run starts once all of them are done starting
   // (on separate machines each would have its own cores for that)

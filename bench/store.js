@@ -73,7 +73,7 @@ async function coldReads(stack, keys) {
 
 /** @param {'fs' | 's3'} store */
 async function benchOne(store) {
-  const settings = { STORE: store, UPLOAD_TOKENS: 'bench', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', LOG_LEVEL: 'warn' };
+  const settings = { STORE: store, UPLOAD_TOKENS: 'bench', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn' };
   const stack = await startStack(store === 's3' ? { ...settings, S3_PORT: String(await freePort()) } : settings);
   try {
     const runs = [];

@@ -1,4 +1,4 @@
-// Writes `.env.example` and the README's settings table from the declarations: `npm run env-example`.
+// Writes `.env.example` and docs/settings.md's table from the declarations: `npm run env-example`.
 // A test checks both are current, so a new setting cannot go undocumented.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -40,16 +40,16 @@ export async function renderSettingsTable() {
   return rows.join('\n');
 }
 
-/** The README with its settings table replaced. @param {string} readme */
+/** docs/settings.md with its table replaced. @param {string} readme */
 export async function withSettingsTable(readme) {
   const start = readme.indexOf(START);
   const end = readme.indexOf(END);
-  if (start < 0 || end < start) throw new Error('README has no settings markers');
+  if (start < 0 || end < start) throw new Error('docs/settings.md has no settings markers');
   return `${readme.slice(0, start + START.length)}\n${await renderSettingsTable()}\n${readme.slice(end)}`;
 }
 
 if (import.meta.main) {
   fs.writeFileSync(path.join(ROOT, '.env.example'), await renderEnvExample());
-  const readme = path.join(ROOT, 'README.md');
+  const readme = path.join(ROOT, 'docs', 'settings.md');
   fs.writeFileSync(readme, await withSettingsTable(fs.readFileSync(readme, 'utf8')));
 }

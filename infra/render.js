@@ -516,6 +516,7 @@ export const TEMPLATES = [
   ['nginx/upload-body.lua.template', 'nginx/upload-body.lua'],
   ['vcl/default.vcl.template', 'varnish/default.vcl'],
   ['vcl/sizes.vcl.template', 'varnish/sizes.vcl'],
+  ['vcl/limits.vcl.template', 'varnish/limits.vcl'],
   ['haproxy/haproxy.cfg.template', 'haproxy.cfg'],
   ['haproxy/errors/503.http', 'haproxy-errors/503.http'],
   ['haproxy/errors/504.http', 'haproxy-errors/504.http'],
@@ -657,9 +658,11 @@ async function main() {
     process.stdout.write(`${config.STACK_DIR}\n`);
     return;
   }
-  if (process.argv.includes('--vcl-sizes')) {
-    // varnishtest's copy of the VCL has no rendered files: this one, from the settings
-    process.stdout.write(substitute(fs.readFileSync(path.join(ROOT, 'vcl', 'sizes.vcl.template'), 'utf8'), { VARNISH_SIZE_LINES: varnishSizes(config) }, 'sizes.vcl'));
+  const vclDir = process.argv[process.argv.indexOf('--vcl-parts') + 1];
+  if (process.argv.includes('--vcl-parts')) {
+    // varnishtest's copy of the VCL has no rendered files: these, from the settings
+    const values = { VARNISH_SIZE_LINES: varnishSizes(config), VARNISH_MISS_LIMIT: String(config.VARNISH_MISS_LIMIT), VARNISH_MISS_PERIOD_S: String(config.VARNISH_MISS_PERIOD_S) };
+    for (const part of ['sizes', 'limits']) fs.writeFileSync(path.join(vclDir, `${part}.vcl`), substitute(fs.readFileSync(path.join(ROOT, 'vcl', `${part}.vcl.template`), 'utf8'), values, `${part}.vcl`));
     return;
   }
   if (process.argv.includes('--check-prometheus')) {

@@ -37,6 +37,8 @@ export const stackSettings = [
   { name: 'VARNISH_ADMIN_PORT', type: 'int', default: '6082', doc: 'varnish management port (loopback)' },
   { name: 'VARNISH_STORAGE', type: 'string', default: 'malloc,1G', doc: 'varnish storage (-s), e.g. malloc,4G or file,/var/cache/varnish.bin,50G' },
   { name: 'VARNISH_TRANSIENT', type: 'string', default: '128M', doc: 'bound of the Transient storage (passes, short-lived objects)' },
+  { name: 'VARNISH_MISS_LIMIT', type: 'int', default: '120', doc: '/p/ cache misses one client may cause in VARNISH_MISS_PERIOD_S (then a JSON 429): each costs the origin a fetch and a transform; behind a CDN, list its ranges in NGINX_TRUSTED_PROXIES or every visitor is one client; 0: no limit', min: 0 },
+  { name: 'VARNISH_MISS_PERIOD_S', type: 'int', default: '10', doc: 'the window of VARNISH_MISS_LIMIT', min: 1 },
   { name: 'VARNISH_PURGERS', type: 'list', default: '', doc: 'addresses allowed to PURGE, xkey-purge and BAN over TCP: a cluster\'s purge services (EDGE_VARNISH_NODES), compose\'s or a pod network; empty: none (this stack\'s purge service purges on varnish\'s purge socket, which checks that its peer runs as the purge service\'s user, so no local user can purge)' },
   { name: 'HAPROXY_IMAGES_PORT', type: 'int', default: '8081', doc: 'haproxy frontend for images (fe_images)' },
   { name: 'HAPROXY_AVATARS_PORT', type: 'int', default: '8082', doc: 'haproxy frontend for avatars (fe_avatars)' },

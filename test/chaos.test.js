@@ -15,7 +15,7 @@ let stack;
 
 before(async () => {
   // the per-client limit is lifted: here one test process stands for many clients
-  stack = await startStack({ UPLOAD_TOKENS: 'chaos', PURGE_HMAC_KEYS: 'chaos-key', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000' });
+  stack = await startStack({ UPLOAD_TOKENS: 'chaos', PURGE_HMAC_KEYS: 'chaos-key', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0' });
 });
 after(() => stack?.stop());
 

@@ -52,7 +52,7 @@ before(async () => {
   portB = await freePort();
   stack = await startStack({
     VARNISH_PORT: String(portA), EDGE_VARNISH_NODES: `127.0.0.1:${portA},127.0.0.1:${portB}`, UPLOAD_TOKENS: 'cluster', AVATAR_ADMIN_TOKEN: 'cluster-admin',
-    NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', PURGE_NODE_RETRY_MS: '200',
+    NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0', PURGE_NODE_RETRY_MS: '200',
     // the two nodes are purged over TCP, from this machine
     VARNISH_PURGERS: '127.0.0.1',
   });

@@ -12,7 +12,7 @@ import { startStack } from './support/stack.js';
 let stack;
 
 before(async () => {
-  stack = await startStack({ NGINX_LOG_MAX_BYTES: '16kb', NGINX_LOG_KEEP: '2', NGINX_LOG_CHECK_S: '1', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000' });
+  stack = await startStack({ NGINX_LOG_MAX_BYTES: '16kb', NGINX_LOG_KEEP: '2', NGINX_LOG_CHECK_S: '1', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0' });
 });
 after(() => stack.stop());
 

@@ -30,7 +30,7 @@ before(async () => {
   origins.first = { port: String(await freePort()), metrics: String(await freePort()) };
   origins.second = { port: String(await freePort()), metrics: String(await freePort()) };
   stack = await startStack({
-    STORE: 's3', S3_PORT: String(await freePort()), UPLOAD_TOKENS: 's3-token', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000',
+    STORE: 's3', S3_PORT: String(await freePort()), UPLOAD_TOKENS: 's3-token', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0',
     ORIGIN_PORT: origins.first.port, ORIGIN_METRICS_PORT: origins.first.metrics,
     ORIGIN_SERVERS: `127.0.0.1:${origins.first.port},127.0.0.1:${origins.second.port}`,
   });

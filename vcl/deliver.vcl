@@ -17,13 +17,21 @@ sub vcl_deliver {
 sub vcl_synth {
   set resp.http.Content-Type = "application/json";
   set resp.http.Cache-Control = "no-store";
+  if (resp.status == 429) {
+    set resp.http.Retry-After = "5";
+  }
   if (resp.status == 200) {
     if (!req.http.x-purged) {
       set req.http.x-purged = "0";
     }
     set resp.body = {"{"ok":true,"result":""} + resp.reason + {"","purged":"} + req.http.x-purged + "}";
   } else {
-    set resp.body = {"{"error":{"name":""} + resp.reason + {"","info":{"} + "}}}";
+    if (req.http.X-Invalid-Parameter) {
+      # which parameter, as the origin names it
+      set resp.body = {"{"error":{"name":""} + resp.reason + {"","info":{"name":""} + req.http.X-Invalid-Parameter + {"""} + "}}}";
+    } else {
+      set resp.body = {"{"error":{"name":""} + resp.reason + {"","info":{"} + "}}}";
+    }
   }
   return (deliver);
 }

@@ -5,3 +5,5 @@ include "normalise.vcl";
 include "routing.vcl";
 include "policy.vcl";
 include "deliver.vcl";
+# per-client miss rates (rendered from the settings)
+include "limits.vcl";

@@ -2,6 +2,8 @@
 include "sizes.vcl";
 
 sub vcl_recv {
+  # set here only, when a parameter is refused (vcl_synth names it): never a client's
+  unset req.http.X-Invalid-Parameter;
   # uploads and anything that is not a read go straight through, never cached
   if (req.method != "GET" && req.method != "HEAD") {
     return (pass);
@@ -38,7 +40,12 @@ sub vcl_recv {
     if (req.url ~ {"[?&](width|height|mode|format)=[^&]*&(.*&)?\1="}) {
       return (synth(400, "repeated_parameter"));
     }
-    if (req.url ~ {"[?&]mode=(?!(cover|fit)(&|$))"} || req.url ~ {"[?&]format=(?!(match|jpeg|jpg|png|webp|avif|auto)(&|$))"}) {
+    if (req.url ~ {"[?&]mode=(?!(cover|fit)(&|$))"}) {
+      set req.http.X-Invalid-Parameter = "mode";
+      return (synth(400, "invalid_parameter"));
+    }
+    if (req.url ~ {"[?&]format=(?!(match|jpeg|jpg|png|webp|avif|auto)(&|$))"}) {
+      set req.http.X-Invalid-Parameter = "format";
       return (synth(400, "invalid_parameter"));
     }
     # only what the origin reads keys the cache, in one spelling each (its result cache keys on the parsed
@@ -49,6 +56,7 @@ sub vcl_recv {
     set req.url = regsuball(req.url, {"([?&])(?!(?:width|height|mode|format)=)[^&]*"}, "\1");
     set req.url = regsuball(req.url, {"([?&](?:width|height)=)(?:\+|%20|%09|%0[AaDd]|%2[Bb])+"}, "\1");
     if (req.url ~ {"[?&](width|height)=(-|%2[Dd])[0-9]"}) {
+      set req.http.X-Invalid-Parameter = regsub(req.url, {"^.*?[?&](width|height)=(-|%2[Dd])[0-9].*$"}, "\1");
       return (synth(400, "invalid_parameter"));
     }
     set req.url = regsuball(req.url, {"([?&](?:width|height)=)0*([0-9]+)[^&]*"}, "\1\2");

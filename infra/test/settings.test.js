@@ -6,9 +6,9 @@ import { renderEnvExample, withSettingsTable } from '../env-example.js';
 import { ROOT, resolveSettings, substitute, templateValues } from '../render.js';
 import { allSettings } from '../settings.js';
 
-test('.env.example and the README settings table are generated from the declarations and current', async () => {
+test('.env.example and the settings table (docs/settings.md) are generated from the declarations and current', async () => {
   assert.equal(fs.readFileSync(`${ROOT}/.env.example`, 'utf8'), await renderEnvExample(), 'run npm run env-example');
-  const readme = fs.readFileSync(`${ROOT}/README.md`, 'utf8');
+  const readme = fs.readFileSync(`${ROOT}/docs/settings.md`, 'utf8');
   assert.equal(readme, await withSettingsTable(readme), 'run npm run env-example');
 });
 

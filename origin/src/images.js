@@ -4,6 +4,7 @@ import { LRUCache } from 'lru-cache';
 import { HttpError, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
 import { createBackground } from './background.js';
 import { plan, probe, threadsPerImage, transform, transformTimeout } from './transform.js';
+import { createWorkerPool } from './workers.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
 /** @param {string} ext */
@@ -62,10 +63,16 @@ export function createImages(deps) {
     },
     onChange: (jobs) => metrics.backgroundJobs.set(jobs),
   });
+  const budgets = { maxPixels: config.MAX_OUTPUT_PIXELS, avifPixels: config.AVIF_MAX_PIXELS };
+  // what a worker process makes (it can be stopped at the deadline): every AVIF, and any large variant
+  const workers = createWorkerPool({ keep: cores, nice: config.TRANSFORM_NICE, onKill: () => metrics.workerKills.inc() });
+  const inWorker = (/** @type {import('./transform.js').Plan} */ p) => p.format === 'avif' || p.pixels > config.TRANSFORM_WORKER_PIXELS;
   const encoder = {
     maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegProgressive: config.JPEG_PROGRESSIVE, jpegTrellis: config.JPEG_TRELLIS,
     webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT, codecs,
   };
+  // a worker's (sharp alone: the system codecs' handles do not cross processes)
+  const { codecs: _unused, ...plainEncoder } = encoder;
 
   const unwrap = unwrapOptions(config);
   /** Where a proxied URL really points: our own upload, or the original behind another image proxy's URL. @param {string} text */
@@ -197,7 +204,7 @@ export function createImages(deps) {
     let p;
     const reason = fallbackReason(want, later);
     try {
-      p = plan(await sourceInfo(file), want, Boolean(reason));
+      p = plan(await sourceInfo(file), want, Boolean(reason), budgets);
     } catch (err) {
       release();
       throw err;
@@ -214,9 +221,10 @@ export function createImages(deps) {
       }
     }
     const small = Math.max(want.width || 0, want.height || 0) <= config.SMALL_BOX && Boolean(want.width || want.height);
-    // libvips checks its timeout while it computes pixels, not inside an encoder (a large AVIF encode ran
-    // for minutes past it): the answer is a 503 at the timeout, while the work keeps its slot until it really
-    // ends (the bound on concurrent transforms holds) and its result still goes to the result cache
+    // libvips checks its timeout while it computes pixels, not inside an encoder: the answer is a 503 at the
+    // timeout. A costly transform runs in a worker, killed then, its slot free at once; a cheap one in this
+    // process keeps its slot until it really ends (the bound on concurrent transforms holds) and its result
+    // still goes to the result cache
     /** @type {(err: Error) => void} */
     let expire = () => {};
     const expired = new Promise((_resolve, reject) => { expire = reject; });
@@ -225,7 +233,9 @@ export function createImages(deps) {
       const timer = setTimeout(() => expire(transformTimeout()), config.TRANSFORM_TIMEOUT_S * 1000);
       try {
         const threads = config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
-        const output = await transform(file, p, { ...encoder, threads });
+        const output = inWorker(p)
+          ? await workers.run(file, p, { ...plainEncoder, threads }, config.TRANSFORM_TIMEOUT_S * 1000)
+          : await transform(file, p, { ...encoder, threads });
         timings.transform = performance.now() - started;
         return output;
       } finally {
@@ -295,5 +305,5 @@ export function createImages(deps) {
     if (!source.uploadKey) await originals.remove(source.id);
   }
 
-  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource };
+  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, close: () => workers.close() };
 }

@@ -97,6 +97,7 @@ await runService({
         await takedowns.close();
         evictions.close();
         await fetcher.close();
+        images.close();
         variants.close();
         redis.disconnect();
       },

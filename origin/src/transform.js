@@ -17,7 +17,7 @@ const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp'
  * @typedef {{ width: number, height: number, orientation: number }} JpegSource a JPEG the system's libjpeg-turbo
  *   may decode (see codecs.js): its size after EXIF rotation and its orientation
  * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
- *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null }} Plan
+ *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number }} Plan
  */
 
 /** @param {OutputFormat} format */
@@ -129,23 +129,32 @@ export async function verify(file, info) {
 
 /**
  * Decides the output size and format. Never enlarges: a cover box larger than the source shrinks,
- * keeping its aspect ratio, to the largest box the source fills.
+ * keeping its aspect ratio, to the largest box the source fills. The cost of a variant is bounded by its
+ * pixels: past `budgets.maxPixels` it is refused; an AVIF past `budgets.avifPixels` is made in WebP when
+ * the format was negotiated, refused when AVIF was asked for by name.
  * @param {SourceInfo} source @param {Request} want @param {boolean} degrade
+ * @param {{ maxPixels?: number, avifPixels?: number }} [budgets]
  * @returns {Plan}
  */
-export function plan(source, want, degrade) {
+export function plan(source, want, degrade, budgets = {}) {
   const animated = source.frames > 1;
   let format = outputFormat(source, want, animated);
   let degraded = false;
-  if (degrade && format === 'avif') {
-    format = 'webp';
-    degraded = true;
-  }
   let { width, height } = want;
   if (want.mode === 'cover' && width && height) {
     const scale = Math.min(1, source.width / width, source.height / height);
     width = Math.max(1, Math.round(width * scale));
     height = Math.max(1, Math.round(height * scale));
+  }
+  const pixels = outputPixels(source, { width, height, cover: want.mode === 'cover' && Boolean(width && height) }) * (animated ? source.frames : 1);
+  if (budgets.maxPixels && pixels > budgets.maxPixels) throw new HttpError(400, 'output_too_large', { pixels, limit_pixels: budgets.maxPixels });
+  if (format === 'avif' && budgets.avifPixels && pixels > budgets.avifPixels) {
+    if (want.format === 'avif') throw new HttpError(400, 'output_too_large', { format: 'avif', pixels, limit_pixels: budgets.avifPixels });
+    format = 'webp';
+  }
+  if (degrade && format === 'avif') {
+    format = 'webp';
+    degraded = true;
   }
   return {
     width: width || undefined,
@@ -157,7 +166,19 @@ export function plan(source, want, degrade) {
     palette: source.format === 'png' && source.isPalette,
     ignoreIcc: source.srgbProfile,
     jpeg: source.plainJpeg && !animated ? { width: source.width, height: source.height, orientation: source.orientation } : null,
+    pixels,
   };
+}
+
+/**
+ * The pixels of one frame of the variant: the box for cover, else the source scaled inside the box, never
+ * enlarged. @param {{ width: number, height: number }} source
+ * @param {{ width: number|null|undefined, height: number|null|undefined, cover: boolean }} box
+ */
+export function outputPixels(source, { width, height, cover }) {
+  if (cover && width && height) return width * height;
+  const scale = Math.min(1, width ? width / source.width : Infinity, height ? height / source.height : Infinity);
+  return Math.max(1, Math.round(source.width * scale)) * Math.max(1, Math.round(source.height * scale));
 }
 
 /** @param {SourceInfo} source @param {Request} want @param {boolean} animated @returns {OutputFormat} */

@@ -19,6 +19,7 @@ before(async () => {
     FETCH_TOTAL_TIMEOUT_MS: '2000',
     TRANSFORM_TIMEOUT_S: '1',
     AVIF_EFFORT: '6', // the encode that must outlast the timeout
+    AVIF_MAX_PIXELS: '100000000',
     ORIGINALS_CACHE_BYTES: '200kb',
   });
 });

@@ -1,0 +1,25 @@
+// A transform process of the worker pool (workers.js): takes { file, plan, options }, answers { output } or
+// { error }, one job at a time; it runs below the request path's priority (TRANSFORM_NICE), as the origin's
+// own transform threads do, and ends with its parent.
+import os from 'node:os';
+import { transform } from './transform.js';
+
+const nice = Number(process.env.TRANSFORM_NICE) || 0;
+if (nice > 0) {
+  try {
+    os.setPriority(nice);
+  } catch {
+    // not allowed here: the work runs at the parent's priority
+  }
+}
+
+process.on('message', async (/** @type {{ file: string, plan: import('./transform.js').Plan, options: any }} */ job) => {
+  try {
+    const output = await transform(job.file, job.plan, job.options);
+    process.send?.({ output });
+  } catch (err) {
+    const failure = /** @type {any} */ (err);
+    process.send?.({ error: { status: failure.status || 500, name: failure.status ? failure.name : 'internal_error', info: failure.info || {}, headers: failure.headers || {}, missing: failure.code === 'ENOENT' } });
+  }
+});
+process.on('disconnect', () => process.exit(0));

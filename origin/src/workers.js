@@ -1,0 +1,87 @@
+// Costly transforms in child processes that can be stopped. libvips checks its timeout while it computes
+// pixels, not inside an encoder: an AVIF encode of a large image ran on for seconds past TRANSFORM_TIMEOUT_S,
+// holding its transform slot all that time, so a few requests for large AVIFs of a tiny file that declares
+// 7000×7000 held every slot (#37). In a child, the work is killed at its deadline and the slot is free at once.
+import { fork } from 'node:child_process';
+import { HttpError } from '@stack/lib';
+import { missingSource, transformTimeout } from './transform.js';
+
+const SCRIPT = new URL('./transform-worker.js', import.meta.url);
+
+/**
+ * @typedef {{ data: Buffer, codecs: { decode: 'libjpeg-turbo' | 'sharp', encode: 'libwebp' | 'sharp' } }} WorkerOutput
+ * @typedef {{ output?: WorkerOutput, error?: { status: number, name: string, info: Record<string, unknown>, headers: Record<string, string>, missing: boolean } }} WorkerAnswer
+ */
+
+/**
+ * A pool of transform processes: one job each at a time (the transform queue bounds how many run), `keep`
+ * kept between jobs, any more started on demand and ended after their job.
+ * @param {{ keep: number, nice: number, onKill?: () => void }} options
+ */
+export function createWorkerPool({ keep, nice, onKill = () => {} }) {
+  /** @type {import('node:child_process').ChildProcess[]} */
+  const idle = [];
+  /** @type {Set<import('node:child_process').ChildProcess>} */
+  const all = new Set();
+
+  function spawn() {
+    const child = fork(SCRIPT, [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, TRANSFORM_NICE: String(nice) } });
+    all.add(child);
+    child.once('exit', () => {
+      all.delete(child);
+      const at = idle.indexOf(child);
+      if (at >= 0) idle.splice(at, 1);
+    });
+    return child;
+  }
+
+  /**
+   * The transform of `file` by `plan` in a worker, or a 503 transform_timeout after `timeoutMs` (the worker
+   * killed). @param {string} file @param {import('./transform.js').Plan} plan
+   * @param {Omit<Parameters<typeof import('./transform.js').transform>[2], 'codecs'>} options @param {number} timeoutMs
+   * @returns {Promise<WorkerOutput>}
+   */
+  function run(file, plan, options, timeoutMs) {
+    const child = idle.pop() || spawn();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        done();
+        child.kill('SIGKILL');
+        onKill();
+        reject(transformTimeout());
+      }, timeoutMs);
+      const onExit = () => {
+        done();
+        reject(new HttpError(500, 'internal_error', { reason: 'transform worker ended' }));
+      };
+      const onMessage = (/** @type {WorkerAnswer} */ answer) => {
+        done();
+        if (idle.length < keep && child.connected) idle.push(child);
+        else child.kill();
+        if (answer.output) return resolve({ data: Buffer.from(answer.output.data), codecs: answer.output.codecs });
+        const error = answer.error || { status: 500, name: 'internal_error', info: {}, headers: {}, missing: false };
+        reject(error.missing ? missingSource() : new HttpError(error.status, error.name, error.info, error.headers));
+      };
+      function done() {
+        clearTimeout(timer);
+        child.off('message', onMessage);
+        child.off('exit', onExit);
+      }
+      child.on('message', onMessage);
+      child.once('exit', onExit);
+      child.send({ file, plan, options });
+    });
+  }
+
+  return {
+    run,
+    /** Workers alive now (running or kept). */
+    get size() {
+      return all.size;
+    },
+    close() {
+      for (const child of all) child.kill();
+    },
+  };
+}
+/** @typedef {ReturnType<typeof createWorkerPool>} WorkerPool */
