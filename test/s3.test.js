@@ -35,7 +35,8 @@ before(async () => {
     ORIGIN_SERVERS: `127.0.0.1:${origins.first.port},127.0.0.1:${origins.second.port}`,
   });
   secondEnv = {
-    ...readEnvFile(path.join(stack.dir, 'env')),
+    // the stack's settings and its origin's own secrets (its S3 keys, its Redis user)
+    ...readEnvFile(path.join(stack.dir, 'env')), ...readEnvFile(path.join(stack.dir, 'secrets', 'origin.env')),
     ORIGIN_PORT: origins.second.port, ORIGIN_METRICS_PORT: origins.second.metrics, DATA_DIR: path.join(stack.dir, 'data', 'origin-2'),
   };
   second = await startService('origin/bin/origin', secondEnv, Number(origins.second.port));
