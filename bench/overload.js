@@ -87,7 +87,7 @@ export async function runCostAttack(stack, { seconds, token }) {
   const chrome = 'image/avif,image/webp,image/apng,image/*,*/*;q=0.8';
   const rate = 3;
   const requests = Array.from({ length: seconds * rate }, (_, i) => (i % 3 === 0
-    ? { path: `/p/${base58Url.encode(bomb)}?width=${3000 + i}&format=auto`, kind: 'attack', accept: chrome }
+    ? { path: `/p/${base58Url.encode(bomb)}?width=${3000 + ((i * 97) % 2000)}&format=auto`, kind: 'attack', accept: chrome }
     : { path: `/p/${base58Url.encode(reader)}?width=${300 + i}&format=jpeg`, kind: 'reader miss' }));
   const [byKind, fast] = await Promise.all([
     runChild({ mode: 'mix', base: stack.base, requests, uploads: [], token, rate, accept: '' }),

@@ -47,6 +47,7 @@ export function createOriginMetrics(registry) {
     fetchErrors: new client.Counter({ name: 'origin_fetch_errors_total', help: 'Failed remote fetches by reason', labelNames: ['reason'], registers }),
     bytes: new client.Counter({ name: 'origin_bytes_total', help: 'Image bytes in (fetched, uploaded) and out (variants sent)', labelNames: ['direction'], registers }),
     rejections: new client.Counter({ name: 'origin_rejections_total', help: 'Requests refused by reason (queue_full, quota, invalid_image, …)', labelNames: ['reason'], registers }),
+    scrubs: new client.Counter({ name: 'origin_upload_scrubs_total', help: 'Uploads by what their metadata needed: scrubbed in place, clean (nothing to remove) or reencoded (could not be edited in place)', labelNames: ['result'], registers }),
     workerKills: new client.Counter({ name: 'origin_transform_worker_kills_total', help: 'Transform workers killed at TRANSFORM_TIMEOUT_S (their slot freed at once)', registers }),
     degraded: new client.Counter({ name: 'origin_degraded_total', help: 'Variants encoded cheaper because the queue was deep', registers }),
     fallbacks: new client.Counter({ name: 'origin_fallback_answers_total', help: 'format=auto first answers in WebP while their AVIF is made in the background', registers }),

@@ -1,14 +1,13 @@
 // origin-migrate-store [--from DATA_DIR] [--concurrency N]: copies an `fs` store's uploads (DATA_DIR/uploads)
-// into the S3 bucket of the S3_* settings. Every file's bytes are checked against its key first (a damaged
-// file is reported, never copied); an object already in the bucket with the file's size is not written
+// into the S3 bucket of the S3_* settings. Every file's bytes are checked against its key first, or a
+// scrubbed upload's against the record beside it (store/record.js; a damaged file is reported, never copied); an object already in the bucket with the file's size is not written
 // again, so the command is idempotent and a run cut short is resumed by running it again.
-import { createReadStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { isUploadKey, loadConfig } from '@stack/lib';
 import { settings } from './config.js';
-import { challengeHash, keyFromDigest } from './keys.js';
+import { verifyStored } from './store/record.js';
 import { bucketProblem, objectSize, putObject, s3Client } from './store/s3.js';
 
 /** @typedef {'copied' | 'present' | 'damaged' | 'failed'} Outcome */
@@ -21,11 +20,13 @@ export async function* uploadFiles(dir) {
   }
 }
 
-/** The key a file's bytes make. @param {string} file */
-async function keyOfFile(file) {
-  const hash = challengeHash();
-  for await (const chunk of createReadStream(file)) hash.update(chunk);
-  return keyFromDigest(hash.digest());
+/** The record an fs store keeps beside an upload (a scrubbed one), or null. @param {string} file */
+async function readRecord(file) {
+  try {
+    return JSON.parse(await fs.readFile(`${file}.json`, 'utf8'));
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -35,10 +36,11 @@ async function keyOfFile(file) {
  */
 async function migrateFile(client, config, file) {
   const key = path.basename(file);
-  if (await keyOfFile(file) !== key) return 'damaged';
+  const record = await readRecord(file);
+  if (!(await verifyStored(file, key, record))) return 'damaged';
   const { size } = await fs.stat(file);
   if (await objectSize(client, config, key) === size) return 'present';
-  await putObject(client, config, key, file);
+  await putObject(client, config, key, file, record);
   return 'copied';
 }
 

@@ -1,4 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import sharp from 'sharp';
 
 /** Debian's plasma-workspace-wallpapers: real photographs. */
@@ -68,3 +71,40 @@ export async function decode(data) {
   const meta = await sharp(data, { animated: true }).metadata();
   return { format: meta.format, width: meta.width, height: meta.pageHeight || meta.height, frames: meta.pages || 1, orientation: meta.orientation };
 }
+
+/** What a phone writes into a photograph: where (GPS, EXIF and XMP; the city), the device and its owner, and a portrait orientation. */
+export const PHONE_METADATA = ['-GPSLatitude=48.8583', '-GPSLatitudeRef=N', '-GPSLongitude=2.2945', '-GPSLongitudeRef=E', '-GPSAltitude=35',
+  '-Make=Apple', '-Model=iPhone 15', '-SerialNumber=F2LXK0QJHG7F', '-OwnerName=Jane Doe', '-LensSerialNumber=LS-7731',
+  '-XMP-exif:GPSLatitude=48.8583', '-XMP-exif:GPSLongitude=2.2945', '-XMP-photoshop:City=Paris', '-XMP-photoshop:Country=France',
+  '-Orientation#=6'];
+
+/**
+ * `bytes` with metadata written by exiftool (Debian's libimage-exiftool-perl), a phone's by default.
+ * @param {Buffer} bytes @param {string} extension @param {string[]} [tags]
+ */
+export function withMetadata(bytes, extension, tags = PHONE_METADATA) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'exiftool-'));
+  try {
+    const file = path.join(dir, `photo.${extension}`);
+    fs.writeFileSync(file, bytes);
+    execFileSync('exiftool', ['-q', '-overwrite_original', ...tags, file]);
+    return fs.readFileSync(file);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** What exiftool reads in `bytes`, as { "group:tag": value } (-G1 -n). @param {Buffer} bytes */
+export function readMetadata(bytes) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'exiftool-'));
+  try {
+    const file = path.join(dir, 'read');
+    fs.writeFileSync(file, bytes);
+    return /** @type {Record<string, unknown>} */ (JSON.parse(execFileSync('exiftool', ['-j', '-G1', '-a', '-n', file], { encoding: 'utf8' }))[0]);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The tags of `tags` that say where a photograph was taken or identify its owner's device. @param {Record<string, unknown>} tags */
+export const personalTags = (tags) => Object.keys(tags).filter((name) => /GPS|Serial|OwnerName|:City|Country|Location/i.test(name));

@@ -6,12 +6,15 @@ import { Transform } from 'node:stream';
 import busboy from 'busboy';
 import { HttpError, TAKEDOWN_KEYS, isAccountName, takedownError } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
+import { ScrubError, scrubMetadata } from '../scrub/index.js';
 import { probe, verify } from '../transform.js';
+import sharp from 'sharp';
 
 /**
  * @typedef {{ digest: Buffer, checksum: Buffer | null, bytes: number, filename: string }} Received
  * @typedef {{ store: import('../store/index.js').Store, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
- *   checks: import('../queue.js').TransformQueue, guard: import('../takedown.js').Guard, redis: import('ioredis').Redis }} UploadDeps
+ *   checks: import('../queue.js').TransformQueue, guard: import('../takedown.js').Guard, redis: import('ioredis').Redis,
+ *   logger: import('pino').Logger }} UploadDeps
  */
 
 /** Checks the declared length before reading a byte: 411 without one, 413 when too big. @param {import('express').Request} req @param {number} maxBytes */
@@ -116,7 +119,8 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
     await checks.run(() => verify(tempPath, info), true);
     const key = keyFromDigest(file.digest);
     if (deps.guard.blockedUpload(key, account)) throw takedownError(config.CACHE_CONTROL_TAKEDOWN);
-    await store.put(key, tempPath);
+    const stored = await scrubbed(deps, tempPath, info, key);
+    await store.put(key, stored.path, stored.record);
     if (account) await recordOwner(deps.redis, key, account);
     metrics.uploads.inc({ kind });
     metrics.bytes.inc({ direction: 'in' }, file.bytes);
@@ -128,6 +132,56 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
     throw err;
   } finally {
     await fs.rm(tempPath, { force: true });
+    await fs.rm(`${tempPath}.scrubbed`, { force: true });
+  }
+}
+
+/**
+ * The upload as it is stored (UPLOAD_METADATA): its location and device data taken out of its metadata in
+ * place (scrub/), or, where its structure cannot be edited safely, a clean re-encode (logged and counted);
+ * with the record of what was done. The key stays the uploaded bytes'.
+ * @param {UploadDeps} deps @param {string} tempPath @param {import('../transform.js').SourceInfo} info @param {string} key
+ * @returns {Promise<{ path: string, record: import('../store/record.js').StoredRecord | null }>}
+ */
+async function scrubbed({ config, metrics, logger }, tempPath, info, key) {
+  const mode = config.UPLOAD_METADATA;
+  if (mode === 'none') return { path: tempPath, record: null };
+  const uploaded = await fs.readFile(tempPath);
+  /** @type {Buffer} */
+  let data;
+  /** @type {string[]} */
+  let removed;
+  /** @type {import('../store/record.js').StoredRecord['scrubbed']} */
+  let how = mode;
+  try {
+    ({ data, removed } = scrubMetadata(uploaded, info.format, mode));
+  } catch (err) {
+    if (!(err instanceof ScrubError)) throw err;
+    data = await cleanReencode(tempPath, info);
+    removed = ['everything'];
+    how = 'reencoded';
+    logger.warn({ key, format: info.format, reason: err.message }, 'upload stored as a clean re-encode: its metadata could not be edited in place');
+  }
+  metrics.scrubs.inc({ result: how === 'reencoded' ? 'reencoded' : removed.length ? 'scrubbed' : 'clean' });
+  if (!removed.length) return { path: tempPath, record: null };
+  await fs.writeFile(`${tempPath}.scrubbed`, data);
+  const sha = (/** @type {Buffer} */ bytes) => createHash('sha256').update(bytes).digest('hex');
+  return { path: `${tempPath}.scrubbed`, record: { key, scrubbed: how, uploadSha256: sha(uploaded), storedSha256: sha(data), removed } };
+}
+
+/**
+ * An upload whose metadata could not be edited safely, decoded and encoded again without any: turned
+ * upright, its colour profile kept, in its own format where sharp writes it losslessly or at a high quality.
+ * @param {string} file @param {import('../transform.js').SourceInfo} info
+ */
+function cleanReencode(file, info) {
+  const image = sharp(file, { animated: info.frames > 1, limitInputPixels: false }).rotate().keepIccProfile();
+  switch (info.format) {
+    case 'png': return image.png().toBuffer();
+    case 'webp': return image.webp({ quality: 95 }).toBuffer();
+    case 'gif': return image.gif().toBuffer();
+    case 'tiff': return image.tiff({ compression: 'lzw' }).toBuffer();
+    default: return image.jpeg({ quality: 95 }).toBuffer();
   }
 }
 

@@ -53,18 +53,34 @@ export class FsStore {
 
   /**
    * Moves a complete, synced temp file under its key, durably. Content-addressed: an existing file wins.
-   * @param {string} key @param {string} tempFile
+   * A record (the bytes are a scrubbed upload's) is written beside it first (`<key>.json`).
+   * @param {string} key @param {string} tempFile @param {import('./record.js').StoredRecord | null} [record]
    */
-  async put(key, tempFile) {
+  async put(key, tempFile, record = null) {
     const target = this.pathFor(key);
     await fs.mkdir(path.dirname(target), { recursive: true });
+    if (record) {
+      await fs.writeFile(`${target}.json.tmp`, JSON.stringify(record));
+      await fsyncPath(`${target}.json.tmp`);
+      await fs.rename(`${target}.json.tmp`, `${target}.json`);
+    }
     await fsyncPath(tempFile);
     await fs.rename(tempFile, target);
     await fsyncPath(path.dirname(target));
   }
 
+  /** The record stored with an upload, or null. @param {string} key @returns {Promise<import('./record.js').StoredRecord | null>} */
+  async record(key) {
+    try {
+      return JSON.parse(await fs.readFile(`${this.pathFor(key)}.json`, 'utf8'));
+    } catch {
+      return null;
+    }
+  }
+
   /** Deletes an upload (a takedown with TAKEDOWN_DELETE_UPLOADS). @param {string} key a validated key */
   async remove(key) {
     await fs.rm(this.pathFor(key), { force: true });
+    await fs.rm(`${this.pathFor(key)}.json`, { force: true });
   }
 }

@@ -2,6 +2,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { recordFromMetadata, recordMetadata } from './record.js';
 import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { HttpError } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
@@ -78,7 +79,7 @@ export async function objectSize(client, config, key) {
  * Writes a file as an upload's object; resolves once S3 acknowledged it.
  * @param {S3Client} client @param {S3Settings} config @param {string} key @param {string} file
  */
-export async function putObject(client, config, key, file) {
+export async function putObject(client, config, key, file, record = /** @type {import('./record.js').StoredRecord | null} */ (null)) {
   const { size } = await fs.stat(file);
   await client.send(new PutObjectCommand({
     Bucket: config.S3_BUCKET,
@@ -87,7 +88,19 @@ export async function putObject(client, config, key, file) {
     ContentLength: size,
     ContentType: await sniffFile(file),
     CacheControl: 'public, max-age=31536000, immutable',
+    ...(record ? { Metadata: recordMetadata(record) } : {}),
   }));
+}
+
+/** The record stored with an object (its metadata), or null. @param {S3Client} client @param {S3Settings} config @param {string} key */
+export async function objectRecord(client, config, key) {
+  try {
+    const head = await client.send(new HeadObjectCommand({ Bucket: config.S3_BUCKET, Key: objectKey(config, key) }));
+    return recordFromMetadata(key, head.Metadata);
+  } catch (err) {
+    if (missing(err)) return null;
+    throw err;
+  }
 }
 
 /**
@@ -182,14 +195,14 @@ export class S3Store {
   /**
    * Writes a complete temp file under its key and returns once S3 acknowledged it; content-addressed, so
    * bytes already there are not written again. The file then joins the local cache.
-   * @param {string} key @param {string} tempFile
+   * @param {string} key @param {string} tempFile @param {import('./record.js').StoredRecord | null} [record]
    */
-  async put(key, tempFile) {
+  async put(key, tempFile, record = null) {
     try {
       if (await objectSize(this.client, this.config, key) !== null) {
         this.count('put', 'exists');
       } else {
-        await putObject(this.client, this.config, key, tempFile);
+        await putObject(this.client, this.config, key, tempFile, record);
         this.count('put', 'ok');
       }
     } catch (err) {
@@ -198,6 +211,11 @@ export class S3Store {
       throw storeUnavailable();
     }
     await this.cache.putFile(key, 'bin', tempFile);
+  }
+
+  /** The record stored with an upload, or null. @param {string} key */
+  record(key) {
+    return objectRecord(this.client, this.config, key);
   }
 
   /** Deletes an upload (a takedown with TAKEDOWN_DELETE_UPLOADS) from the bucket and this origin's disk. @param {string} key */

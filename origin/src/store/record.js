@@ -1,0 +1,44 @@
+// What a stored object records when its bytes are not exactly the uploaded ones (metadata scrubbed, or a
+// clean re-encode): the upload's key stays Hive's, computed over the bytes that were signed or sent, so the
+// object is checked against its record instead of its key: the sha256 of what is stored, and of what was
+// uploaded. Every tool that verifies objects against keys (migrate-store, scrub-store) reads it.
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { challengeHash, keyFromDigest } from '../keys.js';
+
+/**
+ * @typedef {{ key: string, scrubbed: 'location' | 'all' | 'reencoded', uploadSha256: string, storedSha256: string, removed: string[] }} StoredRecord
+ */
+
+/** sha256 and Hive key of a file's bytes. @param {string} file */
+export async function digestsOf(file) {
+  const plain = createHash('sha256');
+  const challenge = challengeHash();
+  for await (const chunk of createReadStream(file)) {
+    plain.update(chunk);
+    challenge.update(chunk);
+  }
+  return { sha256: plain.digest('hex'), key: keyFromDigest(challenge.digest()) };
+}
+
+/**
+ * Whether a stored file is what its key promises: the key of its bytes, or (scrubbed) the record that was
+ * written with it, for this key and these very bytes.
+ * @param {string} file @param {string} key @param {StoredRecord | null} record
+ */
+export async function verifyStored(file, key, record) {
+  const digests = await digestsOf(file);
+  if (digests.key === key) return true;
+  return Boolean(record && record.key === key && record.storedSha256 === digests.sha256);
+}
+
+/** The record as S3 object metadata (lower-case names, strings). @param {StoredRecord} record */
+export function recordMetadata(record) {
+  return { scrubbed: record.scrubbed, 'upload-sha256': record.uploadSha256, 'stored-sha256': record.storedSha256, removed: record.removed.join(',').slice(0, 1000) };
+}
+
+/** The record from S3 object metadata, or null. @param {string} key @param {Record<string, string> | undefined} metadata */
+export function recordFromMetadata(key, metadata) {
+  if (!metadata?.scrubbed) return null;
+  return { key, scrubbed: /** @type {StoredRecord['scrubbed']} */ (metadata.scrubbed), uploadSha256: metadata['upload-sha256'] || '', storedSha256: metadata['stored-sha256'] || '', removed: (metadata.removed || '').split(',').filter(Boolean) };
+}
