@@ -17,7 +17,7 @@ FROM ${NODE_IMAGE}
 ENV NODE_ENV=production SERVICE=origin
 WORKDIR /app
 # the origin's system codecs (SYSTEM_CODECS): Debian's libjpeg-turbo (TurboJPEG API) and libwebp
-RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0 libwebp7 \
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0 libwebp7 libheif1 libde265-0 \
  && rm -rf /var/lib/apt/lists/*
 RUN useradd --uid 10001 --user-group --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin cdn \
  && mkdir -p /stack /data && chown cdn:cdn /stack /data

@@ -17,7 +17,11 @@ sub vcl_recv {
   # the origin only distinguishes avif, webp, or neither: three Accept values, three variants at most. A type
   # counts when it is listed with a q above 0 ("image/avif;q=0" refuses AVIF; origin/src/routes/proxy.js
   # acceptClass reads it the same way)
-  if (req.http.Accept ~ {"(?i)(^|,)\s*image/avif\s*(,|$|;(?![^,]*\bq\s*=\s*0(\.0{0,3})?\s*(;|,|$)))"}) {
+  # an original HEIC is answered as it is only to a client that shows HEIC (Safari): a fourth class, for
+  # originals alone
+  if (req.url !~ "^/(p|u)/" && req.http.Accept ~ {"(?i)(^|,)\s*image/hei[cf]\s*(,|$|;(?![^,]*\bq\s*=\s*0(\.0{0,3})?\s*(;|,|$)))"}) {
+    set req.http.Accept = "image/heic";
+  } elsif (req.http.Accept ~ {"(?i)(^|,)\s*image/avif\s*(,|$|;(?![^,]*\bq\s*=\s*0(\.0{0,3})?\s*(;|,|$)))"}) {
     set req.http.Accept = "image/avif";
   } elsif (req.http.Accept ~ {"(?i)(^|,)\s*image/webp\s*(,|$|;(?![^,]*\bq\s*=\s*0(\.0{0,3})?\s*(;|,|$)))"}) {
     set req.http.Accept = "image/webp";

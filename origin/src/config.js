@@ -38,6 +38,7 @@ export const settings = [
   { name: 'FETCH_ALLOW_PRIVATE_HOSTS', type: 'list', default: '', doc: 'host names or addresses allowed although private or loopback (tests, intranets)' },
   { name: 'FETCH_USER_AGENT', type: 'string', default: 'image-cdn-stack/0.1 (+origin fetch)', doc: 'User-Agent of remote fetches' },
   { name: 'MAX_INPUT_PIXELS', type: 'int', default: '50000000', doc: 'largest source image (pixels, all frames), read from the header before decoding', min: 1 },
+  { name: 'HEIC_DECODE', type: 'bool', default: 'true', doc: 'decode HEIC (HEVC in HEIF: the iPhone\'s photographs) with the system\'s libheif and libde265 (Debian\'s libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; libde265 is one more parser of hostile files)' },
   { name: 'MAX_FRAMES', type: 'int', default: '300', doc: 'most frames in an animated source', min: 1 },
   { name: 'MAX_DIMENSION', type: 'int', default: '8000', doc: 'requested width and height are capped at this', min: 1 },
   { name: 'ALLOWED_SIZES', type: 'list', default: '', doc: 'when set, the only widths and heights made (pixels, each at most MAX_DIMENSION): a requested size becomes the next listed one up, the largest past them all, so an image has at most this many sizes per dimension; varnish keys on the same. Hive frontends use 64,128,240,512,640,768,1024,1280,1344,1536 and their pixel-ratio multiples; empty: any size up to MAX_DIMENSION' },

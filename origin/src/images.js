@@ -52,7 +52,7 @@ export function createImages(deps) {
    */
   const probed = new LRUCache({ max: 10000 });
   const cores = os.availableParallelism();
-  const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES };
+  const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES, heic: config.HEIC_DECODE };
   // costly encodings nobody waits for: the AVIF behind a first answer in WebP
   const background = createBackground({
     queue,
@@ -64,9 +64,10 @@ export function createImages(deps) {
     onChange: (jobs) => metrics.backgroundJobs.set(jobs),
   });
   const budgets = { maxPixels: config.MAX_OUTPUT_PIXELS, avifPixels: config.AVIF_MAX_PIXELS };
-  // what a worker process makes (it can be stopped at the deadline): every AVIF, and any large variant
+  // what a worker process makes (it can be stopped at the deadline): every AVIF, every HEIC source (libheif
+  // and libde265 parse it there), and any large variant
   const workers = createWorkerPool({ keep: cores, nice: config.TRANSFORM_NICE, onKill: () => metrics.workerKills.inc() });
-  const inWorker = (/** @type {import('./transform.js').Plan} */ p) => p.format === 'avif' || p.pixels > config.TRANSFORM_WORKER_PIXELS;
+  const inWorker = (/** @type {import('./transform.js').Plan} */ p) => p.format === 'avif' || p.heic || p.pixels > config.TRANSFORM_WORKER_PIXELS;
   const encoder = {
     maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegProgressive: config.JPEG_PROGRESSIVE, jpegTrellis: config.JPEG_TRELLIS,
     webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT, codecs,

@@ -2,22 +2,21 @@ import fs from 'node:fs/promises';
 import icc from 'icc';
 import sharp from 'sharp';
 import { HttpError } from '@stack/lib';
+import { heicDecoder } from './heic.js';
 
 // Formats we decode. SVG is refused (it can reference external resources and script); so are PDFs etc.
 const INPUT_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff']);
-/** Whether this libvips reads HEIC (HEVC in HEIF): sharp's own build lists .avif alone. */
-const HEIC_INPUT = (sharp.format.heif?.input?.fileSuffix || []).includes('.heic');
 const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp', gif: 'image/gif', avif: 'image/avif' };
 
 /** @typedef {'jpeg'|'png'|'webp'|'gif'|'avif'} OutputFormat */
 /**
  * @typedef {{ format: string, width: number, height: number, frames: number, orientation: number,
- *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean, srgbProfile: boolean, plainJpeg: boolean }} SourceInfo
+ *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean, isHeic: boolean, srgbProfile: boolean, plainJpeg: boolean }} SourceInfo
  * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'' }} Request
  * @typedef {{ width: number, height: number, orientation: number }} JpegSource a JPEG the system's libjpeg-turbo
  *   may decode (see codecs.js): its size after EXIF rotation and its orientation
  * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
- *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number }} Plan
+ *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number, heic: boolean }} Plan
  */
 
 /** @param {OutputFormat} format */
@@ -26,8 +25,10 @@ export function contentTypeOf(format) {
 }
 
 /**
- * Reads the header only (no decode) and enforces the pixel and frame limits before any work.
- * @param {string} file @param {{ maxPixels: number, maxFrames: number }} limits
+ * Reads the header only (no decode) and enforces the pixel and frame limits before any work. A HEIC
+ * (`limits.heic`: HEVC decoding allowed, HEIC_DECODE) is read by the system's libheif, whose images come
+ * turned as the file says.
+ * @param {string} file @param {{ maxPixels: number, maxFrames: number, heic?: boolean }} limits
  * @returns {Promise<SourceInfo>}
  */
 export async function probe(file, limits) {
@@ -42,9 +43,7 @@ export async function probe(file, limits) {
     throw new HttpError(400, 'unsupported_format', { format: meta.format || 'unknown' });
   }
   // HEIF holding HEVC (HEIC photographs): the libvips sharp ships decodes AV1 (AVIF) only
-  if (meta.format === 'heif' && meta.compression !== 'av1' && !HEIC_INPUT) {
-    throw new HttpError(400, 'unsupported_format', { format: 'heic', reason: 'HEVC decoding is not built in' });
-  }
+  if (meta.format === 'heif' && meta.compression !== 'av1') return probeHeic(file, limits);
   const frames = meta.pages || 1;
   const frameHeight = meta.pageHeight || meta.height || 0;
   const width = meta.width || 0;
@@ -64,9 +63,24 @@ export async function probe(file, limits) {
     hasAlpha: Boolean(meta.hasAlpha),
     isPalette: Boolean(meta.isPalette),
     isAvif: meta.format === 'heif' && meta.compression === 'av1',
+    isHeic: false,
     srgbProfile,
     // 8-bit YCbCr or RGB with no profile to apply: what the system's decoder may take instead of sharp
     plainJpeg: meta.format === 'jpeg' && meta.channels === 3 && meta.space === 'srgb' && (!meta.icc || srgbProfile),
+  };
+}
+
+/** @param {string} file @param {{ maxPixels: number, heic?: boolean }} limits @returns {Promise<SourceInfo>} */
+async function probeHeic(file, limits) {
+  const decoder = limits.heic ? heicDecoder() : null;
+  if (!decoder) throw new HttpError(400, 'unsupported_format', { format: 'heic', reason: limits.heic ? 'no HEVC decoder on this machine (libheif1, libde265-0)' : 'HEVC decoding is off (HEIC_DECODE)' });
+  const info = decoder.info(await fs.readFile(file));
+  if (info.width * info.height > limits.maxPixels) {
+    throw new HttpError(400, 'image_too_large', { width: info.width, height: info.height, frames: 1, limit_pixels: limits.maxPixels });
+  }
+  return {
+    format: 'heif', width: info.width, height: info.height, frames: 1, orientation: 1, hasAlpha: info.hasAlpha, isPalette: false,
+    isAvif: false, isHeic: true, srgbProfile: false, plainJpeg: false,
   };
 }
 
@@ -119,6 +133,10 @@ async function endsWithGifTrailer(file) {
  * @param {string} file @param {SourceInfo} info
  */
 export async function verify(file, info) {
+  if (info.isHeic) {
+    await /** @type {import('./heic.js').HeicDecoder} */ (heicDecoder()).decode(await fs.readFile(file), Infinity);
+    return;
+  }
   try {
     await sharp(file, { failOn: 'truncated', animated: info.frames > 1, limitInputPixels: false, sequentialRead: true })
       .resize(64, 64, { fit: 'inside' }).raw().toBuffer();
@@ -167,6 +185,7 @@ export function plan(source, want, degrade, budgets = {}) {
     ignoreIcc: source.srgbProfile,
     jpeg: source.plainJpeg && !animated ? { width: source.width, height: source.height, orientation: source.orientation } : null,
     pixels,
+    heic: source.isHeic,
   };
 }
 
@@ -221,7 +240,7 @@ export async function transform(file, p, options) {
   const codecs = options.codecs;
   const decoded = codecs?.jpeg && p.jpeg ? await systemDecoded(file, p, p.jpeg, codecs, options) : null;
   try {
-    const image = decoded?.image || fromFile(file, p, options);
+    const image = decoded?.image || (p.heic ? await fromHeic(file, p, options) : fromFile(file, p, options));
     if (decoded && codecs?.webp && p.format === 'webp' && !p.degraded && options.webpEffort === 4) {
       const pixels = await sharpOutput(image.raw().toBuffer({ resolveWithObject: true }));
       return { data: await codecs.webp.encode(pixels, options.webpQuality), codecs: { decode: 'libjpeg-turbo', encode: 'libwebp' } };
@@ -243,6 +262,17 @@ function fromFile(file, p, options) {
   }).timeout({ seconds: options.timeoutS });
   if (!p.animated) image = image.rotate();
   return image.resize(resizeOptions(p, options));
+}
+
+/**
+ * A HEIC's primary image, decoded by libheif (turned as the file says) and handed to sharp with its profile.
+ * @param {string} file @param {Plan} p @param {Parameters<typeof transform>[2]} options
+ */
+async function fromHeic(file, p, options) {
+  const decoder = heicDecoder();
+  if (!decoder) throw new HttpError(400, 'unsupported_format', { format: 'heic', reason: 'no HEVC decoder on this machine (libheif1, libde265-0)' });
+  const { tiff } = await decoder.decode(await fs.readFile(file), options.maxPixels);
+  return sharp(tiff, { limitInputPixels: options.maxPixels }).timeout({ seconds: options.timeoutS }).resize(resizeOptions(p, options));
 }
 
 /**

@@ -73,3 +73,16 @@ test('a photograph without anything to remove is stored byte for byte, with no r
   assert.equal(await new FsStore(origin.dataDir).record(key), null);
   assert.ok(path.isAbsolute(new FsStore(origin.dataDir).pathFor(key)));
 });
+
+test('a format whose metadata is not edited in place (TIFF) is stored as a clean re-encode: same pixels, no metadata, counted', async () => {
+  const tiff = withMetadata(await sharp(photo('Path', '1280x800')).resize(300).tiff({ compression: 'lzw' }).toBuffer(), 'tif', ['-GPSLatitude=48.8583', '-GPSLatitudeRef=N', '-Artist=Jane Doe']);
+  assert.ok(personalTags(readMetadata(tiff)).length > 0);
+  const before = await metricValue(origin.metricsUrl, 'origin_upload_scrubs_total', { result: 'reencoded' });
+  const { served, key } = await uploadAndFetch(origin, tiff, 'scan.tif');
+  assert.equal(key, keyOf(tiff));
+  assert.deepEqual(personalTags(readMetadata(served)), []);
+  const [sent, got] = await Promise.all([tiff, served].map((bytes) => sharp(bytes).raw().toBuffer()));
+  assert.ok(got.equals(sent), 'losslessly: the same pixels');
+  assert.equal(await metricValue(origin.metricsUrl, 'origin_upload_scrubs_total', { result: 'reencoded' }) - before, 1);
+  assert.equal((await new FsStore(origin.dataDir).record(key))?.scrubbed, 'reencoded');
+});

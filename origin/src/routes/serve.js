@@ -1,14 +1,21 @@
 import { HttpError, isUploadKey } from '@stack/lib';
 import { sniffFile } from '../sniff.js';
+import { contentTypeOf } from '../transform.js';
 import { publicPaths } from './proxy.js';
+
+/** Whether a client says it shows HEIC (Safari does; no other browser). @param {string | undefined} accept */
+const acceptsHeic = (accept) => /image\/hei[cf]/i.test(accept || '');
 
 /**
  * GET /<key>/<filename?>: an uploaded original, streamed from the store; the filename is ignored.
  * Content-addressed, so the key is a strong ETag and the answer never changes (but for a takedown: 451).
- * @param {{ store: import('../store/index.js').Store, config: Record<string, any>, guard: import('../takedown.js').Guard }} deps
+ * An original HEIC is served as it is to a client whose Accept names HEIC, and as a JPEG of its size to the
+ * rest (no browser but Safari shows HEIC), with Vary: Accept.
+ * @param {{ store: import('../store/index.js').Store, config: Record<string, any>, guard: import('../takedown.js').Guard,
+ *   images: ReturnType<typeof import('../images.js').createImages> }} deps
  * @returns {import('express').RequestHandler}
  */
-export function serveRoute({ store, config, guard }) {
+export function serveRoute({ store, config, guard, images }) {
   return async (req, res, next) => {
     res.locals.route = 'original';
     try {
@@ -18,8 +25,16 @@ export function serveRoute({ store, config, guard }) {
       const source = { id: key, uploadKey: key };
       guard.served(source, publicPaths(req));
       await guard.check(source);
+      const type = await sniffFile(found.path);
+      if (type === 'image/heic') {
+        res.set('Vary', 'Accept');
+        if (!acceptsHeic(req.headers.accept)) {
+          await asJpeg(res, images, config, source);
+          return;
+        }
+      }
       res.set({
-        'Content-Type': await sniffFile(found.path),
+        'Content-Type': type,
         'Cache-Control': config.CACHE_CONTROL_IMMUTABLE,
         ETag: `"${key}"`,
         xkey: `img:${key}`,
@@ -31,4 +46,21 @@ export function serveRoute({ store, config, guard }) {
       next(err);
     }
   };
+}
+
+/**
+ * The original, every pixel of it (within MAX_DIMENSION), as a JPEG: a variant of its own size.
+ * @param {import('express').Response} res @param {ReturnType<typeof import('../images.js').createImages>} images
+ * @param {Record<string, any>} config @param {import('@stack/lib/src/sources.js').Source} source
+ */
+async function asJpeg(res, images, config, source) {
+  const variant = await images.variant(source, { width: config.MAX_DIMENSION, height: config.MAX_DIMENSION, mode: 'fit', format: 'jpeg', accept: '' });
+  res.set({
+    'Content-Type': contentTypeOf(variant.format),
+    'Cache-Control': config.CACHE_CONTROL_IMMUTABLE,
+    ETag: `"${source.id}-jpeg"`,
+    xkey: `img:${source.id}`,
+    'X-Content-Type-Options': 'nosniff',
+  });
+  res.send(variant.cached ? await images.readCached(variant.cached) : variant.data);
 }

@@ -6,12 +6,15 @@ import { Transform } from 'node:stream';
 import busboy from 'busboy';
 import { HttpError, TAKEDOWN_KEYS, isAccountName, takedownError } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
-import { ScrubError, scrubMetadata } from '../scrub/index.js';
+import { scrubFile } from '../scrub/file.js';
+import { ScrubError } from '../scrub/index.js';
+import { digestsOf } from '../store/record.js';
 import { probe, verify } from '../transform.js';
 import sharp from 'sharp';
 
 /**
- * @typedef {{ digest: Buffer, checksum: Buffer | null, bytes: number, filename: string }} Received
+ * @typedef {{ digest: Buffer, checksum: Buffer | null, sha256: Buffer | null, bytes: number, filename: string }} Received
+ *   checksum: the file's sha256 when the signature is over it; sha256: when asked for (a checksum upload, a scrub's record)
  * @typedef {{ store: import('../store/index.js').Store, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
  *   checks: import('../queue.js').TransformQueue, guard: import('../takedown.js').Guard, redis: import('ioredis').Redis,
  *   logger: import('pino').Logger }} UploadDeps
@@ -31,11 +34,12 @@ function checkLength(req, maxBytes) {
 /**
  * Streams the multipart file to a temp file while hashing it (the key and the signature need the hash);
  * the size limit is enforced while reading.
- * `checksum`: the file's own sha256 too (a checksum-signed upload), else null.
- * @param {import('express').Request} req @param {{ maxBytes: number, tempPath: string, checksum: boolean }} options
+ * `checksum`: the file's own sha256 too (a checksum-signed upload), else null; `sha256`: the file's sha256
+ * wanted anyway (for the record of a scrubbed upload).
+ * @param {import('express').Request} req @param {{ maxBytes: number, tempPath: string, checksum: boolean, sha256: boolean }} options
  * @returns {Promise<Received>}
  */
-function receiveFile(req, { maxBytes, tempPath, checksum }) {
+function receiveFile(req, { maxBytes, tempPath, checksum, sha256 }) {
   return new Promise((resolve, reject) => {
     /** @type {Promise<Received> | null} */
     let saving = null;
@@ -51,7 +55,7 @@ function receiveFile(req, { maxBytes, tempPath, checksum }) {
         file.resume();
         return;
       }
-      saving = saveFile(file, tempPath, maxBytes, info.filename || '', checksum);
+      saving = saveFile(file, tempPath, maxBytes, info.filename || '', checksum, sha256);
       saving.catch(() => {});
     });
     parser.on('error', () => reject(new HttpError(400, 'invalid_body', { reason: 'malformed multipart' })));
@@ -66,11 +70,11 @@ function receiveFile(req, { maxBytes, tempPath, checksum }) {
 
 /**
  * @param {import('node:stream').Readable & { truncated?: boolean }} file @param {string} tempPath @param {number} maxBytes
- * @param {string} filename @param {boolean} checksum @returns {Promise<Received>}
+ * @param {string} filename @param {boolean} checksum @param {boolean} sha256 @returns {Promise<Received>}
  */
-async function saveFile(file, tempPath, maxBytes, filename, checksum) {
+async function saveFile(file, tempPath, maxBytes, filename, checksum, sha256) {
   const hash = challengeHash();
-  const plain = checksum ? createHash('sha256') : null;
+  const plain = checksum || sha256 ? createHash('sha256') : null;
   let bytes = 0;
   const tap = new Transform({
     transform(chunk, _encoding, done) {
@@ -87,7 +91,8 @@ async function saveFile(file, tempPath, maxBytes, filename, checksum) {
   await pipeline(file, tap, createWriteStream(tempPath));
   if (over || file.truncated) throw new HttpError(413, 'payload_too_large', { limit: maxBytes });
   if (bytes === 0) throw new HttpError(400, 'invalid_image', { reason: 'empty file' });
-  return { digest: hash.digest(), checksum: plain ? plain.digest() : null, bytes, filename };
+  const plainDigest = plain ? plain.digest() : null;
+  return { digest: hash.digest(), checksum: checksum ? plainDigest : null, sha256: plainDigest, bytes, filename };
 }
 
 /** A safe filename for the answer URL. @param {string} name @param {string} format */
@@ -111,15 +116,15 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
   const tempPath = store.tempPath();
   try {
     checkLength(req, config.UPLOAD_MAX_BYTES);
-    const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath, checksum });
-    const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES });
+    const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath, checksum, sha256: config.UPLOAD_METADATA !== 'none' });
+    const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES, heic: config.HEIC_DECODE });
     const account = await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
     // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
     await checks.run(() => verify(tempPath, info), true);
     const key = keyFromDigest(file.digest);
     if (deps.guard.blockedUpload(key, account)) throw takedownError(config.CACHE_CONTROL_TAKEDOWN);
-    const stored = await scrubbed(deps, tempPath, info, key);
+    const stored = await scrubbed(deps, tempPath, info, key, file.sha256);
     await store.put(key, stored.path, stored.record);
     if (account) await recordOwner(deps.redis, key, account);
     metrics.uploads.inc({ kind });
@@ -141,32 +146,29 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
  * place (scrub/), or, where its structure cannot be edited safely, a clean re-encode (logged and counted);
  * with the record of what was done. The key stays the uploaded bytes'.
  * @param {UploadDeps} deps @param {string} tempPath @param {import('../transform.js').SourceInfo} info @param {string} key
+ * @param {Buffer | null} uploadSha256 the uploaded bytes' (hashed as they arrived)
  * @returns {Promise<{ path: string, record: import('../store/record.js').StoredRecord | null }>}
  */
-async function scrubbed({ config, metrics, logger }, tempPath, info, key) {
+async function scrubbed({ config, metrics, logger }, tempPath, info, key, uploadSha256) {
   const mode = config.UPLOAD_METADATA;
   if (mode === 'none') return { path: tempPath, record: null };
-  const uploaded = await fs.readFile(tempPath);
-  /** @type {Buffer} */
-  let data;
-  /** @type {string[]} */
-  let removed;
+  /** @type {{ path: string, removed: string[] }} */
+  let result;
   /** @type {import('../store/record.js').StoredRecord['scrubbed']} */
   let how = mode;
   try {
-    ({ data, removed } = scrubMetadata(uploaded, info.format, mode));
+    result = await scrubFile(tempPath, info.format, mode);
   } catch (err) {
     if (!(err instanceof ScrubError)) throw err;
-    data = await cleanReencode(tempPath, info);
-    removed = ['everything'];
+    await fs.writeFile(`${tempPath}.scrubbed`, await cleanReencode(tempPath, info));
+    result = { path: `${tempPath}.scrubbed`, removed: ['everything'] };
     how = 'reencoded';
     logger.warn({ key, format: info.format, reason: err.message }, 'upload stored as a clean re-encode: its metadata could not be edited in place');
   }
-  metrics.scrubs.inc({ result: how === 'reencoded' ? 'reencoded' : removed.length ? 'scrubbed' : 'clean' });
-  if (!removed.length) return { path: tempPath, record: null };
-  await fs.writeFile(`${tempPath}.scrubbed`, data);
-  const sha = (/** @type {Buffer} */ bytes) => createHash('sha256').update(bytes).digest('hex');
-  return { path: `${tempPath}.scrubbed`, record: { key, scrubbed: how, uploadSha256: sha(uploaded), storedSha256: sha(data), removed } };
+  metrics.scrubs.inc({ result: how === 'reencoded' ? 'reencoded' : result.removed.length ? 'scrubbed' : 'clean' });
+  if (!result.removed.length) return { path: tempPath, record: null };
+  const { sha256 } = await digestsOf(result.path);
+  return { path: result.path, record: { key, scrubbed: how, uploadSha256: uploadSha256?.toString('hex') || '', storedSha256: sha256, removed: result.removed } };
 }
 
 /**

@@ -122,7 +122,14 @@ export function scrubHeif(input, mode) {
     if (isExif) {
       if (length < 4) throw new ScrubError('an Exif item that is cut');
       const tiff = offset + 4 + data.readUInt32BE(offset);
-      removed.push(...scrubTiff(data, tiff, offset + length, mode));
+      try {
+        removed.push(...scrubTiff(data, tiff, offset + length, mode));
+      } catch (err) {
+        // an EXIF no reader can read: zeroed where it lies (the item keeps its size)
+        if (!(err instanceof ScrubError)) throw err;
+        data.fill(0, offset + 4, offset + length);
+        removed.push('exif_unreadable');
+      }
     } else if (mode === 'all') {
       const empty = emptyXmp(length);
       if (empty) empty.copy(data, offset);

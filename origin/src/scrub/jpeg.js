@@ -63,8 +63,7 @@ function scrubSegment(marker, segment, body, mode, removed) {
       removed.push('exif');
       return null;
     }
-    removed.push(...scrubTiff(body, EXIF.length, body.length, mode));
-    return segment;
+    return scrubbedOrDropped(() => removed.push(...scrubTiff(body, EXIF.length, body.length, mode)), segment, 'exif', removed);
   }
   if (marker === 0xe1 && startsWith(body, XMP)) {
     if (mode === 'all') {
@@ -83,7 +82,9 @@ function scrubSegment(marker, segment, body, mode, removed) {
       removed.push('iptc');
       return null;
     }
-    const edited = withoutIptcLocation(body, PHOTOSHOP.length);
+    const result = { edited: /** @type {Buffer | null} */ (null) };
+    if (!scrubbedOrDropped(() => { result.edited = withoutIptcLocation(body, PHOTOSHOP.length); }, segment, 'iptc', removed)) return null;
+    const { edited } = result;
     if (!edited) return segment;
     if (edited.length + 2 > 0xffff) throw new ScrubError('an APP13 segment past its size');
     removed.push('iptc_location');
@@ -96,6 +97,22 @@ function scrubSegment(marker, segment, body, mode, removed) {
     return null;
   }
   return segment;
+}
+
+/**
+ * `edit`, or, when the metadata it edits cannot be read (offsets past its end, a cut dataset), the segment
+ * dropped: a browser cannot read it either, so the image looks the same without it.
+ * @param {() => void} edit @param {Buffer} segment @param {string} what @param {string[]} removed
+ */
+function scrubbedOrDropped(edit, segment, what, removed) {
+  try {
+    edit();
+    return segment;
+  } catch (err) {
+    if (!(err instanceof ScrubError)) throw err;
+    removed.push(`${what}_unreadable`);
+    return null;
+  }
 }
 
 /** An APP1 EXIF segment around a TIFF payload. @param {Buffer} tiff */

@@ -44,8 +44,14 @@ export function scrubPng(input, mode) {
         if (orientation !== 1) parts.push(chunk('eXIf', minimalExif(orientation)));
         continue;
       }
-      removed.push(...scrubTiff(data, 0, data.length, mode));
-      parts.push(chunk('eXIf', data));
+      try {
+        removed.push(...scrubTiff(data, 0, data.length, mode));
+        parts.push(chunk('eXIf', data));
+      } catch (err) {
+        // an EXIF no reader can read: dropped, the image looks the same without it
+        if (!(err instanceof ScrubError)) throw err;
+        removed.push('exif_unreadable');
+      }
       continue;
     }
     if (TEXT.has(type)) {

@@ -43,7 +43,14 @@ export function scrubWebp(input, mode) {
         if (orientation !== 1) kept.push(['EXIF', minimalExif(orientation)]);
         continue;
       }
-      removed.push(...scrubTiff(data, start, data.length, mode));
+      try {
+        removed.push(...scrubTiff(data, start, data.length, mode));
+      } catch (err) {
+        // an EXIF no reader can read: dropped, the image looks the same without it
+        if (!(err instanceof ScrubError)) throw err;
+        removed.push('exif_unreadable');
+        continue;
+      }
     } else if (fourcc === 'XMP ') {
       if (mode === 'all') {
         removed.push('xmp');

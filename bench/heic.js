@@ -1,0 +1,91 @@
+// HEIC (#39): the CPU and the extra memory of one 512 px variant made from a 12-megapixel HEIC, next to the
+// same photograph as a JPEG, each in a fresh process (its peak RSS over its RSS once sharp is loaded), and
+// what the upload scrub adds to a 5 MB JPEG upload. Targets: under 400 ms of CPU and under 150 MB of extra
+// RSS per HEIC variant; under 5 ms of scrub. `node bench/heic.js [--quick]`
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { scrubMetadata } from '../origin/src/scrub/index.js';
+import { photo, withMetadata } from '../test/support/images.js';
+import { machine, spread, writeReport } from './lib.js';
+
+const quick = process.argv.includes('--quick');
+
+/** One variant in a child process: { cpuMs, extraRssMb }. @param {string} file @param {string} format */
+function variantInChild(file, format) {
+  const script = `
+    import { plan, probe, transform } from ${JSON.stringify(path.join(import.meta.dirname, '../origin/src/transform.js'))};
+    import fs from 'node:fs';
+    const peak = () => Number(/VmHWM:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;
+    const rss = () => Number(/VmRSS:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;
+    const source = await probe(process.argv[1], { maxPixels: 50e6, maxFrames: 1, heic: true });
+    const base = rss();
+    const cpu = process.cpuUsage();
+    const p = plan(source, { width: 512, height: null, mode: 'fit', format: 'jpeg', accept: '' }, false);
+    await transform(process.argv[1], p, { maxPixels: 50e6, timeoutS: 60, jpegQuality: 80, jpegProgressive: false, jpegTrellis: false, webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 3 });
+    const used = process.cpuUsage(cpu);
+    process.stdout.write(JSON.stringify({ cpuMs: (used.user + used.system) / 1000, extraRssMb: peak() - base }));
+  `;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script, file], { encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`${format}: ${run.stderr}`);
+  return JSON.parse(run.stdout);
+}
+
+export async function benchHeic() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-heic-'));
+  try {
+    // 12 megapixels (4240 × 2830), as a phone takes them
+    const jpeg = await sharp(photo('Path', '1280x800')).resize(4240, 2830, { fit: 'fill' }).jpeg({ quality: 92 }).toBuffer();
+    const jpegFile = path.join(dir, 'photo.jpg');
+    fs.writeFileSync(jpegFile, jpeg);
+    const heicFile = path.join(dir, 'photo.heic');
+    execFileSync('heif-enc', ['-q', '80', jpegFile, '-o', heicFile], { stdio: 'ignore' });
+    const runs = quick ? 2 : 5;
+    /** @type {Record<string, { cpuMs: number[], extraRssMb: number[] }>} */
+    const measured = { heic: { cpuMs: [], extraRssMb: [] }, jpeg: { cpuMs: [], extraRssMb: [] } };
+    for (let i = 0; i < runs; i += 1) {
+      for (const [format, file] of [['heic', heicFile], ['jpeg', jpegFile]]) {
+        const { cpuMs, extraRssMb } = variantInChild(file, format);
+        measured[format].cpuMs.push(cpuMs);
+        measured[format].extraRssMb.push(extraRssMb);
+      }
+    }
+    // the scrub of a 5 MB phone JPEG: read, edited, written (what the upload adds)
+    const big = withMetadata(await sharp(photo('Path', '1280x800')).resize(4000, 2500, { fit: 'fill' }).jpeg({ quality: 97 }).toBuffer(), 'jpg');
+    const bigFile = path.join(dir, 'upload.jpg');
+    fs.writeFileSync(bigFile, big);
+    const scrubMs = [];
+    for (let i = 0; i < (quick ? 5 : 30); i += 1) {
+      const started = performance.now();
+      const { data } = scrubMetadata(fs.readFileSync(bigFile), 'jpeg', 'location');
+      fs.writeFileSync(`${bigFile}.scrubbed`, data);
+      scrubMs.push(performance.now() - started);
+    }
+    const row = (/** @type {string} */ format) => {
+      const cpu = spread(measured[format].cpuMs);
+      const rss = spread(measured[format].extraRssMb);
+      return [format, `${cpu.min} / ${cpu.median} / ${cpu.max}`, `${rss.min} / ${rss.median} / ${rss.max}`];
+    };
+    const scrub = spread(scrubMs);
+    return {
+      measured, scrubMs, uploadBytes: big.length,
+      sections: [{
+        heading: `A 512 px JPEG variant from a 12-megapixel photograph (4240 × 2830), ${runs} runs each in a fresh process (targets for HEIC: CPU < 400 ms, extra RSS < 150 MB)`,
+        table: { columns: ['source', 'CPU ms min / median / max', 'extra RSS MB min / median / max'], rows: [row('heic'), row('jpeg')].map((cells) => cells.map((cell) => (typeof cell === 'string' ? cell.replace(/(\d+\.\d)\d+/g, '$1') : cell))) },
+      }, {
+        heading: `The upload scrub of a ${(big.length / 1e6).toFixed(1)} MB phone JPEG (GPS, serials, XMP): read, edited, written (target < 5 ms)`,
+        table: { columns: ['ms min', 'ms median', 'ms max'], rows: [[scrub.min, scrub.median, scrub.max]] },
+      }],
+    };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.main) {
+  const result = await benchHeic();
+  const file = writeReport('heic', { title: 'bench/heic', command: `node bench/heic.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
+}
