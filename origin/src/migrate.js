@@ -7,6 +7,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { isUploadKey, loadConfig } from '@stack/lib';
 import { settings } from './config.js';
+import { runBatch } from './batch.js';
 import { verifyStored } from './store/record.js';
 import { bucketProblem, objectSize, putObject, s3Client } from './store/s3.js';
 
@@ -44,22 +45,6 @@ async function migrateFile(client, config, file) {
   return 'copied';
 }
 
-/** A progress line: a bar on a terminal (redrawn in place), else a line every tenth of the way. */
-function progress(/** @type {number} */ total) {
-  const tty = process.stderr.isTTY;
-  let lastTenth = -1;
-  return (/** @type {number} */ done, /** @type {Record<Outcome, number>} */ counts) => {
-    const share = total ? done / total : 1;
-    const bar = '#'.repeat(Math.round(share * 30)).padEnd(30, '.');
-    const line = `[${bar}] ${done}/${total} copied ${counts.copied}, present ${counts.present}, damaged ${counts.damaged}, failed ${counts.failed}`;
-    if (tty) process.stderr.write(`\r${line}`);
-    else if (Math.floor(share * 10) > lastTenth || done === total) {
-      lastTenth = Math.floor(share * 10);
-      process.stderr.write(`${line}\n`);
-    }
-  };
-}
-
 /**
  * Copies every upload of `from` into the bucket, `concurrency` at a time.
  * @param {{ config: import('./store/s3.js').S3Settings, from: string, concurrency: number, log?: (line: string) => void }} options
@@ -70,31 +55,16 @@ export async function migrate({ config, from, concurrency, log = (line) => proce
   if (problem) throw new Error(problem);
   const files = [];
   for await (const file of uploadFiles(from)) files.push(file);
-  /** @type {Record<Outcome, number>} */
-  const counts = { copied: 0, present: 0, damaged: 0, failed: 0 };
-  const show = progress(files.length);
-  let next = 0;
-  let done = 0;
-  const worker = async () => {
-    while (next < files.length) {
-      const file = files[next++];
-      /** @type {Outcome} */
-      let outcome;
-      try {
-        outcome = await migrateFile(client, config, file);
-      } catch (err) {
-        outcome = 'failed';
-        log(`\n${path.basename(file)}: ${/** @type {Error} */ (err).message}`);
-      }
+  const result = await runBatch({
+    items: files, concurrency, outcomes: ['copied', 'present', 'damaged'], name: (file) => path.basename(file), log,
+    work: async (file) => {
+      const outcome = await migrateFile(client, config, file);
       if (outcome === 'damaged') log(`\n${file}: its bytes do not make its key: not copied`);
-      counts[outcome] += 1;
-      show(++done, counts);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, concurrency) }, worker));
-  if (process.stderr.isTTY) process.stderr.write('\n');
+      return outcome;
+    },
+  });
   client.destroy();
-  return { total: files.length, ...counts };
+  return result;
 }
 
 async function main() {

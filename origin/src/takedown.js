@@ -56,7 +56,8 @@ function wantsOf(path, config) {
 
 /**
  * Drops the sources a takedown names (purge service, by Redis pub/sub) from this origin's result cache and
- * originals cache, and with TAKEDOWN_DELETE_UPLOADS deletes the stored upload too.
+ * originals cache, and with TAKEDOWN_DELETE_UPLOADS deletes the stored upload too; uploads whose stored bytes
+ * changed (`changed`: scrubbed by scrub-store) are dropped from the caches only.
  * @param {{ redis: import('ioredis').Redis, images: ReturnType<typeof import('./images.js').createImages>,
  *   store: import('./store/index.js').Store, config: Record<string, any>, logger: import('pino').Logger }} deps
  */
@@ -66,11 +67,12 @@ export function listenForEvictions({ redis, images, store, config, logger }) {
   subscriber.subscribe(TAKEDOWN_EVICT_CHANNEL).catch(() => {});
   subscriber.on('message', async (_channel, message) => {
     try {
-      const { sources } = JSON.parse(message);
+      const { sources, changed = [] } = JSON.parse(message);
       for (const [id, paths] of Object.entries(/** @type {Record<string, string[]>} */ (sources))) {
         const uploadKey = /^[0-9a-f]{64}$/.test(id) ? undefined : id;
         await images.dropSource({ id, uploadKey }, paths.flatMap((path) => wantsOf(path, config)));
-        if (uploadKey && config.TAKEDOWN_DELETE_UPLOADS) await store.remove(uploadKey);
+        // an upload whose stored bytes changed (scrub-store) is dropped from the caches, never deleted
+        if (uploadKey && config.TAKEDOWN_DELETE_UPLOADS && !changed.includes(uploadKey)) await store.remove(uploadKey);
       }
       logger.info({ sources: Object.keys(sources).length }, 'taken-down sources dropped from the caches');
     } catch (err) {

@@ -36,19 +36,25 @@ export async function takedownTargets(redis, events) {
       }
     } while (cursor !== '0');
   }
+  return { sources: await servedPaths(redis, ids), accounts, version: Math.max(0, ...events.map((e) => e.version)) };
+}
+
+/**
+ * Every path each source was served under (the takedown record), by id.
+ * @param {import('ioredis').Redis} redis @param {Iterable<string>} ids @returns {Promise<Map<string, string[]>>}
+ */
+export async function servedPaths(redis, ids) {
+  const list = [...ids];
   const pipeline = redis.pipeline();
-  for (const id of ids) pipeline.zrange(SERVED_KEYS.paths + id, '0', '-1');
+  for (const id of list) pipeline.zrange(SERVED_KEYS.paths + id, '0', '-1');
   const results = /** @type {[Error | null, string[]][]} */ ((await pipeline.exec()) || []);
   // recorded before paths were kept by time (a set): read as they are
-  const list = [...ids];
   for (const [i, [err]] of results.entries()) {
     if (err && /WRONGTYPE/.test(err.message)) results[i] = [null, await redis.smembers(SERVED_KEYS.paths + list[i])];
   }
   const failed = results.find(([err]) => err);
   if (failed) throw failed[0];
-  /** @type {Map<string, string[]>} */
-  const sources = new Map([...ids].map((id, i) => [id, results[i][1]]));
-  return { sources, accounts, version: Math.max(0, ...events.map((e) => e.version)) };
+  return new Map(list.map((id, i) => [id, results[i][1]]));
 }
 
 /**

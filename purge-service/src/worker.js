@@ -1,15 +1,16 @@
-import { TAKEDOWN_EVICT_CHANNEL, avatarPaths } from '@stack/lib';
+import { TAKEDOWN_EVICT_CHANNEL, avatarPaths, isUploadKey } from '@stack/lib';
 import { retry } from './retry.js';
 import { purgeResolver } from './targets/resolver.js';
-import { settle, takedownEvent, takedownTargets } from './takedown-purge.js';
+import { servedPaths, settle, takedownEvent, takedownTargets } from './takedown-purge.js';
 
 /**
  * The origins' own caches (result cache, originals): each live origin drops these sources at once. Not
  * queued per origin: an origin that is down keeps the bytes, but never serves them while the list blocks them.
- * @param {import('ioredis').Redis} redis @param {Map<string, string[]>} sources
+ * `changed`: the sources are uploads whose stored bytes changed (scrubbed), not taken down: never deleted.
+ * @param {import('ioredis').Redis} redis @param {Map<string, string[]>} sources @param {string[]} changed
  */
-async function evictFromOrigins(redis, sources) {
-  await redis.publish(TAKEDOWN_EVICT_CHANNEL, JSON.stringify({ sources: Object.fromEntries(sources) }));
+async function evictFromOrigins(redis, sources, changed) {
+  await redis.publish(TAKEDOWN_EVICT_CHANNEL, JSON.stringify({ sources: Object.fromEntries(sources), changed }));
 }
 
 /** @typedef {[string, string[]]} StreamEntry  [id, [field, value, …]] */
@@ -138,7 +139,15 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
     const kinds = coalesce(entries);
     const started = performance.now();
     try {
-      const removed = await takedowns(entries.map(([, fields]) => fieldsOf(fields)).filter((fields) => fields.type === 'takedown').map(takedownEvent));
+      const events = entries.map(([, fields]) => fieldsOf(fields));
+      const removed = await takedowns(events.filter((fields) => fields.type === 'takedown').map(takedownEvent));
+      // originals whose stored bytes changed (scrub-store): out of every cache, under every path they were served
+      const changed = events.filter((fields) => fields.type === 'changed' && isUploadKey(fields.key || '')).map((fields) => fields.key);
+      if (changed.length) {
+        await step('origin', async () => {
+          for (const [key, paths] of await servedPaths(redis, changed)) removed.sources.set(key, [...new Set([...(removed.sources.get(key) || []), `/${key}`, ...paths])]);
+        });
+      }
       for (const account of removed.accounts) kinds.set(account, 'both');
       const accounts = [...kinds.keys()];
       const tags = [...removed.sources.keys()].map((id) => `img:${id}`);
@@ -147,7 +156,7 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
         const done = await varnish.purge(kinds, tags);
         for (const node of done.failed) await nodes.defer(node, done);
       });
-      if (removed.sources.size) await step('origin', () => evictFromOrigins(redis, removed.sources));
+      if (removed.sources.size) await step('origin', () => evictFromOrigins(redis, removed.sources, changed));
       if (cdn) {
         const paths = [...accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account)))), ...[...removed.sources.values()].flat()];
         const urls = bases.flatMap((/** @type {string} */ base) => paths.map((path) => base + path));
