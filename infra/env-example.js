@@ -1,4 +1,5 @@
-// Writes `.env.example` and docs/settings.md's table from the declarations: `npm run env-example`.
+// Writes `.env.example`, docs/settings.md's table and the chart's list of settings (which names its
+// `settings:` may hold) from the declarations: `npm run env-example`.
 // A test checks both are current, so a new setting cannot go undocumented.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -48,7 +49,44 @@ export async function withSettingsTable(readme) {
   return `${readme.slice(0, start + START.length)}\n${await renderSettingsTable()}\n${readme.slice(end)}`;
 }
 
+export const CHART_SETTINGS = path.join(ROOT, 'infra', 'helm', 'image-cdn-stack', 'templates', '_settings.tpl');
+
+/**
+ * The chart's check of `.Values.settings`: every key a setting, or the install fails naming the nearest one
+ * (the most leading and trailing characters in common: Helm's templates have no edit distance).
+ */
+export async function renderChartSettings() {
+  const names = (await sections()).flatMap(([, settings]) => settings.map((setting) => setting.name));
+  return `{{/* Generated from the declarations by npm run env-example: the names .Values.settings may hold. */}}
+{{- define "cdn.knownSettings" -}}
+${names.join(' ')}
+{{- end -}}
+
+{{/* Fails on a key of .Values.settings that is no setting, naming the nearest one. */}}
+{{- define "cdn.checkSettings" -}}
+{{- $known := splitList " " (include "cdn.knownSettings" .) -}}
+{{- range $key, $_ := .Values.settings -}}
+{{- if not (has $key $known) -}}
+{{- $best := "" -}}
+{{- $bestScore := -1 -}}
+{{- range $candidate := $known -}}
+{{- $score := 0 -}}
+{{- $n := min (len $key) (len $candidate) | int -}}
+{{- range $i := until $n -}}
+{{- if eq (substr 0 (add1 $i | int) $key) (substr 0 (add1 $i | int) $candidate) -}}{{- $score = add1 $score -}}{{- end -}}
+{{- if eq (substr (sub (len $key) (add1 $i) | int) (len $key) $key) (substr (sub (len $candidate) (add1 $i) | int) (len $candidate) $candidate) -}}{{- $score = add1 $score -}}{{- end -}}
+{{- end -}}
+{{- if gt $score $bestScore -}}{{- $best = $candidate -}}{{- $bestScore = $score -}}{{- end -}}
+{{- end -}}
+{{- fail (printf "settings.%s is not a setting (did you mean %s?)" $key $best) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+`;
+}
+
 if (import.meta.main) {
+  fs.writeFileSync(CHART_SETTINGS, await renderChartSettings());
   fs.writeFileSync(path.join(ROOT, '.env.example'), await renderEnvExample());
   const readme = path.join(ROOT, 'docs', 'settings.md');
   fs.writeFileSync(readme, await withSettingsTable(fs.readFileSync(readme, 'utf8')));

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../lib/src/config.js';
+import { loadConfig, refuseUnknown } from '../lib/src/config.js';
 import { allowedSizeList } from '../lib/src/sizes.js';
 import { makeDir, repairSharedRoot } from './dirs.js';
 import { embeddedS3Credentials, ownsRedis, redisAclLines, redisPassword, secretNames, sentinelAclLines, shellLines, statsPassword, writeSecrets } from './secrets.js';
@@ -29,6 +29,10 @@ export function readEnvFile(file) {
   return values;
 }
 
+/** What else an .env may name: the compose file's own variables and the SDKs' (read outside the settings). */
+const FILE_ONLY = ['NGINX_PUBLISH', 'GRAFANA_ADMIN_PASSWORD', 'S3_BUCKET', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_REGION', 'AWS_PROFILE']
+  .map((name) => ({ name, type: /** @type {const} */ ('string'), default: '', doc: '' }));
+
 /** How to reach a program bound to `address` from this machine: loopback when it listens on every address. @param {string} address */
 const reachable = (address) => (address === '0.0.0.0' ? '127.0.0.1' : address);
 
@@ -38,8 +42,13 @@ const reachable = (address) => (address === '0.0.0.0' ? '127.0.0.1' : address);
  * @param {Record<string, string | undefined>} [env]
  */
 export async function resolveSettings(env = process.env) {
-  const explicit = { ...readEnvFile(env.ENV_FILE || path.join(ROOT, '.env')), ...definedOnly(env) };
-  const config = loadConfig(await allSettings(), explicit);
+  const envFile = env.ENV_FILE || path.join(ROOT, '.env');
+  const fromFile = readEnvFile(envFile);
+  const settings = await allSettings();
+  // every name in .env is a setting (the environment holds much else: only ours are read from it)
+  refuseUnknown(Object.keys(fromFile), [...settings, ...FILE_ONLY], envFile);
+  const explicit = { ...fromFile, ...definedOnly(env) };
+  const config = loadConfig(settings, explicit);
   const given = (/** @type {string} */ name) => explicit[name] !== undefined && explicit[name] !== '';
   const listen = config.LISTEN_ADDRESS;
   const reach = reachable(listen);

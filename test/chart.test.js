@@ -154,4 +154,11 @@ test('values that cannot work are refused with a clear message', () => {
   assert.match(fsFleet.out, /more than one origin needs store\.type=s3/);
   const noEndpoint = run(HELM, ['template', 'cdn', CHART, '--set', 'store.type=s3']);
   assert.match(noEndpoint.out, /store\.type=s3 needs store\.s3\.endpoint/);
+  // a misspelt setting would do nothing, quietly: refused, the nearest setting named
+  for (const [given, meant] of [['UPLOAD_TOKEN', 'UPLOAD_TOKENS'], ['NEGOTIATE_MATHC', 'NEGOTIATE_MATCH'], ['PUBLIC_URL_', 'PUBLIC_URL']]) {
+    const misspelt = run(HELM, ['template', 'cdn', CHART, '--set', `settings.${given}=x`]);
+    assert.notEqual(misspelt.status, 0, given);
+    assert.match(misspelt.out, new RegExp(`settings\\.${given} is not a setting \\(did you mean ${meant}\\?\\)`));
+  }
+  assert.equal(run(HELM, ['template', 'cdn', CHART, '--set', 'settings.UPLOAD_MAX_BYTES=10mb']).status, 0, 'a real setting passes');
 });

@@ -1,13 +1,16 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../../lib/src/config.js';
-import { renderEnvExample, withSettingsTable } from '../env-example.js';
+import { CHART_SETTINGS, renderChartSettings, renderEnvExample, withSettingsTable } from '../env-example.js';
 import { ROOT, resolveSettings, substitute, templateValues } from '../render.js';
 import { allSettings } from '../settings.js';
 
-test('.env.example and the settings table (docs/settings.md) are generated from the declarations and current', async () => {
+test('.env.example, the settings table (docs/settings.md) and the chart\'s settings list are generated from the declarations and current', async () => {
   assert.equal(fs.readFileSync(`${ROOT}/.env.example`, 'utf8'), await renderEnvExample(), 'run npm run env-example');
+  assert.equal(fs.readFileSync(CHART_SETTINGS, 'utf8'), await renderChartSettings(), 'run npm run env-example');
   const readme = fs.readFileSync(`${ROOT}/docs/settings.md`, 'utf8');
   assert.equal(readme, await withSettingsTable(readme), 'run npm run env-example');
 });
@@ -57,4 +60,18 @@ test('Prometheus scrapes this stack\'s addresses, or exactly the targets PROMETH
   assert.equal(fleet.SCRAPE_NGINX, "'127.0.0.1:9113'");
   await assert.rejects(values({ PROMETHEUS_SCRAPE: 'grafana=g:3000' }), /PROMETHEUS_SCRAPE: "grafana=g:3000"/);
   await assert.rejects(values({ ALLOWED_SIZES: '640,9000' }), /ALLOWED_SIZES: 9000 is not a whole number of pixels from 1 to MAX_DIMENSION/);
+});
+
+test('a misspelt setting in .env stops the render with a message naming the nearest setting', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'misspelt-'));
+  try {
+    fs.writeFileSync(path.join(dir, '.env'), 'UPLOAD_TOKENS=a\nUPLOAD_TOKEN=b\nVARNISH_MISS_LIMT=5\n');
+    await assert.rejects(resolveSettings({ ENV_FILE: path.join(dir, '.env'), STACK_DIR: dir }), (err) => {
+      assert.match(String(/** @type {Error} */ (err).message), /UPLOAD_TOKEN is not a setting \(did you mean UPLOAD_TOKENS\?\)/);
+      assert.match(String(/** @type {Error} */ (err).message), /VARNISH_MISS_LIMT is not a setting \(did you mean VARNISH_MISS_LIMIT\?\)/);
+      return true;
+    });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

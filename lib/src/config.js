@@ -69,6 +69,41 @@ export function loadConfig(settings, env = process.env) {
   return config;
 }
 
+/** The edit distance of two names (insertions, deletions, substitutions, transpositions). @param {string} a @param {string} b */
+function distance(a, b) {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j += 1) rows[0][j] = j;
+  for (let i = 1; i <= a.length; i += 1) {
+    for (let j = 1; j <= b.length; j += 1) {
+      rows[i][j] = Math.min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) rows[i][j] = Math.min(rows[i][j], rows[i - 2][j - 2] + 1);
+    }
+  }
+  return rows[a.length][b.length];
+}
+
+/** The declared setting nearest to `name` (a misspelling's likely meaning). @param {string} name @param {Iterable<string>} known */
+export function nearestSetting(name, known) {
+  let best = '';
+  let score = Infinity;
+  for (const candidate of known) {
+    const d = distance(name.toUpperCase(), candidate);
+    if (d < score) [best, score] = [candidate, d];
+  }
+  return best;
+}
+
+/**
+ * Refuses names that are no declared setting, each with the nearest one named: a misspelt setting would
+ * otherwise do nothing, quietly. @param {string[]} names @param {Setting[]} settings @param {string} where
+ */
+export function refuseUnknown(names, settings, where) {
+  const known = new Set(settings.map((setting) => setting.name));
+  const unknown = names.filter((name) => !known.has(name));
+  if (!unknown.length) return;
+  throw new Error(unknown.map((name) => `${where}: ${name} is not a setting (did you mean ${nearestSetting(name, known)}?)`).join('\n'));
+}
+
 /**
  * @param {string} title
  * @param {Setting[]} settings

@@ -3,7 +3,7 @@ import os from 'node:os';
 import { LRUCache } from 'lru-cache';
 import { HttpError, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
 import { createBackground } from './background.js';
-import { plan, probe, threadsPerImage, transform, transformTimeout } from './transform.js';
+import { originalAnswers, plan, probe, sourceFormat, threadsPerImage, transform, transformTimeout } from './transform.js';
 import { createWorkerPool } from './workers.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
@@ -52,7 +52,9 @@ export function createImages(deps) {
    */
   const probed = new LRUCache({ max: 10000 });
   const cores = os.availableParallelism();
-  const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES, heic: config.HEIC_DECODE };
+  // an animation past the budgets is read, not refused: the plan makes what of it fits (images.hive.blog
+  // serves a long GIF at 0x0 untouched)
+  const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES, heic: config.HEIC_DECODE, animations: true };
   // costly encodings nobody waits for: the AVIF behind a first answer in WebP
   const background = createBackground({
     queue,
@@ -63,7 +65,7 @@ export function createImages(deps) {
     },
     onChange: (jobs) => metrics.backgroundJobs.set(jobs),
   });
-  const budgets = { maxPixels: config.MAX_OUTPUT_PIXELS, avifPixels: config.AVIF_MAX_PIXELS };
+  const budgets = { maxPixels: config.MAX_OUTPUT_PIXELS, avifPixels: config.AVIF_MAX_PIXELS, maxFrames: config.MAX_FRAMES, maxInputPixels: config.MAX_INPUT_PIXELS };
   // what a worker process makes (it can be stopped at the deadline): every AVIF, every HEIC source (libheif
   // and libde265 parse it there), and any large variant
   const workers = createWorkerPool({ keep: cores, nice: config.TRANSFORM_NICE, onKill: () => metrics.workerKills.inc() });
@@ -125,7 +127,8 @@ export function createImages(deps) {
 
   /** @param {Source} source @param {Want} want */
   function variantKey(source, want) {
-    const format = want.format === 'auto' ? `auto-${want.accept}` : want.format;
+    // a negotiated answer depends on the Accept class (match without negotiation keeps its old key)
+    const format = want.format === 'auto' || want.negotiated ? `${want.format}-${want.accept}` : want.format;
     return sha256Hex(JSON.stringify([source.id, want.width, want.height, want.mode, format]));
   }
 
@@ -189,7 +192,7 @@ export function createImages(deps) {
    */
   function fallbackReason(want, later) {
     if (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH) return 'queue';
-    if (!later && want.format === 'auto' && config.AUTO_AVIF_FIRST_ANSWER) return 'first_answer';
+    if (!later && want.accept === 'avif' && config.AUTO_AVIF_FIRST_ANSWER) return 'first_answer';
     return '';
   }
 
@@ -203,12 +206,19 @@ export function createImages(deps) {
     const release = queue.reserve();
     /** @type {ReturnType<typeof plan>} */
     let p;
+    /** @type {import('./transform.js').SourceInfo} */
+    let info;
     const reason = fallbackReason(want, later);
     try {
-      p = plan(await sourceInfo(file), want, Boolean(reason), budgets);
+      info = await sourceInfo(file);
+      p = plan(info, want, Boolean(reason), budgets);
     } catch (err) {
       release();
       throw err;
+    }
+    if (p.passthrough) {
+      release();
+      return asOriginal(info);
     }
     // A degraded answer is stored under the key of what it really is (a WebP), never under the avif/auto key.
     const storeKey = p.degraded ? variantKey(source, { ...want, format: 'webp' }) : key;
@@ -242,19 +252,38 @@ export function createImages(deps) {
       } finally {
         clearTimeout(timer);
       }
-    }, small, release).then(({ value, waitMs }) => {
+    }, small, release).then(async ({ value, waitMs }) => {
       timings.queue = waitMs;
       metrics.queueWait.observe(waitMs / 1000);
       metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);
       metrics.transforms.inc({ format: p.format });
       metrics.codecs.inc(value.codecs);
       if (p.degraded && reason === 'queue') metrics.degraded.inc();
+      // never bigger than the source: a variant of the original's own size that came out larger is the
+      // original, when the client takes its format (decided once: the result cache keeps the answer)
+      const size = p.fits && originalAnswers(info, want) ? (await fs.stat(file)).size : Infinity;
+      if (value.data.length > size) {
+        metrics.originalAnswers.inc({ reason: 'smaller' });
+        const bytes = await fs.readFile(file);
+        const format = /** @type {import('./transform.js').OutputFormat} */ (sourceFormat(info));
+        keep(storeKey, format, bytes);
+        return { ...value, data: bytes, format };
+      }
       keep(storeKey, p.format, value.data);
-      return value;
+      return { ...value, format: p.format };
     });
     done.catch(() => {}); // answered already when it expired
     const value = await Promise.race([done, expired]);
-    return { variantKey: key, format: p.format, degraded: p.degraded, firstAnswer: p.degraded && reason === 'first_answer', data: value.data, timings };
+    return { variantKey: key, format: value.format, degraded: p.degraded, firstAnswer: p.degraded && reason === 'first_answer', data: value.data, timings };
+
+    /** The original's bytes as the variant (an animation past the budgets that fits the request). @param {import('./transform.js').SourceInfo} source */
+    async function asOriginal(source) {
+      metrics.originalAnswers.inc({ reason: 'animation_past_budget' });
+      const bytes = await fs.readFile(file);
+      const format = /** @type {import('./transform.js').OutputFormat} */ (sourceFormat(source));
+      keep(key, format, bytes);
+      return { variantKey: key, format, degraded: false, data: bytes, timings };
+    }
   }
 
   /** @param {string} file @returns {Promise<import('./transform.js').SourceInfo>} */

@@ -48,6 +48,7 @@ export function createOriginMetrics(registry) {
     bytes: new client.Counter({ name: 'origin_bytes_total', help: 'Image bytes in (fetched, uploaded) and out (variants sent)', labelNames: ['direction'], registers }),
     rejections: new client.Counter({ name: 'origin_rejections_total', help: 'Requests refused by reason (queue_full, quota, invalid_image, …)', labelNames: ['reason'], registers }),
     scrubs: new client.Counter({ name: 'origin_upload_scrubs_total', help: 'Uploads by what their metadata needed: scrubbed in place, clean (nothing to remove) or reencoded (could not be edited in place)', labelNames: ['result'], registers }),
+    originalAnswers: new client.Counter({ name: 'origin_original_answers_total', help: 'Variants answered with the original\'s bytes: smaller than what was made, or an animation past the budgets that the original satisfies', labelNames: ['reason'], registers }),
     workerKills: new client.Counter({ name: 'origin_transform_worker_kills_total', help: 'Transform workers killed at TRANSFORM_TIMEOUT_S (their slot freed at once)', registers }),
     degraded: new client.Counter({ name: 'origin_degraded_total', help: 'Variants encoded cheaper because the queue was deep', registers }),
     fallbacks: new client.Counter({ name: 'origin_fallback_answers_total', help: 'format=auto first answers in WebP while their AVIF is made in the background', registers }),

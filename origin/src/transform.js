@@ -11,12 +11,18 @@ const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp'
 /** @typedef {'jpeg'|'png'|'webp'|'gif'|'avif'} OutputFormat */
 /**
  * @typedef {{ format: string, width: number, height: number, frames: number, orientation: number,
- *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean, isHeic: boolean, srgbProfile: boolean, plainJpeg: boolean }} SourceInfo
- * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'' }} Request
+ *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean, isHeic: boolean, srgbProfile: boolean, plainJpeg: boolean,
+ *   overBudget?: boolean }} SourceInfo overBudget: an animation past MAX_FRAMES or MAX_INPUT_PIXELS in all its frames
+ * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'', negotiated?: boolean }} Request
+ *   negotiated: the format follows Accept (auto, and match unless NEGOTIATE_MATCH is off)
  * @typedef {{ width: number, height: number, orientation: number }} JpegSource a JPEG the system's libjpeg-turbo
  *   may decode (see codecs.js): its size after EXIF rotation and its orientation
  * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
- *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number, heic: boolean }} Plan
+ *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number, heic: boolean,
+ *   lossless: boolean, fits: boolean, passthrough: boolean, frames: number }} Plan
+ *   lossless: a WebP of a screenshot or drawing (a still PNG or GIF); fits: the variant is the source's own size;
+ *   passthrough: the original answers as it is (an animation past the budgets that fits); frames: how many
+ *   frames are made (-1: all; fewer when an animation past the budgets is resized)
  */
 
 /** @param {OutputFormat} format */
@@ -28,7 +34,9 @@ export function contentTypeOf(format) {
  * Reads the header only (no decode) and enforces the pixel and frame limits before any work. A HEIC
  * (`limits.heic`: HEVC decoding allowed, HEIC_DECODE) is read by the system's libheif, whose images come
  * turned as the file says.
- * @param {string} file @param {{ maxPixels: number, maxFrames: number, heic?: boolean }} limits
+ * `limits.animations`: an animation past the frame or pixel budget is read (overBudget) rather than refused,
+ * as long as one frame is within the pixel budget: the plan decides what of it is made.
+ * @param {string} file @param {{ maxPixels: number, maxFrames: number, heic?: boolean, animations?: boolean }} limits
  * @returns {Promise<SourceInfo>}
  */
 export async function probe(file, limits) {
@@ -47,8 +55,10 @@ export async function probe(file, limits) {
   const frames = meta.pages || 1;
   const frameHeight = meta.pageHeight || meta.height || 0;
   const width = meta.width || 0;
-  if (frames > limits.maxFrames) throw new HttpError(400, 'too_many_frames', { frames, limit: limits.maxFrames });
-  if (width * frameHeight * frames > limits.maxPixels) {
+  const overBudget = frames > limits.maxFrames || width * frameHeight * frames > limits.maxPixels;
+  const readable = limits.animations && frames > 1 && width * frameHeight <= limits.maxPixels;
+  if (frames > limits.maxFrames && !readable) throw new HttpError(400, 'too_many_frames', { frames, limit: limits.maxFrames });
+  if (width * frameHeight * frames > limits.maxPixels && !readable) {
     throw new HttpError(400, 'image_too_large', { width, height: frameHeight, frames, limit_pixels: limits.maxPixels });
   }
   if (meta.format === 'gif' && !(await endsWithGifTrailer(file))) throw corrupt();
@@ -67,6 +77,7 @@ export async function probe(file, limits) {
     srgbProfile,
     // 8-bit YCbCr or RGB with no profile to apply: what the system's decoder may take instead of sharp
     plainJpeg: meta.format === 'jpeg' && meta.channels === 3 && meta.space === 'srgb' && (!meta.icc || srgbProfile),
+    overBudget,
   };
 }
 
@@ -151,7 +162,8 @@ export async function verify(file, info) {
  * pixels: past `budgets.maxPixels` it is refused; an AVIF past `budgets.avifPixels` is made in WebP when
  * the format was negotiated, refused when AVIF was asked for by name.
  * @param {SourceInfo} source @param {Request} want @param {boolean} degrade
- * @param {{ maxPixels?: number, avifPixels?: number }} [budgets]
+ * @param {{ maxPixels?: number, avifPixels?: number, maxFrames?: number, maxInputPixels?: number }} [budgets] maxPixels: of the
+ *   variant; maxFrames, maxInputPixels: what of an animation past them is made
  * @returns {Plan}
  */
 export function plan(source, want, degrade, budgets = {}) {
@@ -164,8 +176,16 @@ export function plan(source, want, degrade, budgets = {}) {
     width = Math.max(1, Math.round(width * scale));
     height = Math.max(1, Math.round(height * scale));
   }
-  const pixels = outputPixels(source, { width, height, cover: want.mode === 'cover' && Boolean(width && height) }) * (animated ? source.frames : 1);
-  if (budgets.maxPixels && pixels > budgets.maxPixels) throw new HttpError(400, 'output_too_large', { pixels, limit_pixels: budgets.maxPixels });
+  const box = { width, height, cover: want.mode === 'cover' && Boolean(width && height) };
+  const framePixels = outputPixels(source, box);
+  const fits = framePixels === source.width * source.height && (!box.cover || (width === source.width && height === source.height));
+  // an animation past the frame or pixel budget (read from its header): the original answers a request it
+  // satisfies as it is; a resize of it makes its first frames, as many as the budgets allow
+  const budgetFrames = animated && source.overBudget ? Math.max(1, Math.min(budgets.maxFrames || Infinity, Math.floor((budgets.maxInputPixels || Infinity) / (source.width * source.height)))) : -1;
+  const passthrough = budgetFrames !== -1 && fits && originalAnswers(source, want);
+  const frames = passthrough ? -1 : budgetFrames;
+  const pixels = framePixels * (animated ? (frames === -1 ? source.frames : frames) : 1);
+  if (!passthrough && budgets.maxPixels && pixels > budgets.maxPixels) throw new HttpError(400, 'output_too_large', { pixels, limit_pixels: budgets.maxPixels });
   if (format === 'avif' && budgets.avifPixels && pixels > budgets.avifPixels) {
     if (want.format === 'avif') throw new HttpError(400, 'output_too_large', { format: 'avif', pixels, limit_pixels: budgets.avifPixels });
     format = 'webp';
@@ -186,7 +206,32 @@ export function plan(source, want, degrade, budgets = {}) {
     jpeg: source.plainJpeg && !animated ? { width: source.width, height: source.height, orientation: source.orientation } : null,
     pixels,
     heic: source.isHeic,
+    lossless: format === 'webp' && !animated && (source.format === 'png' || source.format === 'gif') && Boolean(want.negotiated),
+    fits,
+    passthrough,
+    frames,
   };
+}
+
+/** The original's format as served. @param {SourceInfo} source @returns {OutputFormat | null} */
+export function sourceFormat(source) {
+  if (source.format === 'heif') return source.isAvif ? 'avif' : null;
+  return source.format === 'tiff' ? null : /** @type {OutputFormat} */ (source.format);
+}
+
+/**
+ * Whether the original's bytes may answer this request as they are: a format the request allows (its own
+ * format asked for; or negotiated and the client takes it; or match without negotiation).
+ * @param {SourceInfo} source @param {Request} want
+ */
+export function originalAnswers(source, want) {
+  const own = sourceFormat(source);
+  if (!own) return false;
+  if (want.format === own) return true;
+  if (want.format !== 'match' && want.format !== 'auto') return false;
+  if (own === 'avif') return want.accept === 'avif' || (want.format === 'match' && !want.negotiated);
+  if (own === 'webp') return want.accept === 'avif' || want.accept === 'webp' || (want.format === 'match' && !want.negotiated);
+  return true;
 }
 
 /**
@@ -200,13 +245,23 @@ export function outputPixels(source, { width, height, cover }) {
   return Math.max(1, Math.round(source.width * scale)) * Math.max(1, Math.round(source.height * scale));
 }
 
-/** @param {SourceInfo} source @param {Request} want @param {boolean} animated @returns {OutputFormat} */
+/**
+ * The variant's format. Negotiated (auto; match unless NEGOTIATE_MATCH is off) and the client takes them:
+ * an animation as an animated WebP; a screenshot or drawing (a still PNG or GIF) as a lossless WebP (measured
+ * on a screenshot: 12 KB against 245 KB of PNG and 127 KB of lossy WebP, whose artefacts show around text);
+ * a photograph as AVIF, else WebP. Negotiated, a client that takes neither gets the source's format (match)
+ * or JPEG and PNG (auto).
+ * @param {SourceInfo} source @param {Request} want @param {boolean} animated @returns {OutputFormat}
+ */
 function outputFormat(source, want, animated) {
-  if (want.format === 'auto') {
-    if (want.accept === 'avif' && !animated) return 'avif';
+  const graphic = source.format === 'png' || source.format === 'gif';
+  if (want.format === 'auto' || (want.negotiated && want.accept)) {
+    if (want.accept === 'avif' && !animated && !graphic) return 'avif';
     if (want.accept === 'webp' || want.accept === 'avif') return 'webp';
-    if (animated) return 'gif';
-    return source.hasAlpha ? 'png' : 'jpeg';
+    if (want.format === 'auto') {
+      if (animated) return 'gif';
+      return source.hasAlpha ? 'png' : 'jpeg';
+    }
   }
   if (want.format !== 'match') return /** @type {OutputFormat} */ (want.format);
   if (source.format === 'jpeg' || source.format === 'png' || source.format === 'webp' || source.format === 'gif') return source.format;
@@ -256,6 +311,7 @@ function fromFile(file, p, options) {
   let image = sharp(file, {
     limitInputPixels: options.maxPixels,
     animated: p.animated,
+    ...(p.animated && p.frames > 0 ? { pages: p.frames } : {}),
     sequentialRead: true,
     failOn: 'error',
     ignoreIcc: p.ignoreIcc,
@@ -391,7 +447,7 @@ function encode(image, p, o) {
     case 'png':
       return image.png({ palette: p.palette, compressionLevel: 6, effort: 4 });
     case 'webp':
-      return image.webp({ quality: o.webpQuality, effort: p.degraded ? 1 : o.webpEffort });
+      return image.webp({ quality: o.webpQuality, effort: p.degraded ? 1 : o.webpEffort, lossless: p.lossless });
     case 'gif':
       return image.gif({ effort: 4 });
     default:

@@ -95,7 +95,10 @@ export function parseWant(query, accept, config) {
     height = config.DEFAULT_HEIGHT;
     chosenMode = 'fit';
   }
-  return { width, height, mode: chosenMode, format, accept: format === 'auto' ? acceptClass(accept) : '' };
+  // format=match (the default: condenser's and ecency's URLs) is negotiated from Accept as auto is, unless
+  // NEGOTIATE_MATCH is off; a client that names no modern format gets the source's format either way
+  const negotiated = format === 'auto' || (format === 'match' && Boolean(config.NEGOTIATE_MATCH));
+  return { width, height, mode: chosenMode, format, accept: negotiated ? acceptClass(accept) : '', negotiated };
 }
 
 // ecency's render-helper (src/proxify-image-src.ts) appends ".webp" or ".png" to the base58 part; base58
@@ -137,7 +140,7 @@ function proxyAnswer({ images, config, guard }) {
       'Server-Timing': serverTiming(variant.timings),
       'X-Content-Type-Options': 'nosniff',
     };
-    if (want.format === 'auto') {
+    if (want.negotiated) {
       headers.Vary = 'Accept';
       // a CDN that ignores Vary would serve this answer to every browser: it must not keep it
       if (!config.CDN_VARY_ACCEPT) Object.assign(headers, { 'CDN-Cache-Control': 'no-store', 'Cloudflare-CDN-Cache-Control': 'no-store' });
