@@ -8,6 +8,7 @@ import { benchDay } from './day.js';
 import { benchEdge } from './edge.js';
 import { benchEffort } from './effort.js';
 import { benchHeic } from './heic.js';
+import { benchPage } from './page.js';
 import { benchKernel } from './kernel.js';
 import { benchOrigin } from './origin.js';
 import { benchOverload } from './overload.js';
@@ -18,7 +19,7 @@ import { REPORTS, machine } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
-const SCENARIOS = { origin: benchOrigin, effort: benchEffort, kernel: benchKernel, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, store: benchStore, 'cache-index': benchCacheIndex, overload: benchOverload, 'bad-input': benchBadInput, heic: benchHeic };
+const SCENARIOS = { origin: benchOrigin, effort: benchEffort, kernel: benchKernel, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, store: benchStore, 'cache-index': benchCacheIndex, overload: benchOverload, 'bad-input': benchBadInput, heic: benchHeic, page: benchPage };
 
 const results = {};
 const sections = [];

@@ -88,6 +88,8 @@ export const DASHBOARDS = {
     { title: 'Fetch errors by reason', unit: 'reqps', queries: [{ expr: orZero(`sum by (reason) (rate(origin_fetch_errors_total${inst}[${RATE}]))`), legend: '{{reason}}' }] },
     { title: 'Process memory (RSS)', unit: 'bytes', queries: [{ expr: `process_resident_memory_bytes{service="origin",instance=~"$instance"}`, legend: '{{instance}}' }] },
     { title: 'Event loop lag (p99)', unit: 's', queries: [{ expr: `nodejs_eventloop_lag_p99_seconds{service="origin",instance=~"$instance"}`, legend: '{{instance}}' }] },
+    { title: 'Uploads pulled through by upstream and result', unit: 'reqps', description: 'UPSTREAM_IMAGE_HOSTS: stored, missing, mismatch (bytes that do not make the key: refused), error, busy, open (its breaker)', queries: [{ expr: orZero(`sum by (upstream, result) (rate(origin_pull_through_total${inst}[${RATE}]))`), legend: '{{upstream}} {{result}}' }] },
+    { title: 'Upstream image host latency (p50, p99)', unit: 's', queries: [0.5, 0.99].map((q) => ({ expr: orZero(quantile(q, 'origin_pull_through_duration_seconds', 'upstream', inst)), legend: `{{upstream}} p${q * 100}` })) },
   ], { name: 'origin', query: 'label_values(origin_transform_concurrency, instance)' }),
   'avatars.json': dashboard('cdn-avatars', 'Image CDN · Avatars and purges', [
     { title: 'Resolver lookup latency by source (p99)', unit: 's', queries: [{ expr: quantile(0.99, 'resolver_lookup_duration_seconds', 'source', inst), legend: '{{source}}' }] },

@@ -2,7 +2,7 @@
 // `.env.example` and the README settings table are generated from the same declarations.
 
 /**
- * @typedef {'string'|'int'|'number'|'bool'|'list'|'url'|'bytes'} SettingType
+ * @typedef {'string'|'int'|'number'|'bool'|'list'|'urls'|'url'|'bytes'} SettingType
  * @typedef {{ name: string, type: SettingType, default: string, doc: string, choices?: string[], secret?: boolean, min?: number, max?: number }} Setting
  */
 
@@ -40,6 +40,11 @@ function parseValue(setting, raw) {
       return /^(true|1|yes)$/i.test(raw);
     case 'list':
       return raw.split(',').map((item) => item.trim()).filter(Boolean);
+    case 'urls':
+      return raw.split(',').map((item) => item.trim()).filter(Boolean).map((item) => {
+        if (!/^https?:\/\/[^/]/i.test(item)) fail(`${JSON.stringify(item)} is not an http(s) URL`);
+        return new URL(item).toString().replace(/\/+$/, '');
+      });
     case 'url':
       if (raw === '') return '';
       try {
@@ -149,6 +154,7 @@ export const hiveSettings = /** @type {Setting[]} */ ([
 /** What every node that answers for images needs to enforce takedowns (origin, resolver, purge service). */
 export const takedownSettings = /** @type {Setting[]} */ ([
   { name: 'UNWRAP_HOSTS', type: 'list', default: 'images.hive.blog,steemitimages.com,images.ecency.com', doc: 'image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries)' },
+  { name: 'UPSTREAM_IMAGE_HOSTS', type: 'urls', default: '', doc: 'image hosts this one takes over from, that serve /<key>/<name> the images.hive.blog way (e.g. https://images.hive.blog): the origin asks them in turn for an upload key its store lacks and stores the bytes only if they make the key (Hive keys are content addresses); their /<key>/<name> URLs count as uploads of this host everywhere (serving, avatars, takedowns); empty: a missing key is a 404' },
   { name: 'TAKEDOWN_POLL_MS', type: 'int', default: '1000', doc: 'each node reloads the takedown list on every change notice, and checks its version this often besides', min: 50 },
   { name: 'SERVED_SOURCES_MAX', type: 'int', default: '200000', doc: 'sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs', min: 1 },
   { name: 'SERVED_PATHS_PER_SOURCE', type: 'int', default: '64', doc: 'served URLs remembered per source (sizes, formats, spellings)', min: 1 },

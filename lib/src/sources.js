@@ -27,15 +27,17 @@ function legacyInner(url) {
 }
 
 /**
- * @typedef {{ ownHost: string, unwrapHosts: Set<string> }} UnwrapOptions
+ * @typedef {{ ownHost: string, unwrapHosts: Set<string>, uploadHosts?: Set<string> }} UnwrapOptions
+ *   uploadHosts: the hosts (host:port) of UPSTREAM_IMAGE_HOSTS, whose /<key>/<name> URLs name our uploads too
  * @typedef {{ id: string, url?: string, uploadKey?: string }} Source
  *   what an image URL really names: an upload of ours (`uploadKey`) or a remote original (`url`); `id` is the
  *   upload key or sha256 of the URL, and every answer for it carries the xkey `img:<id>`
  */
 
-/** @param {Record<string, any>} config PUBLIC_URL, UNWRAP_HOSTS @returns {UnwrapOptions} */
+/** @param {Record<string, any>} config PUBLIC_URL, UNWRAP_HOSTS, UPSTREAM_IMAGE_HOSTS @returns {UnwrapOptions} */
 export function unwrapOptions(config) {
-  return { ownHost: new URL(config.PUBLIC_URL).host, unwrapHosts: new Set(config.UNWRAP_HOSTS) };
+  const uploadHosts = new Set((config.UPSTREAM_IMAGE_HOSTS || []).map((/** @type {string} */ base) => new URL(base).host));
+  return { ownHost: new URL(config.PUBLIC_URL).host, unwrapHosts: new Set(config.UNWRAP_HOSTS), uploadHosts };
 }
 
 /**
@@ -51,7 +53,8 @@ export function resolveSource(text, options, depth = 0) {
     throw new HttpError(400, 'invalid_url', { reason: 'not an absolute URL' });
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError(400, 'invalid_url', { reason: 'only http and https' });
-  const own = url.host === options.ownHost;
+  // an upstream image host's uploads are ours: pulled through on first request (UPSTREAM_IMAGE_HOSTS)
+  const own = url.host === options.ownHost || Boolean(options.uploadHosts?.has(url.host));
   if (depth < 4 && (own || options.unwrapHosts.has(url.hostname))) {
     const proxied = /^\/p\/([1-9A-HJ-NP-Za-km-z]+)/.exec(url.pathname);
     const inner = proxied ? base58Url.decode(proxied[1]) : legacyInner(url);

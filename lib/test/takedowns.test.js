@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { base58Url, compileList, entryField, parseEntry } from '../src/index.js';
+import { base58Url, compileList, entryField, loadConfig, parseEntry, resolveSource, sharedSettings, takedownSettings, unwrapOptions } from '../src/index.js';
 
 const unwrap = { ownHost: 'cdn.example', unwrapHosts: new Set(['images.hive.blog']) };
 const KEY = 'DQmWQzjgaD82ozKv3hX3HmRmobw8RY3eMtvsG16GVkasFo3';
@@ -32,4 +32,16 @@ test('a compiled list blocks a URL in any spelling, a domain with its subdomains
   assert.equal(list.source({ uploadKey: KEY })?.kind, 'key');
   assert.equal(list.account('mallory')?.kind, 'account');
   assert.equal(list.account('alice'), null);
+});
+
+test('an upstream image host\'s /<key>/<name> URLs (UPSTREAM_IMAGE_HOSTS) name uploads of this host', () => {
+  const config = loadConfig([...sharedSettings, ...takedownSettings], { PUBLIC_URL: 'https://cdn.example', UPSTREAM_IMAGE_HOSTS: 'https://images.hive.blog/, http://old.example:8080' });
+  assert.deepEqual(config.UPSTREAM_IMAGE_HOSTS, ['https://images.hive.blog', 'http://old.example:8080']);
+  const options = unwrapOptions(config);
+  assert.deepEqual(resolveSource(`https://images.hive.blog/${KEY}/photo.jpg`, options), { id: KEY, uploadKey: KEY });
+  assert.deepEqual(resolveSource(`http://old.example:8080/${KEY}/x`, options), { id: KEY, uploadKey: KEY });
+  assert.equal(resolveSource(`http://old.example:9999/${KEY}/x`, options).uploadKey, undefined, 'another port is another host');
+  assert.equal(resolveSource(`https://steemitimages.com/${KEY}/x`, options).uploadKey, undefined, 'an image proxy that is not an upstream');
+  assert.deepEqual(parseEntry('url', `https://images.hive.blog/${KEY}/photo.jpg`, options), { kind: 'key', value: KEY });
+  assert.throws(() => loadConfig(takedownSettings, { UPSTREAM_IMAGE_HOSTS: 'images.hive.blog' }), /UPSTREAM_IMAGE_HOSTS.*not an http\(s\) URL/);
 });

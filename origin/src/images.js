@@ -41,10 +41,11 @@ function withinDeadline(work, seconds) {
  *   originals: import('./cache/disk-lru.js').DiskLru, variants: import('./cache/pack-cache.js').PackCache,
  *   failures: import('./cache/failures.js').FailureCache, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
  *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
- *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger, codecs?: import('./codecs.js').SystemCodecs }} deps
+ *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger, codecs?: import('./codecs.js').SystemCodecs,
+ *   pullThrough?: import('./pull-through.js').PullThrough }} deps
  */
 export function createImages(deps) {
-  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs } = deps;
+  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs, pullThrough } = deps;
   /**
    * What the header of each original said (size, frames, profile): a file under a path never changes
    * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
@@ -83,11 +84,7 @@ export function createImages(deps) {
 
   /** @param {Source} source @param {Timings} timings @returns {Promise<string>} the original's file */
   async function original(source, timings) {
-    if (source.uploadKey) {
-      const found = await store.stat(source.uploadKey);
-      if (!found) throw new HttpError(404, 'not_found', { key: source.uploadKey });
-      return found.path;
-    }
+    if (source.uploadKey) return (await upload(source.uploadKey)).path;
     const cached = originals.get(source.id);
     metrics.cache.inc({ level: 'original', result: cached ? 'hit' : 'miss' });
     if (cached) return cached.path;
@@ -95,6 +92,18 @@ export function createImages(deps) {
     const file = await flight('fetch', source.id, () => fetchOriginal(/** @type {Source & { url: string }} */ (source)));
     timings.fetch = performance.now() - started;
     return file;
+  }
+
+  /**
+   * An upload's file: the store's, or pulled through from an upstream image host (UPSTREAM_IMAGE_HOSTS), once
+   * per key however many ask; `pulledFrom` names the upstream when this request's flight pulled it.
+   * @param {string} key @returns {Promise<{ path: string, pulledFrom?: string }>}
+   */
+  async function upload(key) {
+    const found = await store.stat(key);
+    if (found) return { path: found.path };
+    if (!pullThrough?.enabled) throw new HttpError(404, 'not_found', { key });
+    return flight('pull', key, () => pullThrough.pull(key));
   }
 
   /** @param {Source & { url: string }} source */
@@ -335,5 +344,5 @@ export function createImages(deps) {
     if (!source.uploadKey) await originals.remove(source.id);
   }
 
-  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, close: () => workers.close() };
+  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload, close: () => workers.close() };
 }

@@ -10,6 +10,7 @@ import { PackCache } from './cache/pack-cache.js';
 import { loadSystemCodecs } from './codecs.js';
 import { settings, transformConcurrency } from './config.js';
 import { createFetcher } from './fetch.js';
+import { createPullThrough } from './pull-through.js';
 import { createHiveAuth } from './hive-auth.js';
 import { createHivesignerAuth } from './hivesigner.js';
 import { createImages } from './images.js';
@@ -74,7 +75,18 @@ await runService({
       throw Object.assign(/** @type {Error} */ (err), { startup: true });
     }
     logger.info({ libraries: codecs.libraries, setting: config.SYSTEM_CODECS }, codecs.libraries.length ? 'system codecs for JPEG originals' : 'no system codecs: sharp decodes and encodes everything');
-    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs });
+    // the upstream image hosts a missing upload is pulled from: their own fetcher, with their own time bound
+    const upstreamFetcher = createFetcher({
+      maxBytes: config.UPLOAD_MAX_BYTES,
+      connectTimeoutMs: Math.min(config.FETCH_CONNECT_TIMEOUT_MS, config.UPSTREAM_TIMEOUT_MS),
+      responseTimeoutMs: Math.min(config.FETCH_RESPONSE_TIMEOUT_MS, config.UPSTREAM_TIMEOUT_MS),
+      totalTimeoutMs: config.UPSTREAM_TIMEOUT_MS,
+      maxRedirects: config.FETCH_MAX_REDIRECTS,
+      allowedHosts: config.FETCH_ALLOW_PRIVATE_HOSTS,
+      userAgent: config.FETCH_USER_AGENT,
+    });
+    const pullThrough = createPullThrough({ config, store, fetcher: upstreamFetcher, failures, metrics, logger });
+    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs, pullThrough });
     const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifySignature = createHiveAuth(hive);
@@ -97,6 +109,7 @@ await runService({
         await takedowns.close();
         evictions.close();
         await fetcher.close();
+        await upstreamFetcher.close();
         images.close();
         variants.close();
         redis.disconnect();

@@ -25,9 +25,9 @@ export class FailureCache {
     return new HttpError(status, name, { ...info, cached: true });
   }
 
-  /** @param {string} id @param {HttpError} err @param {boolean} permanent */
-  async set(id, err, permanent) {
-    const ttl = permanent ? this.ttl.permanentTtl : this.ttl.transientTtl;
+  /** @param {string} id @param {HttpError} err @param {boolean} permanent @param {number} [seconds] a lifetime of its own */
+  async set(id, err, permanent, seconds) {
+    const ttl = seconds ?? (permanent ? this.ttl.permanentTtl : this.ttl.transientTtl);
     if (ttl <= 0) return;
     const value = JSON.stringify({ status: err.status, name: err.name, info: err.info });
     await this.redis.set(`origin:fail:${id}`, value, 'EX', ttl).catch(() => {});

@@ -7,24 +7,28 @@ import { publicPaths } from './proxy.js';
 const acceptsHeic = (accept) => /image\/hei[cf]/i.test(accept || '');
 
 /**
- * GET /<key>/<filename?>: an uploaded original, streamed from the store; the filename is ignored.
+ * GET /<key>/<filename?>: an uploaded original, streamed from the store (or pulled through from an upstream
+ * image host first: UPSTREAM_IMAGE_HOSTS); the filename is ignored.
  * Content-addressed, so the key is a strong ETag and the answer never changes (but for a takedown: 451).
  * An original HEIC is served as it is to a client whose Accept names HEIC, and as a JPEG of its size to the
  * rest (no browser but Safari shows HEIC), with Vary: Accept.
- * @param {{ store: import('../store/index.js').Store, config: Record<string, any>, guard: import('../takedown.js').Guard,
+ * @param {{ config: Record<string, any>, guard: import('../takedown.js').Guard,
  *   images: ReturnType<typeof import('../images.js').createImages> }} deps
  * @returns {import('express').RequestHandler}
  */
-export function serveRoute({ store, config, guard, images }) {
+export function serveRoute({ config, guard, images }) {
   return async (req, res, next) => {
     res.locals.route = 'original';
     try {
       const key = req.params.key;
-      const found = isUploadKey(key) ? await store.stat(key) : null;
-      if (!found) throw new HttpError(404, 'not_found', { key: key.slice(0, 100) });
+      if (!isUploadKey(key)) throw new HttpError(404, 'not_found', { key: key.slice(0, 100) });
       const source = { id: key, uploadKey: key };
-      guard.served(source, publicPaths(req));
+      // a taken-down key is refused before any work: never pulled from an upstream image host
       await guard.check(source);
+      const found = await images.upload(key);
+      guard.served(source, publicPaths(req));
+      // which upstream image host this request's pull fetched it from (the backfill command counts these)
+      if (found.pulledFrom) res.set('X-Pulled-From', found.pulledFrom);
       const type = await sniffFile(found.path);
       if (type === 'image/heic') {
         res.set('Vary', 'Accept');
