@@ -99,7 +99,9 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
     form.append('image_file', new Blob([new Uint8Array(entry.body)]), `${entry.name}.bin`);
     const upload = await get('/upload', { method: 'POST', headers: { authorization: `Bearer ${uploadToken}` }, body: form });
     // an upload is JSON ({"url"}), not an image: valid ones must be accepted, broken ones refused
-    if (entry.expect === 'image' && upload.status !== 200) {
+    if (entry.upload) {
+      await judge(`upload ${entry.class}`, `upload ${entry.name}`, upload.clone(), { expect: entry.upload });
+    } else if (entry.expect === 'image' && upload.status !== 200) {
       await judge(`upload ${entry.class}`, `upload ${entry.name}`, upload.clone(), { expect: 'image' });
     } else {
       await judge(`upload ${entry.class}`, `upload ${entry.name}`, upload.clone(), { expect: entry.expect === 'error' ? 'error' : 'any' });
