@@ -2,11 +2,17 @@
 // wallpapers, cropped differently so each is its own image) in a few sizes each, popular avatars, and 1.5%
 // uploads, replayed at a fixed rate by a separate process. Reports the hit ratio of each layer, the origin's
 // transforms per second and p50/p99 per route class as the client saw them.
+// With a publish stream (#41): new posts arrive on the local Hive node stand-in (one with three new
+// photographs every POST_EVERY_S, plus one post of 200 images and a burst of 50 posts half-way), and readers
+// follow them: each new image's first view READ_AFTER_S after its block, as condenser asks for it. The day
+// runs twice, the warmer off and on (WARM), and the report compares the first views' hit ratio and
+// latency and the other misses' p99.
 //   node bench/day.js [--quick]
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { Redis } from 'ioredis';
 import { base58Url } from '@stack/lib';
+import { startHiveNode } from '../test/support/hive-node.js';
 import { startImageServer } from '../test/support/image-server.js';
 import { WALLPAPERS } from '../test/support/images.js';
 import { metricValue } from '../test/support/metrics.js';
@@ -52,11 +58,11 @@ function zipf(n, s, next) {
   };
 }
 
-/** `count` distinct photographs: crops of the wallpapers at different offsets and sizes. @param {number} count */
-async function photographs(count) {
+/** `count` distinct photographs: crops of the wallpapers at different offsets and sizes. @param {number} count @param {number} [first] the first crop's number */
+async function photographs(count, first = 0) {
   const sources = fs.readdirSync(WALLPAPERS).map((name) => `${WALLPAPERS}/${name}/contents/images/1920x1080.jpg`).filter((file) => fs.existsSync(file));
   const images = [];
-  for (let i = 0; i < count; i += 1) {
+  for (let i = first; i < first + count; i += 1) {
     const width = 1200 + ((i * 37) % 600);
     const height = 800 + ((i * 53) % 280);
     const left = (i * 13) % (1920 - width + 1);
@@ -92,18 +98,60 @@ function dayOfRequests({ images, accounts, requests, next }) {
   return { day, uploads };
 }
 
-/** @returns {Promise<any>} */
-export async function benchDay() {
-  const result = await measureDay();
-  return { ...result, sections: daySections(result) };
+const POST_EVERY_S = 6;
+const READ_AFTER_S = [10, 30];
+
+/**
+ * The day's publish stream: which new photograph each post names and when it is published, and the first
+ * view of each, as condenser builds it (the 301 of /768x0/ followed), at READ_AFTER_S after its block.
+ * @param {{ seconds: number, rate: number, next: () => number }} plan
+ */
+function publishStream({ seconds, rate, next }) {
+  /** @type {Array<{ at: number, posts: Array<{ author: string, images: number[] }> }>} */
+  const blocks = [];
+  /** @type {Array<{ index: number, image: number }>} */
+  const firstViews = [];
+  let image = 0;
+  const last = seconds - READ_AFTER_S[1] - 3;
+  for (let at = 3; at < last; at += POST_EVERY_S) {
+    const images = [image++, image++, image++];
+    blocks.push({ at, posts: [{ author: `writer-${blocks.length}`, images }] });
+    for (const one of images) {
+      const readAt = at + READ_AFTER_S[0] + next() * (READ_AFTER_S[1] - READ_AFTER_S[0]);
+      firstViews.push({ index: Math.floor(readAt * rate), image: one });
+    }
+  }
+  // half-way the warmer gets busy: a post of 200 images and a burst of 50 posts (not read: load only)
+  const middle = Math.floor(seconds / 2);
+  blocks.push({ at: middle, posts: [{ author: 'gallery', images: Array.from({ length: 200 }, () => image++) }, ...Array.from({ length: 50 }, (_, i) => ({ author: `burst-${i}`, images: [image++] }))] });
+  return { blocks: blocks.sort((a, b) => a.at - b.at), firstViews, images: image };
 }
 
-async function measureDay() {
-  const seconds = quick ? 30 : 180;
+/** @returns {Promise<any>} */
+export async function benchDay() {
+  const off = await measureDay({ warm: false });
+  const on = await measureDay({ warm: true });
+  return { off, on, sections: [...daySections(off), ...warmSections(off, on)] };
+}
+
+/** @param {{ warm: boolean }} options */
+async function measureDay({ warm }) {
+  const seconds = quick ? 60 : 180;
   const rate = 150;
   const next = random(20261122);
   const server = await startImageServer();
-  const stack = await startStack({ UPLOAD_TOKENS: 'day', FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn' });
+  const hive = await startHiveNode();
+  let head = 1000;
+  /** @type {Map<number, any[]>} */
+  const chain = new Map();
+  hive.methods['condenser_api.get_dynamic_global_properties'] = () => ({ head_block_number: head });
+  hive.methods['condenser_api.get_ops_in_block'] = ([block]) => chain.get(block) || [];
+  const stack = await startStack({
+    UPLOAD_TOKENS: 'day', FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn',
+    HIVE_API_URLS: hive.url, HIVE_FOLLOW: 'true', HIVE_FOLLOW_START_BLOCK: '1001', WARM: String(warm),
+  });
+  /** @type {NodeJS.Timeout[]} */
+  const timers = [];
   try {
     const imageCount = quick ? 150 : 600;
     const accountCount = 2000;
@@ -115,12 +163,30 @@ async function measureDay() {
     await pipeline.exec();
     redis.disconnect();
     const { day, uploads } = dayOfRequests({ images: imageCount, accounts: accountCount, requests: seconds * rate, next });
+    // the new posts' photographs: crops no other request names
+    const stream = publishStream({ seconds, rate, next });
+    const fresh = await photographs(stream.images, imageCount);
+    const freshUrls = fresh.map((body, i) => server.add(`new-${i}.jpg`, body).replace('127.0.0.1', 'localhost'));
     const uploadBodies = await Promise.all(Array.from({ length: uploads }, (_, i) => sharp({ create: { width: 640, height: 480, channels: 3, background: { r: i % 256, g: (i >> 8) % 256, b: 99 } } }).jpeg().toBuffer()));
     const requests = day.map((entry) => {
       if (entry.kind === 'upload') return { kind: 'upload', path: '/upload', upload: entry.upload };
       if (entry.kind === 'avatar') return { kind: 'avatar', path: `/u/user-${entry.account}/avatar` };
       return { kind: 'image', path: `/p/${base58Url.encode(urls[/** @type {number} */ (entry.image)])}?${entry.size}&format=auto`, accept: entry.accept };
     });
+    for (const view of stream.firstViews) {
+      requests[view.index] = { kind: 'new post, first view', path: `/p/${base58Url.encode(freshUrls[view.image])}?format=match&mode=fit&width=768`, accept: BROWSERS[0].accept };
+    }
+    const publishedAt = performance.now();
+    for (const block of stream.blocks) {
+      timers.push(setTimeout(() => {
+        chain.set(head + 1, block.posts.map((post, i) => ({ op: ['comment', {
+          parent_author: '', parent_permlink: 'photography', author: post.author, permlink: `post-${block.at}-${i}`, title: 'new',
+          json_metadata: JSON.stringify({ image: post.images.slice(0, 1).map((n) => freshUrls[n]) }),
+          body: post.images.map((n) => `![photo](${freshUrls[n]})`).join('\n\n'),
+        }] })));
+        head += 1;
+      }, block.at * 1000 - (performance.now() - publishedAt)));
+    }
     const origin = `http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`;
     const resolver = `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_METRICS_PORT}/metrics`;
     const transformsBefore = await metricValue(origin, 'origin_transforms_total');
@@ -136,12 +202,34 @@ async function measureDay() {
     };
     const transforms = (await metricValue(origin, 'origin_transforms_total')) - transformsBefore;
     const fetches = server.hitsTotal();
-    const classes = Object.fromEntries(Object.entries(byKind).map(([kind, entry]) => [kind, { requests: entry.ms.length, statuses: entry.statuses, p50: percentile(entry.ms, 0.5), p99: percentile(entry.ms, 0.99) }]));
-    return { seconds: elapsed, rate, requests: requests.length, images: imageCount, accounts: accountCount, uploads, layers, transforms, fetches, classes };
+    const classes = Object.fromEntries(Object.entries(byKind).map(([kind, entry]) => [kind, { requests: entry.ms.length, statuses: entry.statuses, hits: entry.hits, p50: percentile(entry.ms, 0.5), p99: percentile(entry.ms, 0.99) }]));
+    const purge = `http://127.0.0.1:${stack.env.PURGE_SERVICE_METRICS_PORT}/metrics`;
+    const warmer = Object.fromEntries(await Promise.all(['warmed', 'skipped', 'failed'].map(async (result) => [result, await metricValue(purge, 'purge_warm_images_total', { result })])));
+    return { warm, seconds: elapsed, rate, requests: requests.length, images: imageCount, accounts: accountCount, uploads, layers, transforms, fetches, classes, warmer, posts: stream.blocks.length };
   } finally {
+    timers.forEach((timer) => clearTimeout(timer));
     await stack.stop();
-    await server.close();
+    await Promise.all([server.close(), hive.close()]);
   }
+}
+
+/** The publish stream's comparison: the warmer off, then on. @param {any} off @param {any} on */
+function warmSections(off, on) {
+  const row = (/** @type {any} */ run, /** @type {string} */ name) => {
+    const first = run.classes['new post, first view'] || { requests: 0, hits: 0, p50: 0, p99: 0 };
+    const misses = run.classes['image miss, all'] || { p99: 0 };
+    return [name, first.requests, `${((100 * first.hits) / Math.max(1, first.requests)).toFixed(1)} %`, first.p50, first.p99, misses.p99, run.classes.image?.p99 ?? 0, `${run.warmer.warmed} / ${run.warmer.skipped} / ${run.warmer.failed}`];
+  };
+  const offMiss = off.classes['image miss, all']?.p99 || 0;
+  const onMiss = on.classes['image miss, all']?.p99 || 0;
+  return [{
+    heading: `New posts read as they are published (a post of three new photographs every ${POST_EVERY_S} s, each first viewed ${READ_AFTER_S[0]}–${READ_AFTER_S[1]} s after its block at condenser's /768x0/ in an AVIF browser; half-way one post of 200 images and a burst of 50 posts), the warmer off and on (target: at least 95 % of first views cache hits; other misses' p99 within 10 % of the run without the warmer)`,
+    text: `Other image misses' p99 with the warmer on: ${onMiss} ms against ${offMiss} ms without (${offMiss ? `${(((onMiss - offMiss) / offMiss) * 100).toFixed(1)} %` : 'n/a'}).`,
+    table: {
+      columns: ['warmer', 'first views', 'cache hits', 'first view p50 ms', 'first view p99 ms', 'other misses p99 ms', 'all images p99 ms', 'images warmed / skipped / failed'],
+      rows: [row(off, 'off'), row(on, 'on')],
+    },
+  }];
 }
 
 /** @param {{ hits: number, misses: number }} layer */

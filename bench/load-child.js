@@ -102,16 +102,17 @@ function multipart(body, token) {
   return { method: /** @type {const} */ ('POST'), body: data, headers: { authorization: `Bearer ${token}`, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(data.length) } };
 }
 
-/** @param {MixSpec} spec @returns {Promise<Record<string, { ms: number[], statuses: Record<string, number> }>>} */
+/** @param {MixSpec} spec @returns {Promise<Record<string, { ms: number[], statuses: Record<string, number>, hits: number }>>} */
 async function mix(spec) {
   const pool = new Pool(spec.base, { connections: 256 });
   const uploads = spec.uploads.map((body) => Buffer.from(body, 'base64'));
-  /** @type {Record<string, { ms: number[], statuses: Record<string, number> }>} */
+  /** @type {Record<string, { ms: number[], statuses: Record<string, number>, hits: number }>} */
   const byKind = {};
   const record = (/** @type {string} */ kind, /** @type {Answer} */ answer) => {
-    const entry = (byKind[kind] ||= { ms: [], statuses: {} });
+    const entry = (byKind[kind] ||= { ms: [], statuses: {}, hits: 0 });
     entry.ms.push(answer.ms);
     entry.statuses[answer.status] = (entry.statuses[answer.status] || 0) + 1;
+    if (answer.cache === 'HIT') entry.hits += 1;
   };
   await paced(spec.rate, (i) => i >= spec.requests.length, (i) => {
     const request = spec.requests[i];
@@ -119,7 +120,10 @@ async function mix(spec) {
     return send(pool, request.path, init).then((answer) => {
       record(request.kind, answer);
       // an image varnish did not have, by the format it was answered in (or the status)
-      if (request.kind === 'image' && answer.cache !== 'HIT') record(`image miss, ${answer.status === 200 ? answer.type?.replace('image/', '') : answer.status}`, answer);
+      if (request.kind === 'image' && answer.cache !== 'HIT') {
+        record(`image miss, ${answer.status === 200 ? answer.type?.replace('image/', '') : answer.status}`, answer);
+        record('image miss, all', answer);
+      }
     });
   });
   await pool.close();
@@ -130,7 +134,7 @@ async function mix(spec) {
  * Runs a generator in a child process and resolves with what it measured.
  * @template {OpenSpec | ProbeSpec | MixSpec} S
  * @param {S} spec
- * @returns {Promise<S extends OpenSpec ? Answer[] : S extends ProbeSpec ? Record<string, number[]> : Record<string, { ms: number[], statuses: Record<string, number> }>>}
+ * @returns {Promise<S extends OpenSpec ? Answer[] : S extends ProbeSpec ? Record<string, number[]> : Record<string, { ms: number[], statuses: Record<string, number>, hits: number }>>}
  */
 export function runChild(spec) {
   return new Promise((resolve, reject) => {

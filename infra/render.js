@@ -59,6 +59,8 @@ export async function resolveSettings(env = process.env) {
   if (!given('PURGE_SERVICE_UPSTREAM')) config.PURGE_SERVICE_UPSTREAM = `${reach}:${config.PURGE_SERVICE_PORT}`;
   if (!given('REDIS_URL')) config.REDIS_URL = `redis://${reach}:${config.REDIS_PORT}/0`;
   if (!given('PUBLIC_URL')) config.PUBLIC_URL = `http://${reachable(config.NGINX_BIND)}:${config.NGINX_PORT}`;
+  // the warmer asks this stack's own front, as a reader would (and through the same varnish node a reader's URL hashes to)
+  if (!given('WARM_EDGE_URL')) config.WARM_EDGE_URL = `http://${reachable(config.NGINX_BIND)}:${config.NGINX_PORT}`;
   if (!given('DATA_DIR')) config.DATA_DIR = path.join(config.STACK_DIR, 'data', 'origin');
   embeddedS3(config, given('S3_ENDPOINT'), reach);
   config.STACK_PROGRAMS = stackPrograms(config);
@@ -317,7 +319,7 @@ export function templateValues(config) {
 
 /**
  * VCL that rewrites `width` and `height` in a /p/ URL to the size the origin makes (canonicalSize in
- * origin/src/routes/proxy.js): at most MAX_DIMENSION (a number too long for an integer is past it too), then
+ * origin/src/options.js): at most MAX_DIMENSION (a number too long for an integer is past it too), then
  * with ALLOWED_SIZES the next listed size up, the largest past them all.
  * @param {Record<string, any>} config
  */

@@ -162,3 +162,18 @@ test('values that cannot work are refused with a clear message', () => {
   }
   assert.equal(run(HELM, ['template', 'cdn', CHART, '--set', 'settings.UPLOAD_MAX_BYTES=10mb']).status, 0, 'a real setting passes');
 });
+
+test('the recording rules and alerts ship as a PrometheusRule, the native stack\'s own files, every alert with its runbook', () => {
+  assert.ok(!template().objects.some((object) => object.kind === 'PrometheusRule'), 'off by default');
+  const { objects } = template('--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.prometheusRule.labels.release=kube-prometheus');
+  const rule = find(objects, 'PrometheusRule', 'cdn-image-cdn-stack');
+  assert.equal(rule.apiVersion, 'monitoring.coreos.com/v1');
+  assert.equal(rule.metadata.labels.release, 'kube-prometheus');
+  const rules = rule.spec.groups.flatMap((/** @type {any} */ group) => group.rules);
+  const native = fs.readFileSync(path.join(ROOT, 'infra/prometheus/rules/alerts.yml'), 'utf8');
+  const alerts = rules.filter((/** @type {any} */ entry) => entry.alert);
+  assert.equal(alerts.length, [...native.matchAll(/- alert: /g)].length);
+  for (const alert of alerts) assert.match(alert.annotations.runbook_url, /^docs\/runbooks\.md#/, alert.alert);
+  assert.ok(alerts.some((/** @type {any} */ alert) => alert.annotations.summary.includes('{{ $value')), 'Prometheus templates kept, not evaluated by helm');
+  assert.ok(rules.some((/** @type {any} */ entry) => entry.record), 'the recording rules the alerts use');
+});

@@ -29,6 +29,13 @@ sub vcl_backend_response {
     set beresp.ttl = 5s;
     return (deliver);
   }
+  # a warmer's request deferred by the origin (no idle capacity): readers asking meanwhile go on to the
+  # origin as before, not held as hit-for-miss behind the warmer's refusal for long
+  if (beresp.status == 429 && bereq.http.X-Warm) {
+    set beresp.uncacheable = true;
+    set beresp.ttl = 1s;
+    return (deliver);
+  }
   if (beresp.http.Cache-Control ~ "(no-store|private)") {
     set beresp.uncacheable = true;
     set beresp.ttl = 60s;

@@ -38,3 +38,19 @@ test('every link in README.md and docs/ resolves: the file exists, the anchor is
   }
   assert.deepEqual(broken, []);
 });
+
+test('every alert has a description and a runbook: a section of docs/runbooks.md named after it', () => {
+  const alerts = fs.readFileSync(path.join(ROOT, 'infra/prometheus/rules/alerts.yml'), 'utf8');
+  const rules = alerts.split(/^      - alert: /m).slice(1);
+  assert.ok(rules.length >= 10, `${rules.length} alerts`);
+  const sections = anchorsOf(path.join(ROOT, 'docs/runbooks.md'));
+  const missing = [];
+  for (const rule of rules) {
+    const name = rule.split('\n')[0].trim();
+    if (!/^ {10}description: "\S/m.test(rule)) missing.push(`${name}: no description`);
+    const runbook = /^ {10}runbook_url: "docs\/runbooks\.md#([\w-]+)"$/m.exec(rule);
+    if (!runbook) missing.push(`${name}: no runbook_url`);
+    else if (runbook[1] !== slug(name) || !sections.has(runbook[1])) missing.push(`${name}: no section ${runbook[1]} in docs/runbooks.md`);
+  }
+  assert.deepEqual(missing, []);
+});

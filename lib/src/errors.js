@@ -101,3 +101,30 @@ export function errorHandler(errorCacheControl = 'no-store') {
     res.json(httpError);
   };
 }
+
+/**
+ * What a service cannot work with, found while it starts (a wrong S3 key, a missing bucket, a bad size list,
+ * system codecs that do not load): runService logs one line and exits 1 instead of a stack trace.
+ */
+export class StartupError extends Error {
+  /** @param {string} message @param {{ cause?: unknown }} [options] */
+  constructor(message, options = {}) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
+}
+
+/**
+ * A file that was there is gone (a cached original or variant deleted by hand, a cache segment closed or
+ * rewritten under a reader): not the image's fault; the caller makes it again, once.
+ */
+export class GoneError extends Error {
+  /** @param {string} message */
+  constructor(message) {
+    super(message);
+    this.name = 'GoneError';
+  }
+}
+
+/** A GoneError, or the filesystem's own "no such file". @param {unknown} err */
+export const isGone = (err) => err instanceof GoneError || /** @type {any} */ (err)?.code === 'ENOENT';

@@ -1,5 +1,5 @@
 export { loadConfig, envExample, commonSettings, sharedSettings, hiveSettings, purgeQueueSettings, takedownSettings } from './config.js';
-export { HttpError, toHttpError, errorAnswer, errorHandler } from './errors.js';
+export { HttpError, toHttpError, errorAnswer, errorHandler, StartupError, GoneError, isGone } from './errors.js';
 export { createLogger, logRequest, redactUrl, requestIdOf, requestLogger } from './log.js';
 export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
 export { awaitReplicas, connectRedis, redisReady } from './redis.js';

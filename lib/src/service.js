@@ -1,4 +1,5 @@
 import { loadConfig } from './config.js';
+import { StartupError } from './errors.js';
 import { createLogger } from './log.js';
 import { createRegistry, serveMetrics } from './metrics.js';
 
@@ -26,7 +27,7 @@ export async function runService(spec) {
   const registry = createRegistry(spec.name);
   const parts = await spec.build({ config, logger, registry }).catch(async (err) => {
     // a setting the service cannot work with (a wrong S3 key, a missing bucket): one line, exit 1
-    if (!err?.startup) throw err;
+    if (!(err instanceof StartupError)) throw err;
     logger.fatal(`${spec.name} cannot start: ${err.message}`);
     await new Promise((resolve) => logger.flush(() => resolve(null)));
     process.exit(1);

@@ -12,7 +12,16 @@ import { bareHost, isForbiddenAddress, safeLookup } from './ssrf.js';
  * @param {number} status @param {string} name @param {boolean} permanent @param {Record<string, unknown>} [info]
  */
 export function fetchError(status, name, permanent, info = {}) {
-  return Object.assign(new HttpError(status, name, info), { permanent });
+  return new FetchError(status, name, permanent, info);
+}
+
+/** A remote fetch's failure, permanent (a 404, too big: remembered long) or transient (remembered briefly). */
+export class FetchError extends HttpError {
+  /** @param {number} status @param {string} name @param {boolean} permanent @param {Record<string, unknown>} [info] */
+  constructor(status, name, permanent, info = {}) {
+    super(status, name, info);
+    this.permanent = permanent;
+  }
 }
 
 /**

@@ -1,10 +1,11 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { LRUCache } from 'lru-cache';
-import { HttpError, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
+import { HttpError, isGone, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
 import { createBackground } from './background.js';
 import { originalAnswers, plan, probe, sourceFormat, threadsPerImage, transform, transformTimeout } from './transform.js';
 import { createWorkerPool } from './workers.js';
+import { FetchError } from './fetch.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
 /** @param {string} ext */
@@ -12,7 +13,7 @@ export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
 
 /**
  * @typedef {import('@stack/lib/src/sources.js').Source} Source
- * @typedef {import('./transform.js').Request} Want
+ * @typedef {import('./options.js').Want} Want
  * @typedef {{ fetch?: number, queue?: number, transform?: number }} Timings
  * @typedef {{ variantKey: string, format: import('./transform.js').OutputFormat, degraded: boolean, firstAnswer?: boolean,
  *   cached?: import('./cache/pack-cache.js').PackEntry, data?: Buffer, timings: Timings }} Variant
@@ -42,10 +43,10 @@ function withinDeadline(work, seconds) {
  *   failures: import('./cache/failures.js').FailureCache, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
  *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
  *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger, codecs?: import('./codecs.js').SystemCodecs,
- *   pullThrough?: import('./pull-through.js').PullThrough }} deps
+ *   pullThrough?: import('./pull-through.js').PullThrough, archive?: import('./archive.js').Archive }} deps
  */
 export function createImages(deps) {
-  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs, pullThrough } = deps;
+  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs, pullThrough, archive } = deps;
   /**
    * What the header of each original said (size, frames, profile): a file under a path never changes
    * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
@@ -88,6 +89,9 @@ export function createImages(deps) {
     const cached = originals.get(source.id);
     metrics.cache.inc({ level: 'original', result: cached ? 'hit' : 'miss' });
     if (cached) return cached.path;
+    // a warmed post's original, kept whatever became of its host
+    const kept = await archive?.get(source.id);
+    if (kept) return kept;
     const started = performance.now();
     const file = await flight('fetch', source.id, () => fetchOriginal(/** @type {Source & { url: string }} */ (source)));
     timings.fetch = performance.now() - started;
@@ -117,9 +121,7 @@ export function createImages(deps) {
       const { bytes } = await fetcher.fetchTo(source.url, temp);
       metrics.fetches.inc();
       metrics.bytes.inc({ direction: 'in' }, bytes);
-      const info = await probe(temp, limits).catch(async (err) => {
-        throw Object.assign(err, { permanent: true });
-      });
+      const info = await probe(temp, limits);
       const file = await originals.putFile(source.id, 'bin', temp);
       probed.set(file, info);
       return file;
@@ -127,7 +129,8 @@ export function createImages(deps) {
       await fs.rm(temp, { force: true });
       const httpError = err instanceof HttpError ? err : new HttpError(502, 'upstream_error');
       metrics.fetchErrors.inc({ reason: httpError.name });
-      await failures.set(source.id, httpError, /** @type {any} */ (err).permanent !== false);
+      // what the fetch calls transient (a timeout, a 5xx) is remembered briefly; the rest (a 404, not an image) long
+      await failures.set(source.id, httpError, !(err instanceof FetchError) || err.permanent);
       throw httpError;
     } finally {
       end();
@@ -142,14 +145,16 @@ export function createImages(deps) {
   }
 
   /**
-   * A variant from the cache, or made now (one transform per key however many ask).
-   * @param {Source} source @param {Want} want @returns {Promise<Variant>}
+   * A variant from the cache, or made now (one transform per key however many ask); a warmer's (`warm`)
+   * only on idle capacity (warmVariant). @param {Source} source @param {Want} want
+   * @param {{ warm?: boolean }} [options] @returns {Promise<Variant>}
    */
-  async function variant(source, want) {
+  async function variant(source, want, { warm = false } = {}) {
     const key = variantKey(source, want);
     const cached = variants.get(key);
     metrics.cache.inc({ level: 'variant', result: cached ? 'hit' : 'miss' });
     if (cached) return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, cached, timings: {} };
+    if (warm) return warmVariant(source, want, key);
     // a miss answers by REQUEST_TIMEOUT_S, whatever a fetch, the queue and a transform add up to
     const made = () => withinDeadline(flight('transform', key, () => makeVariant(source, want, key)), config.REQUEST_TIMEOUT_S);
     if (!flight.has('transform', key)) return made();
@@ -165,6 +170,25 @@ export function createImages(deps) {
   }
 
   /**
+   * A variant a warmer asks for before any reader (X-Warm): made in full (no first-answer fallback) and only
+   * on room nobody else needs (queue.roomFor), else a 429 the warmer retries after. @param {Source} source
+   * @param {Want} want @param {string} key @returns {Promise<Variant>}
+   */
+  function warmVariant(source, want, key) {
+    if (!flight.has('transform', key) && !queue.roomFor(config.WARM_FREE_SLOTS)) {
+      metrics.warm.inc({ result: 'deferred' });
+      throw new HttpError(429, 'warm_deferred', { reason: 'no idle transform capacity' }, { 'Retry-After': '2' });
+    }
+    metrics.warm.inc({ result: 'made' });
+    return withinDeadline(flight('transform', key, async () => {
+      const made = await makeVariant(source, want, key, true);
+      const fetched = source.uploadKey ? null : originals.get(source.id);
+      if (fetched) await archive?.keep(source.id, fetched.path).catch((err) => logger.warn({ err: err.message, id: source.id }, 'warmed original not kept'));
+      return made;
+    }), config.REQUEST_TIMEOUT_S);
+  }
+
+  /**
    * A cached original whose file is gone (deleted by hand, a disk swapped) is fetched or read again, once, instead
    * of failing as a bad image. `later`: the background encode of what a first answer fell back from.
    * @param {Source} source @param {Want} want @param {string} key @param {boolean} [later] @returns {Promise<Variant>}
@@ -173,7 +197,7 @@ export function createImages(deps) {
     try {
       return await makeVariantOnce(source, want, key, later);
     } catch (err) {
-      if (/** @type {any} */ (err)?.code !== 'ENOENT') throw err;
+      if (!isGone(err)) throw err;
       // an upload's own file (STORE=fs) is the upload: gone is gone; a copy of the bucket's is read again
       if (source.uploadKey && !store.copies) throw err;
       const cached = originals.get(source.id);
@@ -341,7 +365,7 @@ export function createImages(deps) {
    */
   async function dropSource(source, wants) {
     for (const want of wants) variants.forget(variantKey(source, want));
-    if (!source.uploadKey) await originals.remove(source.id);
+    if (!source.uploadKey) await Promise.all([originals.remove(source.id), archive?.remove(source.id)]);
   }
 
   return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload, close: () => workers.close() };

@@ -32,6 +32,15 @@ export class TransformQueue {
     return this.running < this.concurrency && this.depth === 0 && this.reserved === 0;
   }
 
+  /**
+   * Room for work nobody waits for (a warmer's request): nothing queued or reserved, and `keepFree` slots
+   * left free for readers after it (but on a one-slot machine, the slot when it is free).
+   * @param {number} keepFree
+   */
+  roomFor(keepFree) {
+    return this.depth === 0 && this.reserved === 0 && this.running < Math.max(1, this.concurrency - keepFree);
+  }
+
   /** True when a new task would be refused: checked before any I/O, so a refusal costs nothing. */
   get full() {
     return this.running >= this.concurrency && this.depth + this.reserved >= this.maxQueued;

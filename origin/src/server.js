@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { connectRedis, createHiveClient, createTakedownList, redisReady, runService } from '@stack/lib';
+import { StartupError, connectRedis, createHiveClient, createTakedownList, redisReady, runService } from '@stack/lib';
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
 import { FailureCache } from './cache/failures.js';
@@ -11,6 +11,7 @@ import { loadSystemCodecs } from './codecs.js';
 import { settings, transformConcurrency } from './config.js';
 import { createFetcher } from './fetch.js';
 import { createPullThrough } from './pull-through.js';
+import { createArchive } from './archive.js';
 import { createHiveAuth } from './hive-auth.js';
 import { createHivesignerAuth } from './hivesigner.js';
 import { createImages } from './images.js';
@@ -19,7 +20,7 @@ import { lowerWorkerPriority } from './nice.js';
 import { TransformQueue } from './queue.js';
 import { createSingleFlight } from './single-flight.js';
 import { createStore } from './store/index.js';
-import { allowedSizes } from './routes/proxy.js';
+import { allowedSizes } from './options.js';
 import { createGuard, listenForEvictions } from './takedown.js';
 
 const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
@@ -34,7 +35,7 @@ await runService({
     try {
       allowedSizes(config);
     } catch (err) {
-      throw Object.assign(/** @type {Error} */ (err), { startup: true });
+      throw new StartupError(/** @type {Error} */ (err).message, { cause: err });
     }
     const metrics = createOriginMetrics(registry);
     const redis = connectRedis(config, logger);
@@ -72,7 +73,7 @@ await runService({
     try {
       codecs = loadSystemCodecs(config.SYSTEM_CODECS);
     } catch (err) {
-      throw Object.assign(/** @type {Error} */ (err), { startup: true });
+      throw new StartupError(/** @type {Error} */ (err).message, { cause: err });
     }
     logger.info({ libraries: codecs.libraries, setting: config.SYSTEM_CODECS }, codecs.libraries.length ? 'system codecs for JPEG originals' : 'no system codecs: sharp decodes and encodes everything');
     // the upstream image hosts a missing upload is pulled from: their own fetcher, with their own time bound
@@ -86,7 +87,8 @@ await runService({
       userAgent: config.FETCH_USER_AGENT,
     });
     const pullThrough = createPullThrough({ config, store, fetcher: upstreamFetcher, failures, metrics, logger });
-    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs, pullThrough });
+    const archive = createArchive(config.DATA_DIR);
+    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs, pullThrough, archive });
     const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifySignature = createHiveAuth(hive);

@@ -1,6 +1,6 @@
 import querystring from 'node:querystring';
 import { TAKEDOWN_EVICT_CHANNEL, TAKEDOWN_KEYS, createServedLog, takedownError } from '@stack/lib';
-import { parseWant } from './routes/proxy.js';
+import { parseWant } from './options.js';
 
 /**
  * The origin's side of takedowns: refuse what is blocked (451), remember what was served where.

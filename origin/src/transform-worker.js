@@ -3,6 +3,7 @@
 // own transform threads do, and ends with its parent.
 import os from 'node:os';
 import { transform } from './transform.js';
+import { isGone } from '@stack/lib';
 
 const nice = Number(process.env.TRANSFORM_NICE) || 0;
 if (nice > 0) {
@@ -19,7 +20,7 @@ process.on('message', async (/** @type {{ file: string, plan: import('./transfor
     process.send?.({ output });
   } catch (err) {
     const failure = /** @type {any} */ (err);
-    process.send?.({ error: { status: failure.status || 500, name: failure.status ? failure.name : 'internal_error', info: failure.info || {}, headers: failure.headers || {}, missing: failure.code === 'ENOENT' } });
+    process.send?.({ error: { status: failure.status || 500, name: failure.status ? failure.name : 'internal_error', info: failure.info || {}, headers: failure.headers || {}, missing: isGone(failure) } });
   }
 });
 process.on('disconnect', () => process.exit(0));

@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import icc from 'icc';
 import sharp from 'sharp';
-import { HttpError } from '@stack/lib';
+import { GoneError, HttpError, isGone } from '@stack/lib';
 import { heicDecoder } from './heic.js';
 
 // Formats we decode. SVG is refused (it can reference external resources and script); so are PDFs etc.
@@ -13,7 +13,7 @@ const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp'
  * @typedef {{ format: string, width: number, height: number, frames: number, orientation: number,
  *   hasAlpha: boolean, isPalette: boolean, isAvif: boolean, isHeic: boolean, srgbProfile: boolean, plainJpeg: boolean,
  *   overBudget?: boolean }} SourceInfo overBudget: an animation past MAX_FRAMES or MAX_INPUT_PIXELS in all its frames
- * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'', negotiated?: boolean }} Request
+ * @typedef {import('./options.js').Want} Want
  *   negotiated: the format follows Accept (auto, and match unless NEGOTIATE_MATCH is off)
  * @typedef {{ width: number, height: number, orientation: number }} JpegSource a JPEG the system's libjpeg-turbo
  *   may decode (see codecs.js): its size after EXIF rotation and its orientation
@@ -118,7 +118,7 @@ const corrupt = () => new HttpError(400, 'invalid_image', { reason: 'corrupt or 
 const isMissing = (err) => /^Input file is missing/.test(String(/** @type {Error} */ (err)?.message));
 
 /** The error for a source file that is gone; the caller fetches the original again. */
-export const missingSource = () => Object.assign(new Error('source file missing'), { code: 'ENOENT' });
+export const missingSource = () => new GoneError('source file missing');
 
 /**
  * libvips decodes a cut GIF without a word (the frames found so far): a complete one ends with the trailer
@@ -161,7 +161,7 @@ export async function verify(file, info) {
  * keeping its aspect ratio, to the largest box the source fills. The cost of a variant is bounded by its
  * pixels: past `budgets.maxPixels` it is refused; an AVIF past `budgets.avifPixels` is made in WebP when
  * the format was negotiated, refused when AVIF was asked for by name.
- * @param {SourceInfo} source @param {Request} want @param {boolean} degrade
+ * @param {SourceInfo} source @param {Want} want @param {boolean} degrade
  * @param {{ maxPixels?: number, avifPixels?: number, maxFrames?: number, maxInputPixels?: number }} [budgets] maxPixels: of the
  *   variant; maxFrames, maxInputPixels: what of an animation past them is made
  * @returns {Plan}
@@ -222,7 +222,7 @@ export function sourceFormat(source) {
 /**
  * Whether the original's bytes may answer this request as they are: a format the request allows (its own
  * format asked for; or negotiated and the client takes it; or match without negotiation).
- * @param {SourceInfo} source @param {Request} want
+ * @param {SourceInfo} source @param {Want} want
  */
 export function originalAnswers(source, want) {
   const own = sourceFormat(source);
@@ -251,7 +251,7 @@ export function outputPixels(source, { width, height, cover }) {
  * on a screenshot: 12 KB against 245 KB of PNG and 127 KB of lossy WebP, whose artefacts show around text);
  * a photograph as AVIF, else WebP. Negotiated, a client that takes neither gets the source's format (match)
  * or JPEG and PNG (auto).
- * @param {SourceInfo} source @param {Request} want @param {boolean} animated @returns {OutputFormat}
+ * @param {SourceInfo} source @param {Want} want @param {boolean} animated @returns {OutputFormat}
  */
 function outputFormat(source, want, animated) {
   const graphic = source.format === 'png' || source.format === 'gif';
@@ -354,7 +354,7 @@ async function systemDecoded(file, p, source, codecs, options) {
   try {
     jpeg = await buffers.read(file);
   } catch (err) {
-    if (/** @type {any} */ (err)?.code === 'ENOENT') throw missingSource();
+    if (isGone(err)) throw missingSource();
     throw err;
   }
   let raw;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { acceptClass } from '../src/routes/proxy.js';
+import { acceptClass } from '../src/options.js';
 
 test('Accept is read with its q-values: a type listed with q=0 is refused', () => {
   const cases = {

@@ -1,5 +1,6 @@
 import { avatarLastKey, enqueuePurge, hiveMapping } from '@stack/lib';
 import { inRounds } from './rounds.js';
+import { warmPost } from './warm.js';
 
 const CURSOR = 'purge:hive:cursor';
 const PROFILE_OPS = new Set(['account_update', 'account_update2']);
@@ -48,9 +49,18 @@ export function createFollower({ hive, redis, config, logger, metrics }) {
         metrics.received.inc({ source: 'hive', result: 'queued' });
         metrics.queued.inc({ source: 'hive' });
       }
+      if (config.WARM) await warmPosts(ops || []);
       await redis.set(CURSOR, String(block));
       metrics.followedBlock.set(block);
       cursor = block;
+    }
+  }
+
+  /** New posts and edits (comment ops) handed to the warmer (warm.js). @param {any[]} ops */
+  async function warmPosts(ops) {
+    for (const entry of ops) {
+      const [name, body] = entry?.op || [];
+      if (name === 'comment' && body && await warmPost(redis, config, body)) metrics.received.inc({ source: 'hive', result: 'warm' });
     }
   }
 

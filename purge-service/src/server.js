@@ -4,6 +4,7 @@ import { HttpError, connectRedis, createHiveClient, errorHandler, healthRoute, r
 import { settings } from './config.js';
 import { adminAuth, deadLetterRouter } from './dead-letters.js';
 import { createFollower } from './hive-follow.js';
+import { createWarmer } from './warm.js';
 import { createPurgeMetrics } from './metrics.js';
 import { takedownRouter } from './takedown-admin.js';
 import { createListSync } from './takedown-sources.js';
@@ -41,6 +42,8 @@ await runService({
       ? createFollower({ hive: createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS }), redis, config, logger, metrics })
       : null;
     follower?.start();
+    const warmer = config.HIVE_FOLLOW && config.WARM ? createWarmer({ redis, config, logger, metrics }) : null;
+    warmer?.start();
     const store = createTakedownStore({ redis, config });
     const lists = createListSync({ store, config, logger });
     lists.start();
@@ -62,6 +65,7 @@ await runService({
       async close() {
         lists.stop();
         await follower?.stop();
+        await warmer?.stop();
         await worker.stop();
         await nodes.stop();
         await varnish.close();

@@ -1,17 +1,7 @@
-import { TAKEDOWN_EVICT_CHANNEL, avatarPaths, isUploadKey } from '@stack/lib';
+import { isUploadKey } from '@stack/lib';
 import { retry } from './retry.js';
-import { purgeResolver } from './targets/resolver.js';
+import { TargetError, purgeTargets } from './targets/index.js';
 import { servedPaths, settle, takedownEvent, takedownTargets } from './takedown-purge.js';
-
-/**
- * The origins' own caches (result cache, originals): each live origin drops these sources at once. Not
- * queued per origin: an origin that is down keeps the bytes, but never serves them while the list blocks them.
- * `changed`: the sources are uploads whose stored bytes changed (scrubbed), not taken down: never deleted.
- * @param {import('ioredis').Redis} redis @param {Map<string, string[]>} sources @param {string[]} changed
- */
-async function evictFromOrigins(redis, sources, changed) {
-  await redis.publish(TAKEDOWN_EVICT_CHANNEL, JSON.stringify({ sources: Object.fromEntries(sources), changed }));
-}
 
 /** @typedef {[string, string[]]} StreamEntry  [id, [field, value, …]] */
 
@@ -57,6 +47,7 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
   const reader = redis.duplicate({ enableOfflineQueue: true }); // blocking reads get their own connection
   reader.on('error', () => {});
   const bases = config.CDN_PURGE_BASES.length ? config.CDN_PURGE_BASES : [config.PUBLIC_URL];
+  const targets = purgeTargets({ redis, varnish, nodes, cdn, bases });
   /** @type {Set<string>} */
   const processing = new Set();
   /** @type {Set<Promise<void>>} */
@@ -94,7 +85,7 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
         logger.warn({ target, attempt, err: /** @type {Error} */ (err).message }, 'purge target failed, retrying');
       },
     }).catch((err) => {
-      throw Object.assign(err, { target });
+      throw new TargetError(target, err);
     });
   }
 
@@ -105,7 +96,7 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
 
   /** @param {StreamEntry[]} entries @param {unknown} err */
   async function deadLetter(entries, err) {
-    const target = /** @type {any} */ (err).target || 'unknown';
+    const target = err instanceof TargetError ? err.target : 'unknown';
     const multi = redis.multi();
     for (const [id, fields] of entries) {
       multi.xadd(config.PURGE_DEAD_STREAM, '*', ...fields, 'original_id', id, 'failed_target', target, 'error', String(/** @type {Error} */ (err).message).slice(0, 500));
@@ -149,20 +140,9 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
         });
       }
       for (const account of removed.accounts) kinds.set(account, 'both');
-      const accounts = [...kinds.keys()];
-      const tags = [...removed.sources.keys()].map((id) => `img:${id}`);
-      if (accounts.length) await step('resolver', () => purgeResolver(redis, accounts));
-      await step('varnish', async () => {
-        const done = await varnish.purge(kinds, tags);
-        for (const node of done.failed) await nodes.defer(node, done);
-      });
-      if (removed.sources.size) await step('origin', () => evictFromOrigins(redis, removed.sources, changed));
-      if (cdn) {
-        const paths = [...accounts.flatMap((account) => avatarPaths(account, /** @type {any} */ (kinds.get(account)))), ...[...removed.sources.values()].flat()];
-        const urls = bases.flatMap((/** @type {string} */ base) => paths.map((path) => base + path));
-        const done = new Set();
-        if (urls.length) await step('cdn', () => cdn.purge(urls, done));
-      }
+      /** @type {import('./targets/index.js').PurgeBatch} */
+      const batch = { kinds, tags: [...removed.sources.keys()].map((id) => `img:${id}`), sources: removed.sources, changed };
+      for (const target of targets) if (target.wants(batch)) await step(target.name, () => target.purge(batch));
       metrics.batchDuration.observe((performance.now() - started) / 1000);
       for (const [id] of entries) metrics.eventLatency.observe(Math.max(0, Date.now() - Number(id.split('-')[0])) / 1000);
     } catch (err) {

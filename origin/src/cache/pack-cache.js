@@ -3,6 +3,7 @@ import path from 'node:path';
 import { setImmediate as yieldToEvents } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { crc32 } from 'node:zlib';
+import { GoneError } from '@stack/lib';
 import { FORGOTTEN, PackIndex } from './pack-index.js';
 
 // A record: magic, key (32 bytes), extension (4 bytes, zero-padded), data length, CRC-32 of the data; then the data.
@@ -416,15 +417,15 @@ export class PackCache {
    */
   async read(entry) {
     const { segment } = entry;
-    if (segment.gone && segment.readers === 0) throw Object.assign(new Error('variant cache: closed'), { code: 'ENOENT' });
+    if (segment.gone && segment.readers === 0) throw new GoneError('variant cache: closed');
     const record = Buffer.allocUnsafe(HEADER + entry.size);
     this.hold(segment);
     try {
       const bytesRead = await read(segment.fd, record, record.length, entry.offset - HEADER);
       // cut short or overwritten by hand: treated like a deleted file, so the variant is made again
-      if (bytesRead !== record.length) throw Object.assign(new Error(`variant cache: ${segment.file} is shorter than its index`), { code: 'ENOENT' });
+      if (bytesRead !== record.length) throw new GoneError(`variant cache: ${segment.file} is shorter than its index`);
       if (record.readUInt32BE(0) !== MAGIC || record.toString('hex', 4, 36) !== entry.key) {
-        throw Object.assign(new Error(`variant cache: ${segment.file} holds another record where its index says`), { code: 'ENOENT' });
+        throw new GoneError(`variant cache: ${segment.file} holds another record where its index says`);
       }
     } finally {
       this.release(segment);

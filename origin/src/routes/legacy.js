@@ -1,5 +1,6 @@
 import { base58Url, mendScheme } from '@stack/lib';
-import { canonicalSize, publicPaths } from './proxy.js';
+import { canonicalSize } from '../options.js';
+import { publicPaths } from './proxy.js';
 
 // the editor-preview token a frontend appends to a proxied URL (POST /proxy-auth answers 48 hex digits) is
 // ours, not the source's; another `token` (a Firebase download token, a signed URL's) is the source's own

@@ -1,11 +1,7 @@
 import querystring from 'node:querystring';
-import { HttpError, allowedSizeList, base58Url, errorAnswer, logRequest, requestIdOf } from '@stack/lib';
+import { HttpError, base58Url, errorAnswer, isGone, logRequest, requestIdOf } from '@stack/lib';
+import { parseWant } from '../options.js';
 import { contentTypeOf } from '../transform.js';
-
-const MODES = new Set(['cover', 'fit']);
-const FORMATS = new Set(['match', 'jpeg', 'png', 'webp', 'avif', 'auto']);
-// other spellings images.hive.blog accepts (src/proxy.ts: "jpg")
-const FORMAT_ALIASES = new Map([['jpg', 'jpeg']]);
 
 /**
  * @typedef {{ images: ReturnType<typeof import('../images.js').createImages>, config: Record<string, any>,
@@ -16,90 +12,6 @@ const FORMAT_ALIASES = new Map([['jpg', 'jpeg']]);
 /** The bytes a variant's answer carries. @param {import('../images.js').Variant} variant */
 const bytesOf = (variant) => (variant.cached ? variant.cached.size : /** @type {Buffer} */ (variant.data).length);
 
-/**
- * A size as images.hive.blog reads it (`Number.parseInt(value) || undefined`, imagehoster src/proxy.ts): the
- * leading whole number counts ("640.5" and "640px" are 640, what a frontend multiplying by the pixel ratio
- * sends), and a value without one ("abc", "") is no size at all. A negative size is refused (imagehoster
- * fails inside sharp there). Repeated, the first counts.
- * @param {unknown} value @param {string} name
- * @returns {number | null} null when absent, 0 or not a number (keep that dimension)
- */
-function dimension(value, name) {
-  const text = Array.isArray(value) ? value[0] : value;
-  if (typeof text !== 'string') return null;
-  const number = Number.parseInt(text, 10);
-  if (Number.isNaN(number) || number === 0) return null;
-  if (number < 0) throw new HttpError(400, 'invalid_parameter', { name, reason: 'a size is a positive number of pixels' });
-  return number;
-}
-
-/**
- * A requested size as it is made: at most MAX_DIMENSION, and with ALLOWED_SIZES the next listed size up
- * (the largest past them all). varnish's key follows the same rule (infra/render.js varnishSizes).
- * @param {number} size @param {Record<string, any>} config
- */
-export function canonicalSize(size, config) {
-  const capped = Math.min(size, config.MAX_DIMENSION);
-  const allowed = allowedSizes(config);
-  if (!allowed.length) return capped;
-  return allowed.find((listed) => listed >= capped) ?? allowed[allowed.length - 1];
-}
-
-/** @type {WeakMap<object, number[]>} */
-const sortedSizes = new WeakMap();
-
-/** ALLOWED_SIZES as numbers, ascending (read once per config). @param {Record<string, any>} config @returns {number[]} */
-export function allowedSizes(config) {
-  const known = sortedSizes.get(config);
-  if (known) return known;
-  const sizes = allowedSizeList(config.ALLOWED_SIZES || [], config.MAX_DIMENSION);
-  sortedSizes.set(config, sizes);
-  return sizes;
-}
-
-/** The media types an Accept header accepts: listed with a q above 0 (a missing q is 1). @param {string} accept */
-function acceptedTypes(accept) {
-  const types = new Set();
-  for (const entry of accept.split(',')) {
-    const [type, ...params] = entry.split(';').map((part) => part.trim().toLowerCase());
-    const q = params.map((param) => /^q\s*=\s*([\d.]+)$/.exec(param)).find(Boolean);
-    if (type && (!q || Number(q[1]) > 0)) types.add(type);
-  }
-  return types;
-}
-
-/** avif > webp > nothing, from the Accept header (varnish already narrowed it, by the same rules). @param {string | undefined} accept */
-export function acceptClass(accept = '') {
-  const types = acceptedTypes(accept);
-  if (types.has('image/avif')) return 'avif';
-  if (types.has('image/webp')) return 'webp';
-  return '';
-}
-
-/**
- * @param {Record<string, unknown>} query the parsed query string @param {string | undefined} accept
- * @param {Record<string, any>} config @returns {import('../transform.js').Request}
- */
-export function parseWant(query, accept, config) {
-  const mode = query.mode === undefined ? 'cover' : String(query.mode);
-  const given = query.format === undefined ? 'match' : String(query.format);
-  const format = FORMAT_ALIASES.get(given) || given;
-  if (!MODES.has(mode)) throw new HttpError(400, 'invalid_parameter', { name: 'mode', allowed: [...MODES] });
-  if (!FORMATS.has(format)) throw new HttpError(400, 'invalid_parameter', { name: 'format', allowed: [...FORMATS] });
-  const sized = (/** @type {number | null} */ size) => (size === null ? null : canonicalSize(size, config));
-  let width = sized(dimension(query.width, 'width'));
-  let height = sized(dimension(query.height, 'height'));
-  let chosenMode = /** @type {'cover'|'fit'} */ (mode);
-  if (!width && !height) {
-    width = config.DEFAULT_WIDTH;
-    height = config.DEFAULT_HEIGHT;
-    chosenMode = 'fit';
-  }
-  // format=match (the default: condenser's and ecency's URLs) is negotiated from Accept as auto is, unless
-  // NEGOTIATE_MATCH is off; a client that names no modern format gets the source's format either way
-  const negotiated = format === 'auto' || (format === 'match' && Boolean(config.NEGOTIATE_MATCH));
-  return { width, height, mode: chosenMode, format, accept: negotiated ? acceptClass(accept) : '', negotiated };
-}
 
 // ecency's render-helper (src/proxify-image-src.ts) appends ".webp" or ".png" to the base58 part; base58
 // has no ".", so a file extension there is only a name: the format comes from the query, as ever
@@ -114,10 +26,11 @@ const withoutExtension = (encoded) => encoded.replace(EXTENSION, '');
  * A taken-down source is a 451 before any work, and again if it was taken down while its variant was made.
  * Every answer about a source (its image or its 451) is remembered under `paths`, for takedowns.
  * @param {ProxyDeps} deps
- * @returns {(encoded: string, query: Record<string, unknown>, accept: string | undefined, paths: (string | undefined)[]) => Promise<ProxyAnswer>}
+ * A warmer's request (`warm`: X-Warm: 1) is made only on idle capacity (images.js warmVariant).
+ * @returns {(encoded: string, query: Record<string, unknown>, accept: string | undefined, paths: (string | undefined)[], warm?: boolean) => Promise<ProxyAnswer>}
  */
 function proxyAnswer({ images, config, guard }) {
-  return async (encoded, query, accept, paths) => {
+  return async (encoded, query, accept, paths, warm = false) => {
     const text = base58Url.decode(withoutExtension(encoded));
     if (!text) throw new HttpError(400, 'invalid_url', { reason: 'not base58' });
     const want = parseWant(query, accept, config);
@@ -128,7 +41,7 @@ function proxyAnswer({ images, config, guard }) {
       remember();
       throw err;
     });
-    const variant = await images.variant(source, want);
+    const variant = await images.variant(source, want, { warm });
     remember();
     await guard.check(source);
     /** @type {Record<string, string>} */
@@ -164,7 +77,7 @@ export function proxyRoute(deps) {
       next(err);
     };
     const respond = async (retried = false) => {
-      const { headers, variant } = await answer(req.params.encoded, req.query, req.headers.accept, publicPaths(req));
+      const { headers, variant } = await answer(req.params.encoded, req.query, req.headers.accept, publicPaths(req), req.headers['x-warm'] === '1');
       const sent = () => deps.metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
       res.set(headers);
       if (!variant.cached) {
@@ -190,7 +103,7 @@ export function proxyRoute(deps) {
  * @param {boolean} retried @param {import('node:http').ServerResponse} res
  */
 function forgetIfMissing(deps, err, variant, retried, res) {
-  if (retried || res.headersSent || /** @type {any} */ (err)?.code !== 'ENOENT') return false;
+  if (retried || res.headersSent || !isGone(err)) return false;
   deps.images.forgetVariant(variant.variantKey);
   return true;
 }
@@ -240,7 +153,7 @@ export function proxyFastPath(deps) {
     };
     const query = querystring.parse(match[2] || '');
     const respond = async (retried = false) => {
-      const { headers: answerHeaders, variant } = await answer(match[1], query, headers.accept, publicPaths(req));
+      const { headers: answerHeaders, variant } = await answer(match[1], query, headers.accept, publicPaths(req), headers['x-warm'] === '1');
       const head = req.method === 'HEAD';
       let data = variant.data;
       if (variant.cached && !head) {

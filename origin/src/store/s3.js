@@ -4,7 +4,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { recordFromMetadata, recordMetadata } from './record.js';
 import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { HttpError } from '@stack/lib';
+import { HttpError, StartupError } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
 import { sniffFile } from '../sniff.js';
 import { createSingleFlight } from '../single-flight.js';
@@ -131,7 +131,7 @@ export class S3Store {
   /** Refuses to start on wrong credentials or a missing bucket; S3 only unreachable is a warning. */
   async init() {
     const problem = await bucketProblem(this.client, this.config);
-    if (problem) throw Object.assign(new Error(problem), { startup: true });
+    if (problem) throw new StartupError(problem);
   }
 
   /** @param {string} key */
