@@ -85,7 +85,32 @@ ${names.join(' ')}
 `;
 }
 
+export const CONFIG_TYPES = path.join(ROOT, 'lib', 'src', 'config-types.d.ts');
+
+/** A setting's value as loadConfig gives it. @param {import('../lib/src/config.js').Setting} setting */
+function typeOf(setting) {
+  if (setting.choices) return setting.choices.map((choice) => JSON.stringify(choice)).join(' | ');
+  return { int: 'number', number: 'number', bytes: 'number', bool: 'boolean', list: 'string[]', urls: 'string[]' }[setting.type] || 'string';
+}
+
+/**
+ * Each service's settings as a typed config (OriginConfig, AvatarResolverConfig, PurgeServiceConfig), so that
+ * the typecheck refuses a misspelt setting (`config.UPLOAD_MAX_BYTE`) where a module names its config's type.
+ */
+export async function renderConfigTypes() {
+  const lines = ['// Generated from the declarations by npm run env-example: each service\'s settings as loadConfig gives them.', ''];
+  for (const [title, settings] of await allSections()) {
+    if (title === 'stack') continue;
+    const name = `${title.split('-').map((word) => word[0].toUpperCase() + word.slice(1)).join('')}Config`;
+    lines.push(`export type ${name} = {`);
+    for (const setting of settings) lines.push(`  /** ${setting.doc.replace(/\*\//g, '* /')} */`, `  ${setting.name}: ${typeOf(setting)};`);
+    lines.push('};', '');
+  }
+  return lines.join('\n');
+}
+
 if (import.meta.main) {
+  fs.writeFileSync(CONFIG_TYPES, await renderConfigTypes());
   fs.writeFileSync(CHART_SETTINGS, await renderChartSettings());
   fs.writeFileSync(path.join(ROOT, '.env.example'), await renderEnvExample());
   const readme = path.join(ROOT, 'docs', 'settings.md');

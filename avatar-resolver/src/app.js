@@ -4,7 +4,7 @@ import { avatarFastPath } from './fast-path.js';
 import { DEFAULT_AVATAR_PATH, adminRouter, avatarAnswer, defaultAvatar, imageRedirect } from './routes.js';
 
 /**
- * @param {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry,
+ * @param {{ config: import('@stack/lib/src/config-types.js').AvatarResolverConfig, logger: import('pino').Logger, registry: import('prom-client').Registry,
  *   resolver: ReturnType<typeof import('./resolver.js').createResolver>, redis: import('ioredis').Redis,
  *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics>, version: string,
  *   takedowns: import('@stack/lib/src/takedowns.js').TakedownList, served: import('@stack/lib/src/takedowns.js').ServedLog['served'] }} deps

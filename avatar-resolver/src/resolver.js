@@ -15,7 +15,7 @@ const NONE = /** @type {const} */ ('none');
 /**
  * Resolves accounts to image URLs: in-process LRU → Redis cache → the source (batched, single-flight,
  * behind a breaker); when the source fails, the last known mapping, else no mapping (default image).
- * @param {{ source: Source, redis: import('ioredis').Redis, config: Record<string, any>,
+ * @param {{ source: Source, redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').AvatarResolverConfig,
  *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics> }} deps
  */
 export function createResolver({ source, redis, config, metrics }) {

@@ -15,7 +15,7 @@ export const DEFAULT_AVATAR_PATH = '/u/-/default.svg';
  * A taken-down account, and an image that is taken down, get the default avatar; the 302 carries the xkey
  * of the image it names too (`img:<id>`), so a takedown of that image evicts it, and is remembered under
  * the image for the CDN purge.
- * @param {{ resolver: ReturnType<typeof import('./resolver.js').createResolver>, config: Record<string, any>,
+ * @param {{ resolver: ReturnType<typeof import('./resolver.js').createResolver>, config: import('@stack/lib/src/config-types.js').AvatarResolverConfig,
  *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics>,
  *   takedowns: import('@stack/lib/src/takedowns.js').TakedownList, served: import('@stack/lib/src/takedowns.js').ServedLog['served'] }} deps
  * @returns {(account: string, kind: string, size: string | undefined) => Promise<Record<string, string>>}
@@ -80,7 +80,7 @@ function canonicalPath(account, kind, size) {
 
 /**
  * GET /u/<account>/<kind>/<size?> in Express: every form the fast path (fast-path.js) leaves to it.
- * @param {ReturnType<typeof avatarAnswer>} answer @param {Record<string, any>} config
+ * @param {ReturnType<typeof avatarAnswer>} answer @param {import('@stack/lib/src/config-types.js').AvatarResolverConfig} config
  * @returns {import('express').RequestHandler}
  */
 export function imageRedirect(answer, config) {
@@ -110,7 +110,7 @@ export const defaultAvatar = (_req, res) => {
 /**
  * PUT /admin/accounts/<account> {avatar, cover}: writes the local mapping, evicts every resolver's copy
  * and queues the purge event. GET returns the stored mapping. Bearer token; never on the public path.
- * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, resolver: ReturnType<typeof import('./resolver.js').createResolver>,
+ * @param {{ redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').AvatarResolverConfig, resolver: ReturnType<typeof import('./resolver.js').createResolver>,
  *   metrics: ReturnType<typeof import('./metrics.js').createResolverMetrics> }} deps
  */
 export function adminRouter({ redis, config, resolver, metrics }) {

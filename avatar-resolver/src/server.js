@@ -10,7 +10,7 @@ import { localSource } from './sources/local.js';
 
 const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
 
-/** @param {Record<string, any>} config @param {import('ioredis').Redis} redis */
+/** @param {import('@stack/lib/src/config-types.js').AvatarResolverConfig} config @param {import('ioredis').Redis} redis */
 function chooseSource(config, redis) {
   if (config.AVATAR_SOURCE === 'hive') return hiveSource(createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.AVATAR_UPSTREAM_TIMEOUT_MS }));
   if (config.AVATAR_SOURCE === 'http') {
@@ -22,7 +22,8 @@ function chooseSource(config, redis) {
 await runService({
   name: 'avatar-resolver',
   settings,
-  async build({ config, logger, registry }) {
+  async build({ config: loaded, logger, registry }) {
+    const config = /** @type {import('@stack/lib/src/config-types.js').AvatarResolverConfig} */ (loaded);
     const metrics = createResolverMetrics(registry);
     const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);

@@ -1,16 +1,18 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../../lib/src/config.js';
-import { CHART_SETTINGS, renderChartSettings, renderEnvExample, withSettingsTable } from '../env-example.js';
+import { CHART_SETTINGS, CONFIG_TYPES, renderChartSettings, renderConfigTypes, renderEnvExample, withSettingsTable } from '../env-example.js';
 import { ROOT, resolveSettings, substitute, templateValues } from '../render.js';
 import { allSettings } from '../settings.js';
 
 test('.env.example, the settings table (docs/settings.md) and the chart\'s settings list are generated from the declarations and current', async () => {
   assert.equal(fs.readFileSync(`${ROOT}/.env.example`, 'utf8'), await renderEnvExample(), 'run npm run env-example');
   assert.equal(fs.readFileSync(CHART_SETTINGS, 'utf8'), await renderChartSettings(), 'run npm run env-example');
+  assert.equal(fs.readFileSync(CONFIG_TYPES, 'utf8'), await renderConfigTypes(), 'run npm run env-example');
   const readme = fs.readFileSync(`${ROOT}/docs/settings.md`, 'utf8');
   assert.equal(readme, await withSettingsTable(readme), 'run npm run env-example');
 });
@@ -71,6 +73,22 @@ test('a misspelt setting in .env stops the render with a message naming the near
       assert.match(String(/** @type {Error} */ (err).message), /VARNISH_MISS_LIMT is not a setting \(did you mean VARNISH_MISS_LIMIT\?\)/);
       return true;
     });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the typecheck refuses a misspelt setting where a module names its service\'s config type', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'config-types-'));
+  try {
+    const file = path.join(dir, 'module.js');
+    fs.writeFileSync(file, `/** @param {import('${ROOT}/lib/src/config-types.js').OriginConfig} config */\n`
+      + 'export const limits = (config) => [config.UPLOAD_MAX_BYTES, config.UPLOAD_MAX_BYTE];\n');
+    const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit', '--allowJs', '--checkJs', '--strict',
+      '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--skipLibCheck', '--types', 'node', file], { encoding: 'utf8', cwd: ROOT });
+    assert.equal(tsc.status, 2, tsc.stdout);
+    assert.match(tsc.stdout, /Property 'UPLOAD_MAX_BYTE' does not exist on type 'OriginConfig'\. Did you mean 'UPLOAD_MAX_BYTES'\?/);
+    assert.equal(tsc.stdout.trim().split('\n').length, 1, 'the right name passes');
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

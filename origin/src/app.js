@@ -8,7 +8,7 @@ import { hiveUploadRoute, hivesignerUploadRoute, tokenUploadRoute, uploadCheckRo
 
 /**
  * The origin's HTTP surface (images.hive.blog compatible).
- * @param {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry,
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, logger: import('pino').Logger, registry: import('prom-client').Registry,
  *   images: ReturnType<typeof import('./images.js').createImages>, store: import('./store/index.js').Store,
  *   checks: import('./queue.js').TransformQueue,
  *   metrics: import('./metrics.js').OriginMetrics, redis: import('ioredis').Redis,

@@ -1,11 +1,9 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
-import { LRUCache } from 'lru-cache';
 import { HttpError, isGone, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
 import { createBackground } from './background.js';
-import { originalAnswers, plan, probe, sourceFormat, threadsPerImage, transform, transformTimeout } from './transform.js';
+import { originalAnswers, plan, sourceFormat, threadsPerImage, transform, transformTimeout } from './transform.js';
 import { createWorkerPool } from './workers.js';
-import { FetchError } from './fetch.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
 /** @param {string} ext */
@@ -36,27 +34,16 @@ function withinDeadline(work, seconds) {
 }
 
 /**
- * The image pipeline: source → original (store or remote, cached) → variant (cached), with single-flight
- * on both and the failure cache in front.
- * @param {{ config: Record<string, any>, store: import('./store/index.js').Store,
- *   originals: import('./cache/disk-lru.js').DiskLru, variants: import('./cache/pack-cache.js').PackCache,
- *   failures: import('./cache/failures.js').FailureCache, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
+ * The variants side of the pipeline: source → original (originals.js) → variant (the result cache), made
+ * once however many ask, degraded under a deep queue, the AVIF behind a first answer made in the background.
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, store: import('./store/index.js').Store,
+ *   originals: import('./originals.js').Originals, variants: import('./cache/pack-cache.js').PackCache,
  *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
- *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger, codecs?: import('./codecs.js').SystemCodecs,
- *   pullThrough?: import('./pull-through.js').PullThrough, archive?: import('./archive.js').Archive }} deps
+ *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger, codecs?: import('./codecs.js').SystemCodecs }} deps
  */
 export function createImages(deps) {
-  const { config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs, pullThrough, archive } = deps;
-  /**
-   * What the header of each original said (size, frames, profile): a file under a path never changes
-   * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
-   * after the first skips reading it. @type {LRUCache<string, import('./transform.js').SourceInfo>}
-   */
-  const probed = new LRUCache({ max: 10000 });
+  const { config, store, originals, variants, queue, flight, metrics, logger, codecs } = deps;
   const cores = os.availableParallelism();
-  // an animation past the budgets is read, not refused: the plan makes what of it fits (images.hive.blog
-  // serves a long GIF at 0x0 untouched)
-  const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES, heic: config.HEIC_DECODE, animations: true };
   // costly encodings nobody waits for: the AVIF behind a first answer in WebP
   const background = createBackground({
     queue,
@@ -82,60 +69,6 @@ export function createImages(deps) {
   const unwrap = unwrapOptions(config);
   /** Where a proxied URL really points: our own upload, or the original behind another image proxy's URL. @param {string} text */
   const resolveSource = (text) => resolveSourceOf(text, unwrap);
-
-  /** @param {Source} source @param {Timings} timings @returns {Promise<string>} the original's file */
-  async function original(source, timings) {
-    if (source.uploadKey) return (await upload(source.uploadKey)).path;
-    const cached = originals.get(source.id);
-    metrics.cache.inc({ level: 'original', result: cached ? 'hit' : 'miss' });
-    if (cached) return cached.path;
-    // a warmed post's original, kept whatever became of its host
-    const kept = await archive?.get(source.id);
-    if (kept) return kept;
-    const started = performance.now();
-    const file = await flight('fetch', source.id, () => fetchOriginal(/** @type {Source & { url: string }} */ (source)));
-    timings.fetch = performance.now() - started;
-    return file;
-  }
-
-  /**
-   * An upload's file: the store's, or pulled through from an upstream image host (UPSTREAM_IMAGE_HOSTS), once
-   * per key however many ask; `pulledFrom` names the upstream when this request's flight pulled it.
-   * @param {string} key @returns {Promise<{ path: string, pulledFrom?: string }>}
-   */
-  async function upload(key) {
-    const found = await store.stat(key);
-    if (found) return { path: found.path };
-    if (!pullThrough?.enabled) throw new HttpError(404, 'not_found', { key });
-    return flight('pull', key, () => pullThrough.pull(key));
-  }
-
-  /** @param {Source & { url: string }} source */
-  async function fetchOriginal(source) {
-    const remembered = await failures.get(source.id);
-    metrics.cache.inc({ level: 'failure', result: remembered ? 'hit' : 'miss' });
-    if (remembered) throw remembered;
-    const temp = originals.tempPath();
-    const end = metrics.fetchDuration.startTimer();
-    try {
-      const { bytes } = await fetcher.fetchTo(source.url, temp);
-      metrics.fetches.inc();
-      metrics.bytes.inc({ direction: 'in' }, bytes);
-      const info = await probe(temp, limits);
-      const file = await originals.putFile(source.id, 'bin', temp);
-      probed.set(file, info);
-      return file;
-    } catch (err) {
-      await fs.rm(temp, { force: true });
-      const httpError = err instanceof HttpError ? err : new HttpError(502, 'upstream_error');
-      metrics.fetchErrors.inc({ reason: httpError.name });
-      // what the fetch calls transient (a timeout, a 5xx) is remembered briefly; the rest (a 404, not an image) long
-      await failures.set(source.id, httpError, !(err instanceof FetchError) || err.permanent);
-      throw httpError;
-    } finally {
-      end();
-    }
-  }
 
   /** @param {Source} source @param {Want} want */
   function variantKey(source, want) {
@@ -182,8 +115,7 @@ export function createImages(deps) {
     metrics.warm.inc({ result: 'made' });
     return withinDeadline(flight('transform', key, async () => {
       const made = await makeVariant(source, want, key, true);
-      const fetched = source.uploadKey ? null : originals.get(source.id);
-      if (fetched) await archive?.keep(source.id, fetched.path).catch((err) => logger.warn({ err: err.message, id: source.id }, 'warmed original not kept'));
+      await originals.keep(source);
       return made;
     }), config.REQUEST_TIMEOUT_S);
   }
@@ -200,10 +132,7 @@ export function createImages(deps) {
       if (!isGone(err)) throw err;
       // an upload's own file (STORE=fs) is the upload: gone is gone; a copy of the bucket's is read again
       if (source.uploadKey && !store.copies) throw err;
-      const cached = originals.get(source.id);
-      if (cached) probed.delete(cached.path);
-      originals.forget(source.id);
-      logger.warn({ id: source.id }, 'cached original missing on disk: fetched again');
+      originals.forgetCached(source);
       return makeVariantOnce(source, want, key, later);
     }
   }
@@ -235,7 +164,7 @@ export function createImages(deps) {
     if (queue.full) throw queue.overloaded();
     /** @type {Timings} */
     const timings = {};
-    const file = await original(source, timings);
+    const file = await originals.file(source, timings);
     const release = queue.reserve();
     /** @type {ReturnType<typeof plan>} */
     let p;
@@ -243,7 +172,7 @@ export function createImages(deps) {
     let info;
     const reason = fallbackReason(want, later);
     try {
-      info = await sourceInfo(file);
+      info = await originals.info(file);
       p = plan(info, want, Boolean(reason), budgets);
     } catch (err) {
       release();
@@ -319,15 +248,6 @@ export function createImages(deps) {
     }
   }
 
-  /** @param {string} file @returns {Promise<import('./transform.js').SourceInfo>} */
-  async function sourceInfo(file) {
-    const known = probed.get(file);
-    if (known) return known;
-    const info = await probe(file, limits);
-    probed.set(file, info);
-    return info;
-  }
-
   /**
    * Appends a variant to the result cache (one write into the page cache: the answer waits for nothing).
    * @param {string} key @param {import('./transform.js').OutputFormat} format @param {Buffer} data
@@ -365,8 +285,8 @@ export function createImages(deps) {
    */
   async function dropSource(source, wants) {
     for (const want of wants) variants.forget(variantKey(source, want));
-    if (!source.uploadKey) await Promise.all([originals.remove(source.id), archive?.remove(source.id)]);
+    await originals.drop(source);
   }
 
-  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload, close: () => workers.close() };
+  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload: originals.upload, close: () => workers.close() };
 }

@@ -18,7 +18,7 @@ import { probe } from './transform.js';
  */
 
 /**
- * @param {{ config: Record<string, any>, store: import('./store/index.js').Store, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, store: import('./store/index.js').Store, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
  *   failures: import('./cache/failures.js').FailureCache, metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger }} deps
  */
 export function createPullThrough({ config, store, fetcher, failures, metrics, logger }) {

@@ -75,7 +75,7 @@ function s3Objects(config) {
 /**
  * One upload: `already` (it has a record), `damaged` (its bytes do not make its key), `clean` (nothing to
  * remove), `scrubbed` (replaced, its purge queued) or `unsupported` (no in-place editor: left as it is).
- * @param {{ objects: Objects, config: Record<string, any>, tmp: string, queuePurge: (key: string) => Promise<void> }} deps @param {string} key
+ * @param {{ objects: Objects, config: import('@stack/lib/src/config-types.js').OriginConfig, tmp: string, queuePurge: (key: string) => Promise<void> }} deps @param {string} key
  */
 async function scrubObject({ objects, config, tmp, queuePurge }, key) {
   if (await objects.record(key)) return 'already';
@@ -85,16 +85,18 @@ async function scrubObject({ objects, config, tmp, queuePurge }, key) {
     const uploaded = await digestsOf(temp);
     if (uploaded.key !== key) return 'damaged';
     const info = await probe(temp, { maxPixels: Number.MAX_SAFE_INTEGER, maxFrames: Number.MAX_SAFE_INTEGER, heic: config.HEIC_DECODE });
+    // scrubStore refuses UPLOAD_METADATA=none before any object
+    const mode = /** @type {'all' | 'location'} */ (config.UPLOAD_METADATA);
     let result;
     try {
-      result = await scrubFile(temp, info.format, config.UPLOAD_METADATA);
+      result = await scrubFile(temp, info.format, mode);
     } catch (err) {
       if (err instanceof ScrubError) return 'unsupported';
       throw err;
     }
     if (!result.removed.length) return 'clean';
     const stored = await digestsOf(result.path);
-    await objects.replace(key, result.path, { key, scrubbed: config.UPLOAD_METADATA, uploadSha256: uploaded.sha256, storedSha256: stored.sha256, removed: result.removed });
+    await objects.replace(key, result.path, { key, scrubbed: mode, uploadSha256: uploaded.sha256, storedSha256: stored.sha256, removed: result.removed });
     await queuePurge(key);
     return 'scrubbed';
   } finally {
@@ -105,7 +107,7 @@ async function scrubObject({ objects, config, tmp, queuePurge }, key) {
 
 /**
  * Every stored upload through scrubObject, `concurrency` at a time.
- * @param {{ config: Record<string, any>, concurrency: number, log?: (line: string) => void }} options
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, concurrency: number, log?: (line: string) => void }} options
  */
 export async function scrubStore({ config, concurrency, log }) {
   if (config.UPLOAD_METADATA === 'none') throw new Error('UPLOAD_METADATA=none: nothing to scrub');
@@ -134,7 +136,7 @@ export async function scrubStore({ config, concurrency, log }) {
 
 async function main() {
   const { values } = parseArgs({ options: { concurrency: { type: 'string', default: '4' } } });
-  const config = loadConfig(settings);
+  const config = /** @type {import('@stack/lib/src/config-types.js').OriginConfig} */ (loadConfig(settings));
   process.stderr.write(`scrubbing the uploads of the ${config.STORE} store (UPLOAD_METADATA=${config.UPLOAD_METADATA})\n`);
   const result = await scrubStore({ config, concurrency: Number(values.concurrency) });
   process.stdout.write(`${JSON.stringify(result)}\n`);

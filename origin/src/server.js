@@ -12,6 +12,7 @@ import { settings, transformConcurrency } from './config.js';
 import { createFetcher } from './fetch.js';
 import { createPullThrough } from './pull-through.js';
 import { createArchive } from './archive.js';
+import { createOriginals } from './originals.js';
 import { createHiveAuth } from './hive-auth.js';
 import { createHivesignerAuth } from './hivesigner.js';
 import { createImages } from './images.js';
@@ -31,7 +32,8 @@ sharp.cache(false);
 await runService({
   name: 'origin',
   settings,
-  async build({ config, logger, registry }) {
+  async build({ config: loaded, logger, registry }) {
+    const config = /** @type {import('@stack/lib/src/config-types.js').OriginConfig} */ (loaded);
     try {
       allowedSizes(config);
     } catch (err) {
@@ -87,8 +89,8 @@ await runService({
       userAgent: config.FETCH_USER_AGENT,
     });
     const pullThrough = createPullThrough({ config, store, fetcher: upstreamFetcher, failures, metrics, logger });
-    const archive = createArchive(config.DATA_DIR);
-    const images = createImages({ config, store, originals, variants, failures, fetcher, queue, flight, metrics, logger, codecs, pullThrough, archive });
+    const sources = createOriginals({ config, store, cache: originals, failures, fetcher, flight, metrics, logger, pullThrough, archive: createArchive(config.DATA_DIR) });
+    const images = createImages({ config, store, originals: sources, variants, queue, flight, metrics, logger, codecs });
     const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifySignature = createHiveAuth(hive);

@@ -4,7 +4,7 @@ import { parseWant } from './options.js';
 
 /**
  * The origin's side of takedowns: refuse what is blocked (451), remember what was served where.
- * @param {{ takedowns: import('@stack/lib/src/takedowns.js').TakedownList, redis: import('ioredis').Redis, config: Record<string, any>,
+ * @param {{ takedowns: import('@stack/lib/src/takedowns.js').TakedownList, redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').OriginConfig,
  *   logger: import('pino').Logger }} deps
  */
 export function createGuard({ takedowns, redis, config, logger }) {
@@ -41,7 +41,7 @@ export function createGuard({ takedowns, redis, config, logger }) {
 /**
  * What a served path asked for, in each of the three Accept classes a negotiated answer has: the variants
  * to drop. Anything but a /p/ path (an original, a legacy redirect) has none. @param {string} path
- * @param {Record<string, any>} config
+ * @param {import('@stack/lib/src/config-types.js').OriginConfig} config
  */
 function wantsOf(path, config) {
   const match = /^\/p\/[^?]*(?:\?(.*))?$/.exec(path);
@@ -59,7 +59,7 @@ function wantsOf(path, config) {
  * originals cache, and with TAKEDOWN_DELETE_UPLOADS deletes the stored upload too; uploads whose stored bytes
  * changed (`changed`: scrubbed by scrub-store) are dropped from the caches only.
  * @param {{ redis: import('ioredis').Redis, images: ReturnType<typeof import('./images.js').createImages>,
- *   store: import('./store/index.js').Store, config: Record<string, any>, logger: import('pino').Logger }} deps
+ *   store: import('./store/index.js').Store, config: import('@stack/lib/src/config-types.js').OriginConfig, logger: import('pino').Logger }} deps
  */
 export function listenForEvictions({ redis, images, store, config, logger }) {
   const subscriber = redis.duplicate({ enableOfflineQueue: true });

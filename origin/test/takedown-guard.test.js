@@ -33,7 +33,7 @@ before(async () => {
   await client.incr(TAKEDOWN_KEYS.version);
   takedowns = createTakedownList({ redis: client, logger, service: 'origin-test', pollMs: 60_000 });
   await takedowns.ready;
-  guard = createGuard({ takedowns, redis: client, config, logger });
+  guard = createGuard({ takedowns, redis: client, config: /** @type {any} */ (config), logger });
 });
 
 after(async () => {

@@ -43,7 +43,7 @@ try {
     if (action === 'list') for (const letter of await letters.list(Number(rest[0] || 100))) print(letter);
     else process.stdout.write(`replayed ${await letters.replay(Number(rest[0] || 100))}\n`);
   } else {
-    const store = createTakedownStore({ redis, config });
+    const store = createTakedownStore({ redis, config: /** @type {import('@stack/lib/src/config-types.js').PurgeServiceConfig} */ (config) });
     if (action === 'list') for (const entry of await store.list()) print(entry);
     else if (action === 'audit') for (const record of await store.audit(Number(rest[0]) || 100)) print(record);
     else {

@@ -30,7 +30,7 @@ export function deadLetters(redis, config) {
 
 /**
  * Every /admin path: the admin Bearer token (compared in constant time), or a 401; off (404) without one.
- * @param {Record<string, any>} config @returns {import('express').RequestHandler}
+ * @param {import('@stack/lib/src/config-types.js').PurgeServiceConfig} config @returns {import('express').RequestHandler}
  */
 export function adminAuth(config) {
   const token = Buffer.from(`Bearer ${config.PURGE_ADMIN_TOKEN}`);
@@ -45,7 +45,7 @@ export function adminAuth(config) {
 
 /**
  * GET /admin/dead-letters and POST /admin/dead-letters/replay (behind adminAuth).
- * @param {import('ioredis').Redis} redis @param {Record<string, any>} config
+ * @param {import('ioredis').Redis} redis @param {import('@stack/lib/src/config-types.js').PurgeServiceConfig} config
  */
 export function deadLetterRouter(redis, config) {
   const router = express.Router();

@@ -33,7 +33,7 @@ export async function changesIn(ops, redis) {
  * Follows the chain block by block from a stored cursor. The cursor moves only after the block's events
  * are queued, so a restart neither loses nor skips a block (it may repeat one: purges are idempotent).
  * @param {{ hive: { call: (method: string, params: unknown) => Promise<any> }, redis: import('ioredis').Redis,
- *   config: Record<string, any>, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
+ *   config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
 export function createFollower({ hive, redis, config, logger, metrics }) {
   async function catchUp() {

@@ -12,7 +12,7 @@ const streamOf = (node) => `purge:node:${node}`;
 
 /**
  * @param {{ redis: import('ioredis').Redis, varnish: ReturnType<typeof import('./targets/varnish.js').createVarnishTarget>,
- *   config: Record<string, any>, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
+ *   config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
 export function createNodeQueue({ redis, varnish, config, logger, metrics }) {
   /**

@@ -20,7 +20,8 @@ const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.u
 await runService({
   name: 'purge-service',
   settings,
-  async build({ config, logger, registry }) {
+  async build({ config: loaded, logger, registry }) {
+    const config = /** @type {import('@stack/lib/src/config-types.js').PurgeServiceConfig} */ (loaded);
     const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);
     const metrics = createPurgeMetrics(registry, { redis, stream: config.PURGE_STREAM, group: config.PURGE_GROUP, deadStream: config.PURGE_DEAD_STREAM });

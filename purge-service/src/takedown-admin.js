@@ -16,7 +16,7 @@ function text(value, name, required) {
  * public path): GET /admin/takedowns (what is in force), POST /admin/takedowns (block), DELETE
  * /admin/takedowns (unblock), GET /admin/takedowns/audit. A block or unblock is answered 202 once it is in
  * the list and its purge is queued (both on Redis' disk); every node enforces it within TAKEDOWN_POLL_MS.
- * @param {{ store: import('./takedowns.js').TakedownStore, config: Record<string, any>,
+ * @param {{ store: import('./takedowns.js').TakedownStore, config: import('@stack/lib/src/config-types.js').PurgeServiceConfig,
  *   metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
 export function takedownRouter({ store, config, metrics }) {

@@ -7,7 +7,7 @@ import { entriesOfDocument } from './takedowns.js';
  * Watched takedown files and polled list URLs: each is one source of the list, replaced as a whole when its
  * content changes (an entry removed from the file is unblocked). A file that is missing or not valid JSON,
  * and a list URL that fails, keep their last entries (a typo never unblocks anything).
- * @param {{ store: import('./takedowns.js').TakedownStore, config: Record<string, any>, logger: import('pino').Logger }} deps
+ * @param {{ store: import('./takedowns.js').TakedownStore, config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger }} deps
  */
 export function createListSync({ store, config, logger }) {
   /** @type {Map<string, string>} source → the content last applied */

@@ -89,7 +89,7 @@ export function entriesOfDocument(document, unwrap) {
 }
 
 /**
- * @param {{ redis: import('ioredis').Redis, config: Record<string, any> }} deps
+ * @param {{ redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').PurgeServiceConfig }} deps
  */
 export function createTakedownStore({ redis, config }) {
   const unwrap = unwrapOptions(config);

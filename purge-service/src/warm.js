@@ -39,7 +39,7 @@ export function imagesOf(op) {
 /**
  * Queues a `comment` op's images for the warmer (called by the follower before it moves its cursor, so a
  * restart repeats a block rather than skipping it: each URL is warmed once a day anyway).
- * @param {import('ioredis').Redis} redis @param {Record<string, any>} config @param {any} op
+ * @param {import('ioredis').Redis} redis @param {import('@stack/lib/src/config-types.js').PurgeServiceConfig} config @param {any} op
  */
 export async function warmPost(redis, config, op) {
   const urls = imagesOf(op);
@@ -62,7 +62,7 @@ const inDomains = (host, domains) => domains.some((domain) => host === domain ||
 /**
  * The warmer: reads the stream in a consumer group (a crash leaves its entry pending, taken up again at
  * start), one post at a time, one request at a time.
- * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, logger: import('pino').Logger,
+ * @param {{ redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger,
  *   metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
 export function createWarmer({ redis, config, logger, metrics }) {

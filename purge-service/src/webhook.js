@@ -26,7 +26,7 @@ function parseEvent(raw) {
  * POST /hooks/avatar: HMAC-signed "this account's avatar changed". 202 only once the event is in Redis (and in
  * REDIS_ACK_REPLICAS replicas);
  * 401 bad signature, 409 replay, 400 malformed, 503 Redis unavailable (the caller retries).
- * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
+ * @param {{ redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  * @returns {import('express').Router}
  */
 export function webhookRouter({ redis, config, metrics }) {

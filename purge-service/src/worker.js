@@ -34,7 +34,7 @@ export function coalesce(entries) {
  * source was served under at the CDN) and, for an account, its avatars as an avatar change does.
  * Failed targets are retried with backoff; events whose retries ran out go to the dead-letter stream.
  * Pending events of this consumer (a restart) are read first; those of crashed consumers are claimed.
- * @param {{ redis: import('ioredis').Redis, config: Record<string, any>, logger: import('pino').Logger,
+ * @param {{ redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger,
  *   varnish: ReturnType<typeof import('./targets/varnish.js').createVarnishTarget>,
  *   nodes: ReturnType<typeof import('./node-queue.js').createNodeQueue>,
  *   cdn: ReturnType<typeof import('./targets/cloudflare.js').createCloudflareTarget> | null,

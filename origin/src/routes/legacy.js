@@ -20,7 +20,7 @@ export function legacySource(tail) {
 /**
  * GET /<W>x<H>/<url>: the old images.hive.blog form, answered with a permanent redirect to /p/ (tagged with
  * the source's xkey, so a takedown evicts it), or the source's 451.
- * @param {{ config: Record<string, any>, images: ReturnType<typeof import('../images.js').createImages>,
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, images: ReturnType<typeof import('../images.js').createImages>,
  *   guard: import('../takedown.js').Guard }} deps
  * @returns {import('express').RequestHandler}
  */

@@ -28,7 +28,7 @@ function timestampOf(body, skewMs) {
  * appends to preview URLs (`?token=`), as images.hive.blog answers it: {token, expires_in}, the token in
  * Redis with its lifetime. Never cached anywhere (`private, no-store`). This stack proxies every public
  * image, so the token opens nothing more: varnish leaves it out of its cache key and the origin ignores it.
- * @param {{ config: Record<string, any>, redis: import('ioredis').Redis,
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, redis: import('ioredis').Redis,
  *   verifySignature: import('../hive-auth.js').VerifySignature }} deps
  * @returns {import('express').RequestHandler[]}
  */

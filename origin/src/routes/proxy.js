@@ -4,7 +4,7 @@ import { parseWant } from '../options.js';
 import { contentTypeOf } from '../transform.js';
 
 /**
- * @typedef {{ images: ReturnType<typeof import('../images.js').createImages>, config: Record<string, any>,
+ * @typedef {{ images: ReturnType<typeof import('../images.js').createImages>, config: import('@stack/lib/src/config-types.js').OriginConfig,
  *   metrics: import('../metrics.js').OriginMetrics, guard: import('../takedown.js').Guard }} ProxyDeps
  * @typedef {{ headers: Record<string, string>, variant: import('../images.js').Variant }} ProxyAnswer
  */

@@ -12,7 +12,7 @@ const acceptsHeic = (accept) => /image\/hei[cf]/i.test(accept || '');
  * Content-addressed, so the key is a strong ETag and the answer never changes (but for a takedown: 451).
  * An original HEIC is served as it is to a client whose Accept names HEIC, and as a JPEG of its size to the
  * rest (no browser but Safari shows HEIC), with Vary: Accept.
- * @param {{ config: Record<string, any>, guard: import('../takedown.js').Guard,
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, guard: import('../takedown.js').Guard,
  *   images: ReturnType<typeof import('../images.js').createImages> }} deps
  * @returns {import('express').RequestHandler}
  */
@@ -55,7 +55,7 @@ export function serveRoute({ config, guard, images }) {
 /**
  * The original, every pixel of it (within MAX_DIMENSION), as a JPEG: a variant of its own size.
  * @param {import('express').Response} res @param {ReturnType<typeof import('../images.js').createImages>} images
- * @param {Record<string, any>} config @param {import('@stack/lib/src/sources.js').Source} source
+ * @param {import('@stack/lib/src/config-types.js').OriginConfig} config @param {import('@stack/lib/src/sources.js').Source} source
  */
 async function asJpeg(res, images, config, source) {
   const variant = await images.variant(source, { width: config.MAX_DIMENSION, height: config.MAX_DIMENSION, mode: 'fit', format: 'jpeg', accept: '' });

@@ -12,7 +12,7 @@ import { probe, verify } from '../transform.js';
 /**
  * @typedef {{ digest: Buffer, checksum: Buffer | null, sha256: Buffer | null, bytes: number, filename: string }} Received
  *   checksum: the file's sha256 when the signature is over it; sha256: when asked for (a checksum upload, a scrub's record)
- * @typedef {{ store: import('../store/index.js').Store, config: Record<string, any>, metrics: import('../metrics.js').OriginMetrics,
+ * @typedef {{ store: import('../store/index.js').Store, config: import('@stack/lib/src/config-types.js').OriginConfig, metrics: import('../metrics.js').OriginMetrics,
  *   checks: import('../queue.js').TransformQueue, guard: import('../takedown.js').Guard, redis: import('ioredis').Redis,
  *   logger: import('pino').Logger }} UploadDeps
  */

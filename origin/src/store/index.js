@@ -5,7 +5,7 @@ import { S3Store } from './s3.js';
 
 /**
  * The store STORE names: `fs` (DATA_DIR/uploads) or `s3` (a bucket shared by every origin, read through
- * the originals cache). @param {{ config: Record<string, any>, originals: import('../cache/disk-lru.js').DiskLru,
+ * the originals cache). @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, originals: import('../cache/disk-lru.js').DiskLru,
  *   logger: import('pino').Logger, metrics: import('../metrics.js').OriginMetrics }} deps @returns {Store}
  */
 export function createStore({ config, originals, logger, metrics }) {

@@ -1,0 +1,424 @@
+// Generated from the declarations by npm run env-example: each service's settings as loadConfig gives them.
+
+export type OriginConfig = {
+  /** address the origin listens on */
+  ORIGIN_HOST: string;
+  /** port of the origin */
+  ORIGIN_PORT: number;
+  /** Prometheus metrics port of the origin (kept off the public path) */
+  ORIGIN_METRICS_PORT: number;
+  /** pino log level */
+  LOG_LEVEL: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count) */
+  REDIS_URL: string;
+  /** Redis ACL user; the native stack and compose give each service a user of its own (with a password derived from REDIS_PASSWORD) and set this; empty: the default user */
+  REDIS_USERNAME: string;
+  /** Redis's and the sentinels' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env) */
+  REDIS_PASSWORD: string;
+  /** Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL's server */
+  REDIS_SENTINELS: string[];
+  /** the master's name in the sentinels' configuration */
+  REDIS_MASTER_NAME: string;
+  /** replicas that must hold a purge or takedown event before it is acknowledged (WAIT); 0: the master's own disk (appendfsync always) only; 1 with a replica: an acknowledged event survives a failover */
+  REDIS_ACK_REPLICAS: number;
+  /** longest wait for those replicas; then a 503 (the event may still be applied: purges are idempotent) */
+  REDIS_ACK_TIMEOUT_MS: number;
+  /** the public base URL users reach (nginx or the CDN in front of it) */
+  PUBLIC_URL: string;
+  /** Hive API nodes (JSON-RPC), tried in turn */
+  HIVE_API_URLS: string[];
+  /** timeout of one Hive API call */
+  HIVE_API_TIMEOUT_MS: number;
+  /** image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries) */
+  UNWRAP_HOSTS: string[];
+  /** image hosts this one takes over from, that serve /<key>/<name> the images.hive.blog way (e.g. https://images.hive.blog): the origin asks them in turn for an upload key its store lacks and stores the bytes only if they make the key (Hive keys are content addresses); their /<key>/<name> URLs count as uploads of this host everywhere (serving, avatars, takedowns); empty: a missing key is a 404 */
+  UPSTREAM_IMAGE_HOSTS: string[];
+  /** each node reloads the takedown list on every change notice, and checks its version this often besides */
+  TAKEDOWN_POLL_MS: number;
+  /** sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs */
+  SERVED_SOURCES_MAX: number;
+  /** served URLs remembered per source (sizes, formats, spellings) */
+  SERVED_PATHS_PER_SOURCE: number;
+  /** Cache-Control of a 451 (short, so that an unblock shows in browsers too; shared caches are purged) */
+  CACHE_CONTROL_TAKEDOWN: string;
+  /** Redis stream of purge events (webhooks, admin updates, chain follower) */
+  PURGE_STREAM: string;
+  /** uploads and cached originals (a file each) and variants (segment files) live here; put it on a journaled filesystem: ext4 without a journal makes each new file pass over the inodes freed in the last minutes, which costs the origin CPU once the originals cache evicts */
+  DATA_DIR: string;
+  /** where uploads are kept: fs (DATA_DIR/uploads, one origin) or s3 (a bucket every origin shares; DATA_DIR keeps a bounded copy of what was read, in the originals cache) */
+  STORE: "fs" | "s3";
+  /** S3 API endpoint (R2: https://<account>.r2.cloudflarestorage.com, Ceph RGW, MinIO, Garage); empty: AWS S3 of S3_REGION, or in the native stack the embedded versitygw */
+  S3_ENDPOINT: string;
+  /** S3 region (R2: auto) */
+  S3_REGION: string;
+  /** bucket of the uploads (it must exist: the origin refuses to start without it) */
+  S3_BUCKET: string;
+  /** prefix of the object keys (e.g. uploads/ to share a bucket) */
+  S3_PREFIX: string;
+  /** bucket in the path (endpoint/bucket/key: MinIO, Ceph, Garage, versitygw) instead of the host name (AWS virtual-hosted style) */
+  S3_FORCE_PATH_STYLE: boolean;
+  /** S3 access key; empty: the AWS SDK's own chain (AWS_ACCESS_KEY_ID, a profile, the instance or pod role); the native stack generates one for its embedded versitygw */
+  S3_ACCESS_KEY_ID: string;
+  /** S3 secret key */
+  S3_SECRET_ACCESS_KEY: string;
+  /** longest S3 request (connect at most 3 s of it); then a 503 store_unavailable */
+  S3_TIMEOUT_MS: number;
+  /** tries of an S3 request (the SDK's retries with backoff) */
+  S3_MAX_ATTEMPTS: number;
+  /** largest accepted upload (nginx client_max_body_size follows it) */
+  UPLOAD_MAX_BYTES: number;
+  /** Bearer tokens accepted by POST /upload (comma separated); empty disables it */
+  UPLOAD_TOKENS: string[];
+  /** what a stored upload keeps of its metadata: location removes GPS and other location data, the owner's name, serial numbers and the maker note from EXIF, XMP and IPTC, in place (the pixels and every other byte as uploaded; a file that cannot be edited so is stored as a clean re-encode); all keeps only the orientation and the colour profile; none stores the bytes as uploaded. The key is always the uploaded bytes' */
+  UPLOAD_METADATA: "location" | "all" | "none";
+  /** Hive uploads whose signature did not verify (or named no account) one client address may send in ten minutes; past it its uploads are refused before their body is read (a 429), so forged uploads cannot make this origin call the Hive API for each */
+  UPLOAD_FAILURES_PER_CLIENT: number;
+  /** distinct uploads per Hive account over a rolling week (a retried upload of the same bytes counts once); past it a 429 saying when the oldest ages out */
+  UPLOAD_QUOTA_PER_WEEK: number;
+  /** uploads waiting for their check decode (one decode per core at once); past it a 503 with Retry-After */
+  UPLOAD_CHECKS_QUEUE_MAX: number;
+  /** this site's Hivesigner app account: POST /hs/<access token> uploads are taken from users who authorised it; empty: off (404) */
+  HIVESIGNER_APP: string;
+  /** Hivesigner, asked who an access token belongs to (/api/me) */
+  HIVESIGNER_API_URL: string;
+  /** a takedown also deletes the stored upload (off: it is kept, unserved, as a court may ask for evidence) */
+  TAKEDOWN_DELETE_UPLOADS: boolean;
+  /** lifetime of an editor preview token (POST /proxy-auth, as images.hive.blog) */
+  PREVIEW_TOKEN_TTL_S: number;
+  /** how far a /proxy-auth timestamp may be from this server's clock */
+  PREVIEW_CLOCK_SKEW_S: number;
+  /** longest one upstream image host may take to answer a missing upload */
+  UPSTREAM_TIMEOUT_MS: number;
+  /** uploads pulled from one upstream image host at once; past it the next upstream is asked, or a 503 */
+  UPSTREAM_CONCURRENCY: number;
+  /** how long a key every upstream image host answered 404 for is a 404 here without asking again (short: an upload made on the old host while both serve reaches it soon) */
+  UPSTREAM_MISSING_TTL_S: number;
+  /** failures in a row (errors, timeouts; not a 404) after which an upstream image host is not asked for UPSTREAM_BREAKER_COOLDOWN_MS */
+  UPSTREAM_BREAKER_FAILURES: number;
+  /** how long a failing upstream image host is left alone */
+  UPSTREAM_BREAKER_COOLDOWN_MS: number;
+  /** largest remote original fetched */
+  FETCH_MAX_BYTES: number;
+  /** connect timeout of a remote fetch */
+  FETCH_CONNECT_TIMEOUT_MS: number;
+  /** time to the response headers, and the longest pause between body chunks */
+  FETCH_RESPONSE_TIMEOUT_MS: number;
+  /** a remote fetch, all included */
+  FETCH_TOTAL_TIMEOUT_MS: number;
+  /** redirects followed (each target re-checked) */
+  FETCH_MAX_REDIRECTS: number;
+  /** host names or addresses allowed although private or loopback (tests, intranets) */
+  FETCH_ALLOW_PRIVATE_HOSTS: string[];
+  /** User-Agent of remote fetches */
+  FETCH_USER_AGENT: string;
+  /** largest source image (pixels, all frames), read from the header before decoding */
+  MAX_INPUT_PIXELS: number;
+  /** decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libheif and libde265 (Debian's libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; libde265 is one more parser of hostile files) */
+  HEIC_DECODE: boolean;
+  /** most frames in an animated source */
+  MAX_FRAMES: number;
+  /** requested width and height are capped at this */
+  MAX_DIMENSION: number;
+  /** when set, the only widths and heights made (pixels, each at most MAX_DIMENSION): a requested size becomes the next listed one up, the largest past them all, so an image has at most this many sizes per dimension; varnish keys on the same. Hive frontends use 64,128,240,512,640,768,1024,1280,1344,1536 and their pixel-ratio multiples; empty: any size up to MAX_DIMENSION */
+  ALLOWED_SIZES: string[];
+  /** box width when a request gives no size */
+  DEFAULT_WIDTH: number;
+  /** box height when a request gives no size */
+  DEFAULT_HEIGHT: number;
+  /** transforms at once; 0: 2 × cores */
+  TRANSFORM_CONCURRENCY: number;
+  /** transforms waiting; past it an immediate 503 with Retry-After */
+  TRANSFORM_QUEUE_MAX: number;
+  /** queue depth from which avif/auto are encoded as cheaper WebP with a short Cache-Control */
+  TRANSFORM_DEGRADE_DEPTH: number;
+  /** longest a variant not yet cached takes (/p/), fetch, queue and transform included: then a JSON 503 request_timeout (the work goes on and is cached); keep it under HAPROXY_SERVER_TIMEOUT_S so the origin answers first */
+  REQUEST_TIMEOUT_S: number;
+  /** longest transform; a transform in a worker process (TRANSFORM_WORKER_PIXELS) is killed then and its slot is free at once */
+  TRANSFORM_TIMEOUT_S: number;
+  /** largest variant, in pixels of all its frames (a 400 past it): what one request may cost in the encoder */
+  MAX_OUTPUT_PIXELS: number;
+  /** largest AVIF variant, in pixels of all its frames: an AVIF encode costs several times a WebP's per pixel (bench/effort); a larger one negotiated (format=auto or match) is made in WebP, one asked for as format=avif is a 400 */
+  AVIF_MAX_PIXELS: number;
+  /** variants past this many pixels, and every AVIF, are made in a worker process that is killed at TRANSFORM_TIMEOUT_S (libvips cannot stop inside an encoder); smaller ones in the origin's own threads */
+  TRANSFORM_WORKER_PIXELS: number;
+  /** libvips threads per transform; 0: cores ÷ transforms running (a lone transform gets every core, a full house one each) */
+  TRANSFORM_THREADS: number;
+  /** niceness of the threads that transform (all but the event loop), so the request path keeps the CPU under a flood of transforms; 0 leaves them alone */
+  TRANSFORM_NICE: number;
+  /** requests whose box fits in this many pixels (avatars, thumbnails) go ahead in the queue */
+  SMALL_BOX: number;
+  /** disk kept for originals (LRU): fetched remote ones and, with STORE=s3, uploads read from the bucket */
+  ORIGINALS_CACHE_BYTES: number;
+  /** disk kept for encoded variants (LRU; segment files of a 32nd of it, at most 64 MB) */
+  VARIANTS_CACHE_BYTES: number;
+  /** how long "not found / not an image" is remembered */
+  FAILURE_TTL_PERMANENT_S: number;
+  /** how long timeouts, 5xx and connection errors are remembered */
+  FAILURE_TTL_TRANSIENT_S: number;
+  /** decode JPEG originals with the system's libjpeg-turbo (Debian: libturbojpeg0) and encode their WebP variants with its libwebp (libwebp7) instead of the slower builds inside sharp: the same variants for 14-15% less CPU each (README, Encoding); auto: those found, on: both or no start, off: sharp alone */
+  SYSTEM_CODECS: "auto" | "on" | "off";
+  /** JPEG quality (mozjpeg's libjpeg with the standard quantisation tables and optimised Huffman tables) */
+  JPEG_QUALITY: number;
+  /** progressive JPEG (drawn coarse to fine while it loads): about 1.5% fewer bytes for 5-10% more CPU per variant (bench/effort); off: baseline */
+  JPEG_PROGRESSIVE: boolean;
+  /** mozjpeg trellis quantisation and scan optimisation: 11% smaller files at the same quality setting (about 4% at equal SSIM) for 4× the encode time */
+  JPEG_TRELLIS: boolean;
+  /** WebP quality */
+  WEBP_QUALITY: number;
+  /** WebP encoder effort (0-6; 1 when degraded under a deep queue): bench/effort */
+  WEBP_EFFORT: number;
+  /** AVIF quality */
+  AVIF_QUALITY: number;
+  /** AVIF encoder effort (0-9): 3 makes the same bytes as 4 for under a third of the CPU (bench/effort) */
+  AVIF_EFFORT: number;
+  /** format=match (the default, what condenser's /WxH/ and ecency's URLs ask) negotiated from Accept as auto is: AVIF or WebP (an animation as animated WebP, a screenshot or drawing as lossless WebP) to a client that takes them, the source's format to one that does not (a crawler, curl); false: always the source's format */
+  NEGOTIATE_MATCH: boolean;
+  /** transform slots a warmer's request (X-Warm: 1, the purge service's WARM) leaves free for readers: it is made only when nothing waits and more than this many slots are free, else a 429 warm_deferred it retries later */
+  WARM_FREE_SLOTS: number;
+  /** format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode */
+  AUTO_AVIF_FIRST_ANSWER: boolean;
+  /** AVIF encodes waiting for idle capacity; past it (or when the transform queue is full) they are dropped and asked again by the next request */
+  BACKGROUND_ENCODES_MAX: number;
+  /** whether the CDN in front keeps one copy per Accept (honours Vary: Accept, e.g. Cloudflare with "Vary for Images"); false: format=auto answers carry CDN-Cache-Control and Cloudflare-CDN-Cache-Control: no-store, so a CDN never serves an AVIF to a browser that cannot decode it (varnish still caches one per Accept class) */
+  CDN_VARY_ACCEPT: boolean;
+  /** Cache-Control of originals and variants */
+  CACHE_CONTROL_IMMUTABLE: string;
+  /** Cache-Control of 4xx answers (negative caching) */
+  CACHE_CONTROL_NEGATIVE: string;
+  /** Cache-Control of a format=auto first answer in WebP while its AVIF is made: short, so varnish asks again once the AVIF can be there */
+  CACHE_CONTROL_FIRST_ANSWER: string;
+  /** Cache-Control of a variant degraded under load */
+  CACHE_CONTROL_DEGRADED: string;
+};
+
+export type AvatarResolverConfig = {
+  /** address the avatar-resolver listens on */
+  AVATAR_RESOLVER_HOST: string;
+  /** port of the avatar-resolver */
+  AVATAR_RESOLVER_PORT: number;
+  /** Prometheus metrics port of the avatar-resolver (kept off the public path) */
+  AVATAR_RESOLVER_METRICS_PORT: number;
+  /** pino log level */
+  LOG_LEVEL: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count) */
+  REDIS_URL: string;
+  /** Redis ACL user; the native stack and compose give each service a user of its own (with a password derived from REDIS_PASSWORD) and set this; empty: the default user */
+  REDIS_USERNAME: string;
+  /** Redis's and the sentinels' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env) */
+  REDIS_PASSWORD: string;
+  /** Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL's server */
+  REDIS_SENTINELS: string[];
+  /** the master's name in the sentinels' configuration */
+  REDIS_MASTER_NAME: string;
+  /** replicas that must hold a purge or takedown event before it is acknowledged (WAIT); 0: the master's own disk (appendfsync always) only; 1 with a replica: an acknowledged event survives a failover */
+  REDIS_ACK_REPLICAS: number;
+  /** longest wait for those replicas; then a 503 (the event may still be applied: purges are idempotent) */
+  REDIS_ACK_TIMEOUT_MS: number;
+  /** the public base URL users reach (nginx or the CDN in front of it) */
+  PUBLIC_URL: string;
+  /** Hive API nodes (JSON-RPC), tried in turn */
+  HIVE_API_URLS: string[];
+  /** timeout of one Hive API call */
+  HIVE_API_TIMEOUT_MS: number;
+  /** image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries) */
+  UNWRAP_HOSTS: string[];
+  /** image hosts this one takes over from, that serve /<key>/<name> the images.hive.blog way (e.g. https://images.hive.blog): the origin asks them in turn for an upload key its store lacks and stores the bytes only if they make the key (Hive keys are content addresses); their /<key>/<name> URLs count as uploads of this host everywhere (serving, avatars, takedowns); empty: a missing key is a 404 */
+  UPSTREAM_IMAGE_HOSTS: string[];
+  /** each node reloads the takedown list on every change notice, and checks its version this often besides */
+  TAKEDOWN_POLL_MS: number;
+  /** sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs */
+  SERVED_SOURCES_MAX: number;
+  /** served URLs remembered per source (sizes, formats, spellings) */
+  SERVED_PATHS_PER_SOURCE: number;
+  /** Cache-Control of a 451 (short, so that an unblock shows in browsers too; shared caches are purged) */
+  CACHE_CONTROL_TAKEDOWN: string;
+  /** Redis stream of purge events (webhooks, admin updates, chain follower) */
+  PURGE_STREAM: string;
+  /** where account → image mappings come from */
+  AVATAR_SOURCE: "local" | "hive" | "http";
+  /** http source: your app's user endpoint, {account} is replaced */
+  AVATAR_HTTP_URL: string;
+  /** http source: JSON path of the avatar URL */
+  AVATAR_HTTP_AVATAR_PATH: string;
+  /** http source: JSON path of the cover URL */
+  AVATAR_HTTP_COVER_PATH: string;
+  /** image for accounts without an avatar; empty: the resolver's built-in silhouette */
+  AVATAR_DEFAULT_URL: string;
+  /** Bearer token of PUT /admin/accounts/<account> (local source); empty disables it */
+  AVATAR_ADMIN_TOKEN: string;
+  /** how long a resolved mapping is trusted in Redis (the purge service deletes it on change) */
+  AVATAR_CACHE_TTL_S: number;
+  /** how long "no such account" is remembered */
+  AVATAR_NEGATIVE_TTL_S: number;
+  /** in-process LRU entries in front of Redis */
+  AVATAR_MEMORY_ENTRIES: number;
+  /** in-process LRU lifetime (purges also evict it at once, by Redis pub/sub) */
+  AVATAR_MEMORY_TTL_MS: number;
+  /** most accounts in one upstream call */
+  AVATAR_BATCH_MAX: number;
+  /** how long misses wait to be batched together (small next to an upstream round trip) */
+  AVATAR_BATCH_WAIT_MS: number;
+  /** timeout of one upstream lookup */
+  AVATAR_UPSTREAM_TIMEOUT_MS: number;
+  /** consecutive upstream failures that open the circuit */
+  AVATAR_BREAKER_FAILURES: number;
+  /** how long the circuit stays open before one trial call */
+  AVATAR_BREAKER_COOLDOWN_MS: number;
+  /** prefix of redirect targets; empty: relative /p/… on the host that was asked */
+  AVATAR_REDIRECT_BASE: string;
+  /** Cache-Control of the 301 from another spelling of an avatar URL (an unknown size, a trailing slash) to its one URL */
+  CACHE_CONTROL_SPELLING: string;
+  /** Cache-Control of avatar and cover 302s (shared caches are purged on change) */
+  CACHE_CONTROL_REDIRECT: string;
+  /** Cache-Control of a 302 made from a stale mapping or the default while the upstream is down */
+  CACHE_CONTROL_DEGRADED_REDIRECT: string;
+  /** Cache-Control of 4xx answers (negative caching) */
+  CACHE_CONTROL_NEGATIVE: string;
+};
+
+export type PurgeServiceConfig = {
+  /** address the purge-service listens on */
+  PURGE_SERVICE_HOST: string;
+  /** port of the purge-service */
+  PURGE_SERVICE_PORT: number;
+  /** Prometheus metrics port of the purge-service (kept off the public path) */
+  PURGE_SERVICE_METRICS_PORT: number;
+  /** pino log level */
+  LOG_LEVEL: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count) */
+  REDIS_URL: string;
+  /** Redis ACL user; the native stack and compose give each service a user of its own (with a password derived from REDIS_PASSWORD) and set this; empty: the default user */
+  REDIS_USERNAME: string;
+  /** Redis's and the sentinels' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env) */
+  REDIS_PASSWORD: string;
+  /** Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL's server */
+  REDIS_SENTINELS: string[];
+  /** the master's name in the sentinels' configuration */
+  REDIS_MASTER_NAME: string;
+  /** replicas that must hold a purge or takedown event before it is acknowledged (WAIT); 0: the master's own disk (appendfsync always) only; 1 with a replica: an acknowledged event survives a failover */
+  REDIS_ACK_REPLICAS: number;
+  /** longest wait for those replicas; then a 503 (the event may still be applied: purges are idempotent) */
+  REDIS_ACK_TIMEOUT_MS: number;
+  /** the public base URL users reach (nginx or the CDN in front of it) */
+  PUBLIC_URL: string;
+  /** Hive API nodes (JSON-RPC), tried in turn */
+  HIVE_API_URLS: string[];
+  /** timeout of one Hive API call */
+  HIVE_API_TIMEOUT_MS: number;
+  /** image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries) */
+  UNWRAP_HOSTS: string[];
+  /** image hosts this one takes over from, that serve /<key>/<name> the images.hive.blog way (e.g. https://images.hive.blog): the origin asks them in turn for an upload key its store lacks and stores the bytes only if they make the key (Hive keys are content addresses); their /<key>/<name> URLs count as uploads of this host everywhere (serving, avatars, takedowns); empty: a missing key is a 404 */
+  UPSTREAM_IMAGE_HOSTS: string[];
+  /** each node reloads the takedown list on every change notice, and checks its version this often besides */
+  TAKEDOWN_POLL_MS: number;
+  /** sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs */
+  SERVED_SOURCES_MAX: number;
+  /** served URLs remembered per source (sizes, formats, spellings) */
+  SERVED_PATHS_PER_SOURCE: number;
+  /** Cache-Control of a 451 (short, so that an unblock shows in browsers too; shared caches are purged) */
+  CACHE_CONTROL_TAKEDOWN: string;
+  /** Redis stream of purge events (webhooks, admin updates, chain follower) */
+  PURGE_STREAM: string;
+  /** webhook HMAC-SHA256 keys, comma separated (several during a rotation); empty refuses every webhook */
+  PURGE_HMAC_KEYS: string[];
+  /** webhook X-Timestamp must be this close to now; a signature is accepted once within it */
+  PURGE_TIMESTAMP_TOLERANCE_S: number;
+  /** Bearer token of the dead-letter admin endpoints; empty disables them */
+  PURGE_ADMIN_TOKEN: string;
+  /** consumer group of the purge stream */
+  PURGE_GROUP: string;
+  /** this worker's consumer name: keep it stable so a restart resumes its own pending events */
+  PURGE_CONSUMER: string;
+  /** stream of events that failed every attempt */
+  PURGE_DEAD_STREAM: string;
+  /** events read at once; events for one account in a batch are coalesced into one purge */
+  PURGE_BATCH: number;
+  /** batches purged at once (a slow CDN does not stall varnish purges of later batches) */
+  PURGE_CONCURRENCY: number;
+  /** attempts per target before the events go to the dead-letter stream */
+  PURGE_MAX_ATTEMPTS: number;
+  /** first retry delay (doubles each attempt, with jitter) */
+  PURGE_RETRY_BASE_MS: number;
+  /** longest retry delay */
+  PURGE_RETRY_MAX_MS: number;
+  /** pending events of another (crashed) consumer idle this long are claimed */
+  PURGE_CLAIM_IDLE_MS: number;
+  /** varnish nodes (host:port), or unix:<path> of a node's purge socket; a name resolving to several addresses purges each; the native stack: its varnish's purge socket (STACK_DIR/run/purge/varnish.sock) */
+  PURGE_VARNISH_NODES: string[];
+  /** how often purges a varnish node missed (it was down or refused) are sent to it again, oldest first */
+  PURGE_NODE_RETRY_MS: number;
+  /** a missed purge older than this is dropped (a node away that long restarts with an empty cache) */
+  PURGE_NODE_MAX_AGE_S: number;
+  /** soft-purge xkeys (objects stay for grace) instead of removing them */
+  PURGE_XKEY_SOFT: boolean;
+  /** timeout of one purge call to varnish or the CDN */
+  PURGE_TIMEOUT_MS: number;
+  /** public bases whose avatar URLs are purged at the CDN; empty: PUBLIC_URL */
+  CDN_PURGE_BASES: string[];
+  /** Cloudflare API base (tests point it at a local server) */
+  CLOUDFLARE_API_BASE: string;
+  /** Cloudflare zone; empty: no CDN purge */
+  CLOUDFLARE_ZONE_ID: string;
+  /** Cloudflare API token with Cache Purge permission */
+  CLOUDFLARE_API_TOKEN: string;
+  /** URLs per purge call (the plan's limit) */
+  CLOUDFLARE_URLS_PER_CALL: number;
+  /** purge calls per second (token bucket matching the plan's rate limit) */
+  CLOUDFLARE_CALLS_PER_SECOND: number;
+  /** purge calls allowed in a burst */
+  CLOUDFLARE_BURST: number;
+  /** JSON lists files ({"images","keys","urls","domains","patterns","accounts"}: arrays) whose entries are blocked; edits take effect without a restart */
+  TAKEDOWN_FILES: string[];
+  /** how often the takedown files are checked besides file-change notices */
+  TAKEDOWN_FILE_POLL_MS: number;
+  /** remote lists polled for takedowns (the same JSON shape; ecency's images/accounts/domains lists read as they are) */
+  TAKEDOWN_LIST_URLS: string[];
+  /** how often each remote list is fetched (a failed fetch keeps its last entries) */
+  TAKEDOWN_LIST_POLL_S: number;
+  /** largest takedown file or remote list read */
+  TAKEDOWN_LIST_MAX_BYTES: number;
+  /** entries in one admin call (a file or a list may hold more) */
+  TAKEDOWN_MAX_ENTRIES: number;
+  /** largest admin API body */
+  TAKEDOWN_BODY_MAX_BYTES: number;
+  /** audit records kept (oldest trimmed first) */
+  TAKEDOWN_AUDIT_MAX: number;
+  /** a takedown purge waits at most this long for every live node to hold the new list (so nothing re-caches what the purge removed) */
+  TAKEDOWN_SETTLE_TIMEOUT_MS: number;
+  /** follow the Hive chain: account_update(2) ops that change a profile image queue purges */
+  HIVE_FOLLOW: boolean;
+  /** first block when no cursor is stored; 0: the head block */
+  HIVE_FOLLOW_START_BLOCK: number;
+  /** with HIVE_FOLLOW: each new post's and edit's images are fetched, kept and made in the sizes the frontends ask first (WARM_PATHS) as it is published, on the origin's idle capacity, so the first reader gets cache hits */
+  WARM: boolean;
+  /** where the warmer asks for images, as a reader would (the native stack and compose set it to their nginx) */
+  WARM_EDGE_URL: string;
+  /** the URLs the frontends ask for a post's image ({url}: as it is, {base58}: encoded), each warmed: condenser's post body (768x0) and feed thumbnail (256x512), ecency's body (format=match, fit) */
+  WARM_PATHS: string[];
+  /** the Accept classes each URL is warmed for (negotiated answers vary by Accept) */
+  WARM_ACCEPTS: string[];
+  /** images of one post warmed (json_metadata.image first, then the body's); the rest is left to its readers */
+  WARM_MAX_IMAGES_PER_POST: number;
+  /** images of one author warmed in an hour */
+  WARM_AUTHOR_IMAGES_PER_HOUR: number;
+  /** images warmed in a minute, every author together (past it they are skipped: readers make them) */
+  WARM_IMAGES_PER_MINUTE: number;
+  /** bytes of variants warmed a day (UTC); past it warming stops until the next day */
+  WARM_MAX_BYTES_PER_DAY: number;
+  /** authors whose posts are never warmed */
+  WARM_SKIP_AUTHORS: string[];
+  /** image hosts (and their subdomains) never warmed */
+  WARM_SKIP_DOMAINS: string[];
+  /** how long one image waits for the origin's idle capacity (its 429 warm_deferred) before it is left to its readers */
+  WARM_DEFER_MAX_S: number;
+  /** one warm request, all included */
+  WARM_TIMEOUT_MS: number;
+  /** Redis stream of posts to warm */
+  WARM_STREAM: string;
+  /** posts the warm stream keeps (oldest trimmed first when the warmer lags) */
+  WARM_STREAM_MAX: number;
+  /** consumer group of the warmers (several purge services share the posts) */
+  WARM_GROUP: string;
+  /** how often the head block is polled (Hive makes a block every 3 s) */
+  HIVE_FOLLOW_POLL_MS: number;
+};
