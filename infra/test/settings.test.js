@@ -85,7 +85,9 @@ test('the typecheck refuses a misspelt setting where a module names its service\
     fs.writeFileSync(file, `/** @param {import('${ROOT}/lib/src/config-types.js').OriginConfig} config */\n`
       + 'export const limits = (config) => [config.UPLOAD_MAX_BYTES, config.UPLOAD_MAX_BYTE];\n');
     const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit', '--allowJs', '--checkJs', '--strict',
-      '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--skipLibCheck', '--types', 'node', file], { encoding: 'utf8', cwd: ROOT });
+      '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--skipLibCheck', '--types', 'node', file],
+      // tsc turns on node's compile cache, which would live in TMPDIR past the test
+      { encoding: 'utf8', cwd: ROOT, env: { ...process.env, NODE_DISABLE_COMPILE_CACHE: '1' } });
     assert.equal(tsc.status, 2, tsc.stdout);
     assert.match(tsc.stdout, /Property 'UPLOAD_MAX_BYTE' does not exist on type 'OriginConfig'\. Did you mean 'UPLOAD_MAX_BYTES'\?/);
     assert.equal(tsc.stdout.trim().split('\n').length, 1, 'the right name passes');
