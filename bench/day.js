@@ -4,7 +4,8 @@
 // transforms per second and p50/p99 per route class as the client saw them.
 // With a publish stream (#41): new posts arrive on the local Hive node stand-in (one with three new
 // photographs every POST_EVERY_S, plus one post of 200 images and a burst of 50 posts half-way), and readers
-// follow them: each new image's first view READ_AFTER_S after its block, as condenser asks for it. The day
+// follow them: the post's thumbnail, then each image, first viewed READ_AFTER_S after its block, as
+// condenser asks for them. The day
 // runs twice, the warmer off and on (WARM), and the report compares the first views' hit ratio and
 // latency and the other misses' p99.
 //   node bench/day.js [--quick]
@@ -21,7 +22,9 @@ import { runChild } from './load-child.js';
 import { machine, percentile, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
-const SIZES = ['width=320', 'width=640', 'width=1280', 'width=256&height=256&mode=cover'];
+// the frontends' URLs (#40): condenser's /768x0/ and /256x512/ (their 301s' targets), ecency's body and
+// thumbnail; all format=match, negotiated by Accept
+const SIZES = ['format=match&mode=fit&width=768', 'format=match&mode=fit&width=256&height=512', 'format=match&mode=fit', 'format=match&mode=fit&width=640'];
 // the browsers of the day, by what they accept (about 2026's shares: AVIF everywhere but old Safari and Edge)
 const BROWSERS = [
   { share: 0.85, accept: 'image/avif,image/webp,image/apng,*/*;q=0.8' },
@@ -109,17 +112,17 @@ const READ_AFTER_S = [10, 30];
 function publishStream({ seconds, rate, next }) {
   /** @type {Array<{ at: number, posts: Array<{ author: string, images: number[] }> }>} */
   const blocks = [];
-  /** @type {Array<{ index: number, image: number }>} */
+  /** @type {Array<{ index: number, image: number, thumbnail: boolean }>} */
   const firstViews = [];
   let image = 0;
   const last = seconds - READ_AFTER_S[1] - 3;
   for (let at = 3; at < last; at += POST_EVERY_S) {
     const images = [image++, image++, image++];
     blocks.push({ at, posts: [{ author: `writer-${blocks.length}`, images }] });
-    for (const one of images) {
-      const readAt = at + READ_AFTER_S[0] + next() * (READ_AFTER_S[1] - READ_AFTER_S[0]);
-      firstViews.push({ index: Math.floor(readAt * rate), image: one });
-    }
+    // a feed shows the post's thumbnail; a reader opens it and sees each image at condenser's body width
+    const readAt = at + READ_AFTER_S[0] + next() * (READ_AFTER_S[1] - READ_AFTER_S[0]);
+    firstViews.push({ index: Math.floor((readAt - 3) * rate), image: images[0], thumbnail: true });
+    for (const one of images) firstViews.push({ index: Math.floor((readAt + next() * 3) * rate), image: one, thumbnail: false });
   }
   // half-way the warmer gets busy: a post of 200 images and a burst of 50 posts (not read: load only)
   const middle = Math.floor(seconds / 2);
@@ -171,10 +174,11 @@ async function measureDay({ warm }) {
     const requests = day.map((entry) => {
       if (entry.kind === 'upload') return { kind: 'upload', path: '/upload', upload: entry.upload };
       if (entry.kind === 'avatar') return { kind: 'avatar', path: `/u/user-${entry.account}/avatar` };
-      return { kind: 'image', path: `/p/${base58Url.encode(urls[/** @type {number} */ (entry.image)])}?${entry.size}&format=auto`, accept: entry.accept };
+      return { kind: 'image', path: `/p/${base58Url.encode(urls[/** @type {number} */ (entry.image)])}?${entry.size}`, accept: entry.accept };
     });
     for (const view of stream.firstViews) {
-      requests[view.index] = { kind: 'new post, first view', path: `/p/${base58Url.encode(freshUrls[view.image])}?format=match&mode=fit&width=768`, accept: BROWSERS[0].accept };
+      const size = view.thumbnail ? 'width=256&height=512' : 'width=768';
+      requests[view.index] = { kind: 'new post, first view', path: `/p/${base58Url.encode(freshUrls[view.image])}?format=match&mode=fit&${size}`, accept: BROWSERS[0].accept };
     }
     const publishedAt = performance.now();
     for (const block of stream.blocks) {
@@ -223,8 +227,8 @@ function warmSections(off, on) {
   const offMiss = off.classes['image miss, all']?.p99 || 0;
   const onMiss = on.classes['image miss, all']?.p99 || 0;
   return [{
-    heading: `New posts read as they are published (a post of three new photographs every ${POST_EVERY_S} s, each first viewed ${READ_AFTER_S[0]}–${READ_AFTER_S[1]} s after its block at condenser's /768x0/ in an AVIF browser; half-way one post of 200 images and a burst of 50 posts), the warmer off and on (target: at least 95 % of first views cache hits; other misses' p99 within 10 % of the run without the warmer)`,
-    text: `Other image misses' p99 with the warmer on: ${onMiss} ms against ${offMiss} ms without (${offMiss ? `${(((onMiss - offMiss) / offMiss) * 100).toFixed(1)} %` : 'n/a'}).`,
+    heading: `New posts read as they are published (a post of three new photographs every ${POST_EVERY_S} s, its feed thumbnail and each image first viewed ${READ_AFTER_S[0]}–${READ_AFTER_S[1]} s after its block at condenser's /256x512/ and /768x0/ in an AVIF browser; half-way one post of 200 images and a burst of 50 posts), the warmer off and on (target: at least 95 % of first views cache hits; other misses' p99 within 10 % of the run without the warmer)`,
+    text: `Other image misses' p99 with the warmer on: ${Math.round(onMiss)} ms against ${Math.round(offMiss)} ms without (${offMiss ? `${(((onMiss - offMiss) / offMiss) * 100).toFixed(1)} %` : 'n/a'}).`,
     table: {
       columns: ['warmer', 'first views', 'cache hits', 'first view p50 ms', 'first view p99 ms', 'other misses p99 ms', 'all images p99 ms', 'images warmed / skipped / failed'],
       rows: [row(off, 'off'), row(on, 'on')],
@@ -240,7 +244,7 @@ export function daySections(result) {
   const { layers } = result;
   const resolverTotal = Object.values(layers.resolver).reduce((sum, value) => sum + value, 0);
   return [{
-    heading: `A realistic day: ${result.requests} requests in ${result.seconds.toFixed(0)} s (${result.rate}/s), ${result.images} photographs × ${SIZES.length} sizes (Zipf s=1.0), ${result.accounts} accounts (Zipf s=1.1), 1.5% uploads, format=auto from browsers ${BROWSERS.map((b) => `${Math.round(b.share * 100)} % \`${b.accept.split(',')[0]}\``).join(', ')}`,
+    heading: `A realistic day: ${result.requests} requests in ${result.seconds.toFixed(0)} s (${result.rate}/s), ${result.images} photographs × ${SIZES.length} sizes (Zipf s=1.0), ${result.accounts} accounts (Zipf s=1.1), 1.5% uploads, the frontends' format=match URLs from browsers ${BROWSERS.map((b) => `${Math.round(b.share * 100)} % \`${b.accept.split(',')[0]}\``).join(', ')}`,
     table: {
       columns: ['layer', 'hit ratio (hits / lookups)'],
       rows: [

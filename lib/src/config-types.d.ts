@@ -173,8 +173,10 @@ export type OriginConfig = {
   AVIF_EFFORT: number;
   /** format=match (the default, what condenser's /WxH/ and ecency's URLs ask) negotiated from Accept as auto is: AVIF or WebP (an animation as animated WebP, a screenshot or drawing as lossless WebP) to a client that takes them, the source's format to one that does not (a crawler, curl); false: always the source's format */
   NEGOTIATE_MATCH: boolean;
-  /** transform slots a warmer's request (X-Warm: 1, the purge service's WARM) leaves free for readers: it is made only when nothing waits and more than this many slots are free, else a 429 warm_deferred it retries later */
+  /** transform slots a warmer's request (X-Warm: 1, the purge service's WARM) leaves free for readers: it waits in a lane behind every reader's transform and starts only while this many slots stay free after it */
   WARM_FREE_SLOTS: number;
+  /** warmer's transforms waiting at once; past it, or while the queue is deep (TRANSFORM_DEGRADE_DEPTH), a 429 warm_deferred the warmer retries later */
+  WARM_QUEUE_MAX: number;
   /** format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode */
   AUTO_AVIF_FIRST_ANSWER: boolean;
   /** AVIF encodes waiting for idle capacity; past it (or when the transform queue is full) they are dropped and asked again by the next request */
@@ -393,8 +395,14 @@ export type PurgeServiceConfig = {
   WARM: boolean;
   /** where the warmer asks for images, as a reader would (the native stack and compose set it to their nginx) */
   WARM_EDGE_URL: string;
-  /** the URLs the frontends ask for a post's image ({url}: as it is, {base58}: encoded), each warmed: condenser's post body (768x0) and feed thumbnail (256x512), ecency's body (format=match, fit) */
+  /** the URLs the frontends ask for each image of a post ({url}: as it is, {base58}: encoded): condenser's post body (768x0), ecency's (format=match, fit) */
   WARM_PATHS: string[];
+  /** the URLs the feeds ask for a post's first image (its thumbnail): condenser's 256x512 */
+  WARM_THUMBNAIL_PATHS: string[];
+  /** images warmed at once (the origin still makes their variants behind every reader's) */
+  WARM_CONCURRENCY: number;
+  /** a post older than this when the warmer reaches it (a backlog after downtime, a burst) is left to its readers */
+  WARM_MAX_AGE_S: number;
   /** the Accept classes each URL is warmed for (negotiated answers vary by Accept) */
   WARM_ACCEPTS: string[];
   /** images of one post warmed (json_metadata.image first, then the body's); the rest is left to its readers */

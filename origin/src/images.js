@@ -103,18 +103,19 @@ export function createImages(deps) {
   }
 
   /**
-   * A variant a warmer asks for before any reader (X-Warm): made in full (no first-answer fallback) and only
-   * on room nobody else needs (queue.roomFor), else a 429 the warmer retries after. @param {Source} source
-   * @param {Want} want @param {string} key @returns {Promise<Variant>}
+   * A variant a warmer asks for before any reader (X-Warm): made in full (no first-answer fallback) in the
+   * queue's later lane, behind every reader's transform and never in the last free slots; while the queue is
+   * deep (TRANSFORM_DEGRADE_DEPTH) or that lane is full, a 429 the warmer retries after.
+   * @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>}
    */
   function warmVariant(source, want, key) {
-    if (!flight.has('transform', key) && !queue.roomFor(config.WARM_FREE_SLOTS)) {
+    if (!flight.has('transform', key) && (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH || !queue.laterHasRoom)) {
       metrics.warm.inc({ result: 'deferred' });
-      throw new HttpError(429, 'warm_deferred', { reason: 'no idle transform capacity' }, { 'Retry-After': '2' });
+      throw new HttpError(429, 'warm_deferred', { reason: 'the transform queue is busy with readers' }, { 'Retry-After': '2' });
     }
     metrics.warm.inc({ result: 'made' });
     return withinDeadline(flight('transform', key, async () => {
-      const made = await makeVariant(source, want, key, true);
+      const made = await makeVariant(source, want, key, true, true);
       await originals.keep(source);
       return made;
     }), config.REQUEST_TIMEOUT_S);
@@ -125,15 +126,15 @@ export function createImages(deps) {
    * of failing as a bad image. `later`: the background encode of what a first answer fell back from.
    * @param {Source} source @param {Want} want @param {string} key @param {boolean} [later] @returns {Promise<Variant>}
    */
-  async function makeVariant(source, want, key, later = false) {
+  async function makeVariant(source, want, key, later = false, warm = false) {
     try {
-      return await makeVariantOnce(source, want, key, later);
+      return await makeVariantOnce(source, want, key, later, warm);
     } catch (err) {
       if (!isGone(err)) throw err;
       // an upload's own file (STORE=fs) is the upload: gone is gone; a copy of the bucket's is read again
       if (source.uploadKey && !store.copies) throw err;
       originals.forgetCached(source);
-      return makeVariantOnce(source, want, key, later);
+      return makeVariantOnce(source, want, key, later, warm);
     }
   }
 
@@ -158,8 +159,11 @@ export function createImages(deps) {
     return '';
   }
 
-  /** @param {Source} source @param {Want} want @param {string} key @param {boolean} later @returns {Promise<Variant>} */
-  async function makeVariantOnce(source, want, key, later) {
+  /**
+   * @param {Source} source @param {Want} want @param {string} key @param {boolean} later
+   * @param {boolean} warm a warmer's: in the queue's later lane @returns {Promise<Variant>}
+   */
+  async function makeVariantOnce(source, want, key, later, warm) {
     // refused before any fetch, stat or probe: under overload a refusal must stay cheap
     if (queue.full) throw queue.overloaded();
     /** @type {Timings} */
@@ -205,7 +209,8 @@ export function createImages(deps) {
       const started = performance.now();
       const timer = setTimeout(() => expire(transformTimeout()), config.TRANSFORM_TIMEOUT_S * 1000);
       try {
-        const threads = config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
+        // a warmer's on one thread: a reader's transform that starts meanwhile finds a core free
+        const threads = warm ? 1 : config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
         const output = inWorker(p)
           ? await workers.run(file, p, { ...plainEncoder, threads }, config.TRANSFORM_TIMEOUT_S * 1000)
           : await transform(file, p, { ...encoder, threads });
@@ -214,7 +219,7 @@ export function createImages(deps) {
       } finally {
         clearTimeout(timer);
       }
-    }, small, release).then(async ({ value, waitMs }) => {
+    }, small, release, warm).then(async ({ value, waitMs }) => {
       timings.queue = waitMs;
       metrics.queueWait.observe(waitMs / 1000);
       metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);

@@ -2,17 +2,24 @@ import { HttpError } from '@stack/lib';
 
 /**
  * Bounded work: at most `concurrency` tasks at once, at most `maxQueued` waiting (small ones first),
- * past that an immediate 503 with Retry-After, so memory stays flat under any burst.
+ * past that an immediate 503 with Retry-After, so memory stays flat under any burst. Work nobody waits for
+ * (a warmer's) has a lane of its own behind every reader's task: it starts only while nothing else waits
+ * and `keepFree` slots stay free after it, at most `laterMax` of it waiting.
  */
 export class TransformQueue {
   /**
    * `refusal`: what a refused task is told (reason, Retry-After seconds).
    * @param {{ concurrency: number, maxQueued: number, onChange?: (queue: TransformQueue) => void,
-   *   refusal?: { reason: string, retryAfterS: number } }} options
+   *   refusal?: { reason: string, retryAfterS: number }, keepFree?: number, laterMax?: number }} options
    */
-  constructor({ concurrency, maxQueued, onChange = () => {}, refusal = { reason: 'transform_queue_full', retryAfterS: 2 } }) {
+  constructor({ concurrency, maxQueued, onChange = () => {}, refusal = { reason: 'transform_queue_full', retryAfterS: 2 }, keepFree = 1, laterMax = 8 }) {
     this.concurrency = concurrency;
     this.maxQueued = maxQueued;
+    // slots a later task may fill: all but keepFree (a one-slot machine: its slot, when nothing else waits)
+    this.laterSlots = Math.max(1, concurrency - keepFree);
+    this.laterMax = laterMax;
+    /** @type {Array<() => void>} */
+    this.later = [];
     this.onChange = onChange;
     this.refusal = refusal;
     this.running = 0;
@@ -32,13 +39,14 @@ export class TransformQueue {
     return this.running < this.concurrency && this.depth === 0 && this.reserved === 0;
   }
 
-  /**
-   * Room for work nobody waits for (a warmer's request): nothing queued or reserved, and `keepFree` slots
-   * left free for readers after it (but on a one-slot machine, the slot when it is free).
-   * @param {number} keepFree
-   */
-  roomFor(keepFree) {
-    return this.depth === 0 && this.reserved === 0 && this.running < Math.max(1, this.concurrency - keepFree);
+  /** Whether a later task may take a slot now: no reader's task waits, and keepFree slots stay free. */
+  get laterMayRun() {
+    return this.depth === 0 && this.running < this.laterSlots;
+  }
+
+  /** Whether the later lane has room for one more task. */
+  get laterHasRoom() {
+    return this.later.length < this.laterMax;
   }
 
   /** True when a new task would be refused: checked before any I/O, so a refusal costs nothing. */
@@ -72,15 +80,16 @@ export class TransformQueue {
    * @param {() => Promise<T>} task
    * @param {boolean} small
    * @param {() => void} [release] the task's reservation, exchanged for its place in the queue
+   * @param {boolean} [later] work nobody waits for: in the later lane (its caller checked laterHasRoom)
    * @returns {Promise<{ value: T, waitMs: number }>}
    */
-  async run(task, small, release) {
+  async run(task, small, release, later = false) {
     const queuedAt = performance.now();
     release?.();
     if (this.full) throw this.overloaded();
-    if (this.running >= this.concurrency) {
+    if (later ? !this.laterMayRun : this.running >= this.concurrency) {
       await new Promise((resolve) => {
-        (small ? this.small : this.large).push(() => resolve(null));
+        (later ? this.later : small ? this.small : this.large).push(() => resolve(null));
         this.onChange(this);
       });
     }
@@ -91,7 +100,7 @@ export class TransformQueue {
       return { value: await task(), waitMs };
     } finally {
       this.running -= 1;
-      const next = this.small.shift() || this.large.shift();
+      const next = this.small.shift() || this.large.shift() || (this.laterMayRun ? this.later.shift() : undefined);
       next?.();
       this.onChange(this);
     }

@@ -55,6 +55,8 @@ await runService({
     const queue = new TransformQueue({
       concurrency,
       maxQueued: config.TRANSFORM_QUEUE_MAX,
+      keepFree: config.WARM_FREE_SLOTS,
+      laterMax: config.WARM_QUEUE_MAX,
       onChange: (q) => {
         metrics.queueDepth.set(q.depth);
         metrics.inFlight.set(q.running);

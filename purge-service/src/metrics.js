@@ -31,7 +31,7 @@ export function createPurgeMetrics(registry, queue) {
     async collect() { this.set(await redis.xlen(deadStream).catch(() => 0)); },
   });
   return {
-    warmed: new client.Counter({ name: 'purge_warm_images_total', help: 'New posts\' images by what the warmer did: warmed, skipped (by reason: post_cap, author_rate, rate, bytes_cap, author, domain, seen, blocked) or failed (busy: the origin had no idle capacity in time; status_<code>, error)', labelNames: ['result', 'reason'], registers }),
+    warmed: new client.Counter({ name: 'purge_warm_images_total', help: 'New posts\' images by what the warmer did: warmed, skipped (by reason: post_cap, author_rate, rate, bytes_cap, author, domain, seen, stale, blocked) or failed (busy: the origin had no idle capacity in time; status_<code>, error)', labelNames: ['result', 'reason'], registers }),
     warmPosts: new client.Counter({ name: 'purge_warm_posts_total', help: 'Posts the warmer went through', registers }),
     received: new client.Counter({ name: 'purge_events_received_total', help: 'Webhook calls and chain events received, by source and result', labelNames: ['source', 'result'], registers }),
     queued: new client.Counter({ name: 'purge_events_queued_total', help: 'Events durably queued', labelNames: ['source'], registers }),

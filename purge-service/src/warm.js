@@ -1,11 +1,12 @@
 // Ready before the first reader (#41): the chain follower (hive-follow.js) hands each `comment` operation
 // (new posts and edits) to warmPost, which queues the image URLs the frontends will show on a Redis stream;
-// the warmer takes them from there and asks the edge for each, exactly as the frontends will (WARM_PATHS,
+// the warmer takes them from there, newest post first, and asks the edge for each, exactly as the frontends will (WARM_PATHS,
 // once per Accept class of WARM_ACCEPTS), with X-Warm: 1. The origin fetches and keeps the original under
 // every rule of a request (limits, SSRF, takedowns: a blocked source is a 451 before any fetch) and makes
-// the variant only on idle capacity, else a 429 the warmer waits out; varnish keeps what comes back, so the
-// first reader's request is a hit. Bounded: images per post, per author an hour, all authors a minute,
-// bytes a day, authors and domains skipped (WARM_SKIP_*), each URL once a day.
+// the variant behind every reader's transform, never in the last free slots (a 429 while it is busy, which
+// the warmer waits out); varnish keeps what comes back, so the first reader's request is a hit. Bounded:
+// images per post, per author an hour, all authors a minute, bytes a day, authors and domains skipped
+// (WARM_SKIP_*), each URL once a day, posts older than WARM_MAX_AGE_S left to their readers.
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import { base58Url } from '@stack/lib';
@@ -61,7 +62,7 @@ const inDomains = (host, domains) => domains.some((domain) => host === domain ||
 
 /**
  * The warmer: reads the stream in a consumer group (a crash leaves its entry pending, taken up again at
- * start), one post at a time, one request at a time.
+ * start), one post at a time, the newest first.
  * @param {{ redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger,
  *   metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
@@ -117,25 +118,30 @@ export function createWarmer({ redis, config, logger, metrics }) {
         hops += 1;
         continue;
       }
-      if (response.status !== 429 || Date.now() >= deadline || !running) return { status: response.status, bytes: body.byteLength };
+      // 429: no room at the origin yet; 503: its deadline passed while the variant waited (still being made)
+      const later = response.status === 429 || response.status === 503;
+      if (!later || Date.now() >= deadline || !running) return { status: response.status, bytes: body.byteLength };
       await new Promise((resolve) => setTimeout(resolve, Math.max(200, Number(response.headers.get('retry-after')) * 1000 || 1000)));
     }
     return { status: 508, bytes: 0 };
   }
 
-  /** Every path and Accept class of one image; its outcome counted. @param {string} author @param {string} url */
-  async function warmImage(author, url) {
+  /**
+   * Every path and Accept class of one image (the thumbnail's too for a post's first); its outcome counted.
+   * @param {string} author @param {string} url @param {boolean} first
+   */
+  async function warmImage(author, url, first) {
     const skip = await skipReason(author, url);
     if (skip) return count('skipped', skip);
     let bytes = 0;
-    for (const template of config.WARM_PATHS) {
+    for (const template of first ? [...config.WARM_THUMBNAIL_PATHS, ...config.WARM_PATHS] : config.WARM_PATHS) {
       for (const accept of config.WARM_ACCEPTS) {
         const answer = await ask(warmUrl(config.WARM_EDGE_URL, template, url), accept).catch((err) => ({ status: 0, bytes: 0, err }));
         bytes += answer.bytes;
         if (answer.status === 451) return count('skipped', 'blocked');
         if (answer.status !== 200) {
           logger.debug({ url, template, status: answer.status }, 'warm request not answered');
-          return count('failed', answer.status === 429 ? 'busy' : answer.status === 0 ? 'error' : `status_${answer.status}`);
+          return count('failed', answer.status === 429 || answer.status === 503 ? 'busy' : answer.status === 0 ? 'error' : `status_${answer.status}`);
         }
       }
     }
@@ -144,55 +150,74 @@ export function createWarmer({ redis, config, logger, metrics }) {
     return count('warmed');
   }
 
-  /** @param {string} author @param {string[]} urls */
-  async function warmEntry(author, urls) {
-    if (config.WARM_SKIP_AUTHORS.includes(author)) {
-      for (const _url of urls) count('skipped', 'author');
+  /**
+   * One post's images, WARM_CONCURRENCY at a time; none of a post older than WARM_MAX_AGE_S (its readers
+   * came already). @param {string} author @param {string[]} urls @param {number} publishedAt ms
+   */
+  async function warmEntry(author, urls, publishedAt) {
+    const skipAll = config.WARM_SKIP_AUTHORS.includes(author) ? 'author' : Date.now() - publishedAt > config.WARM_MAX_AGE_S * 1000 ? 'stale' : '';
+    if (skipAll) {
+      for (const _url of urls) count('skipped', skipAll);
       return;
     }
-    for (const [i, url] of urls.entries()) {
-      if (!running) return;
-      if (i >= config.WARM_MAX_IMAGES_PER_POST) count('skipped', 'post_cap');
-      else await warmImage(author, url);
-    }
+    for (const _url of urls.slice(config.WARM_MAX_IMAGES_PER_POST)) count('skipped', 'post_cap');
+    const todo = urls.slice(0, config.WARM_MAX_IMAGES_PER_POST).map((url, i) => ({ url, first: i === 0 }));
+    const worker = async () => {
+      for (let next = todo.shift(); next && running; next = todo.shift()) await warmImage(author, next.url, next.first);
+    };
+    await Promise.all(Array.from({ length: config.WARM_CONCURRENCY }, worker));
   }
 
-  /** Entries of the stream for this consumer: its own pending ones first (a crash's), then new ones. @param {string} from */
-  async function read(from) {
-    const answer = /** @type {any} */ (from === '0'
-      ? await reader.xreadgroup('GROUP', config.WARM_GROUP, consumer, 'COUNT', 10, 'STREAMS', config.WARM_STREAM, from)
-      : await reader.xreadgroup('GROUP', config.WARM_GROUP, consumer, 'COUNT', 10, 'BLOCK', 1000, 'STREAMS', config.WARM_STREAM, from));
+  /**
+   * Entries of the stream for this consumer: its own pending ones first (a crash's), then new ones, waiting
+   * up to a second for one when `wait`. @param {string} from @param {boolean} wait
+   */
+  async function read(from, wait) {
+    const answer = /** @type {any} */ (from !== '>' || !wait
+      ? await reader.xreadgroup('GROUP', config.WARM_GROUP, consumer, 'COUNT', 100, 'STREAMS', config.WARM_STREAM, from)
+      : await reader.xreadgroup('GROUP', config.WARM_GROUP, consumer, 'COUNT', 100, 'BLOCK', 1000, 'STREAMS', config.WARM_STREAM, from));
     return /** @type {Array<[string, string[]]>} */ (answer?.[0]?.[1] || []);
   }
 
+  /** One stream entry warmed (or skipped), then acknowledged. @param {string} id @param {string[]} fields */
+  async function warmOne(id, fields = []) {
+    /** @type {Record<string, string>} */
+    const entry = {};
+    for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]] = fields[i + 1];
+    try {
+      await warmEntry(entry.author, JSON.parse(entry.urls || '[]'), Number(id.split('-')[0]));
+    } catch (err) {
+      logger.warn({ err: /** @type {Error} */ (err).message, author: entry.author }, 'post not warmed');
+    }
+    if (running) await redis.xack(config.WARM_STREAM, config.WARM_GROUP, id);
+    metrics.warmPosts.inc();
+  }
+
+  /**
+   * Newest post first: its readers come soonest, while a backlog's (a burst of posts, a restart) came
+   * already or come later; every entry read stays pending in the group until it is done, so a crash
+   * hands it over again at start.
+   */
   async function run() {
     await redis.xgroup('CREATE', config.WARM_STREAM, config.WARM_GROUP, '0', 'MKSTREAM').catch((/** @type {Error} */ err) => {
       if (!/BUSYGROUP/.test(err.message)) throw err;
     });
     let from = '0';
+    /** @type {Array<[string, string[]]>} */
+    const backlog = [];
     while (running) {
-      let entries;
       try {
-        entries = await read(from);
+        const entries = await read(from, backlog.length === 0);
+        // this consumer's pending entries are read once, from past the last of them read; then new ones
+        if (from !== '>') from = entries.length ? entries[entries.length - 1][0] : '>';
+        backlog.push(...entries);
       } catch (err) {
         if (running) logger.warn({ err: /** @type {Error} */ (err).message }, 'warm stream not read');
         await new Promise((resolve) => setTimeout(resolve, 1000));
         continue;
       }
-      if (from === '0' && !entries.length) from = '>';
-      for (const [id, fields] of entries) {
-        if (!running) return;
-        /** @type {Record<string, string>} */
-        const entry = {};
-        for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]] = fields[i + 1];
-        try {
-          await warmEntry(entry.author, JSON.parse(entry.urls || '[]'));
-        } catch (err) {
-          logger.warn({ err: /** @type {Error} */ (err).message, author: entry.author }, 'post not warmed');
-        }
-        if (running) await redis.xack(config.WARM_STREAM, config.WARM_GROUP, id);
-        metrics.warmPosts.inc();
-      }
+      const newest = backlog.pop();
+      if (newest && running) await warmOne(...newest);
     }
   }
 
