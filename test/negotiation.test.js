@@ -104,6 +104,19 @@ test('an animated GIF under negotiation: an animated WebP of every frame, the sa
   assert.equal((await get(ecency(urls.gif, 160), undefined)).info?.format, 'gif');
 });
 
+test('an animated GIF at its own size: a lossless animated WebP, every frame the GIF\'s pixels, fewer bytes; resized: lossy', async () => {
+  const gif = Buffer.from(await (await fetch(urls.gif)).arrayBuffer());
+  const answer = await get(condenser(urls.gif, '0x0'), BROWSERS.chrome);
+  assert.equal(answer.response.status, 200);
+  assert.equal(answer.info?.format, 'webp');
+  assert.ok(answer.body.length < gif.length, `${answer.body.length} bytes for a ${gif.length}-byte GIF`);
+  const frames = async (/** @type {Buffer} */ bytes) => sharp(bytes, { animated: true }).ensureAlpha().raw().toBuffer();
+  assert.ok((await frames(answer.body)).equals(await frames(gif)), 'every pixel of every frame is the GIF\'s');
+  // resized, the frames are new pixels: lossy, a fraction of the bytes
+  const resized = await get(ecency(urls.gif, 160), BROWSERS.chrome);
+  assert.ok(resized.body.length < answer.body.length / 4, `${resized.body.length} bytes at half the width`);
+});
+
 test('never bigger than the source: a variant of its own size that came out larger is the original\'s bytes', async () => {
   const original = Buffer.from(await (await fetch(urls.tiny)).arrayBuffer());
   const answer = await get(condenser(urls.tiny, '0x0'), undefined);

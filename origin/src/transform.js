@@ -20,7 +20,7 @@ const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp'
  * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
  *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number, heic: boolean,
  *   lossless: boolean, fits: boolean, passthrough: boolean, frames: number }} Plan
- *   lossless: a WebP of a screenshot or drawing (a still PNG or GIF); fits: the variant is the source's own size;
+ *   lossless: a WebP of a screenshot or drawing (a still PNG or GIF) or of an animation at its own size; fits: the variant is the source's own size;
  *   passthrough: the original answers as it is (an animation past the budgets that fits); frames: how many
  *   frames are made (-1: all; fewer when an animation past the budgets is resized)
  */
@@ -206,7 +206,7 @@ export function plan(source, want, degrade, budgets = {}) {
     jpeg: source.plainJpeg && !animated ? { width: source.width, height: source.height, orientation: source.orientation } : null,
     pixels,
     heic: source.isHeic,
-    lossless: format === 'webp' && !animated && (source.format === 'png' || source.format === 'gif') && Boolean(want.negotiated),
+    lossless: format === 'webp' && (source.format === 'png' || source.format === 'gif') && Boolean(want.negotiated) && (!animated || fits),
     fits,
     passthrough,
     frames,
@@ -249,6 +249,8 @@ export function outputPixels(source, { width, height, cover }) {
  * The variant's format. Negotiated (auto; match unless NEGOTIATE_MATCH is off) and the client takes them:
  * an animation as an animated WebP; a screenshot or drawing (a still PNG or GIF) as a lossless WebP (measured
  * on a screenshot: 12 KB against 245 KB of PNG and 127 KB of lossy WebP, whose artefacts show around text);
+ * an animation at its own size losslessly too (its pixels are the GIF's: 16 frames of photographs, 1.29 MB
+ * of GIF, 0.98 MB lossless, SSIM 1.000; 0.23 MB lossy at q80, SSIM 0.961 against the GIF), resized lossy;
  * a photograph as AVIF, else WebP. Negotiated, a client that takes neither gets the source's format (match)
  * or JPEG and PNG (auto).
  * @param {SourceInfo} source @param {Want} want @param {boolean} animated @returns {OutputFormat}
