@@ -9,9 +9,15 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
-import { readEnvFile } from '../infra/render.js';
+import { readEnvFile } from '../infra/resolve.js';
 import { keyOf } from '../origin/src/keys.js';
+import pino from 'pino';
+import { loadConfig } from '@stack/lib';
+import { DiskLru } from '../origin/src/cache/disk-lru.js';
+import { settings as originSettings } from '../origin/src/config.js';
 import { FsStore } from '../origin/src/store/fs.js';
+import { S3Store } from '../origin/src/store/s3.js';
+import { checkStoreContract } from '../origin/test/store-contract.js';
 import { metricValue } from './support/metrics.js';
 import { freePort, waitFor } from './support/ports.js';
 import { startProcess, startService } from './support/processes.js';
@@ -104,6 +110,20 @@ test('the same bytes uploaded twice are written once', async () => {
   assert.equal(await upload(originBase('first'), body), await upload(originBase('first'), body));
   const afterValue = await metricValue(`http://127.0.0.1:${origins.first.metrics}/metrics`, 'origin_store_operations_total', { operation: 'put', result: 'exists' });
   assert.equal(afterValue - before, 1);
+});
+
+test('the S3 store keeps the Store contract against the stack\'s versitygw: put, stat, record, remove', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 's3-contract-'));
+  try {
+    const config = /** @type {any} */ (loadConfig(originSettings, { ...secondEnv, DATA_DIR: dir }));
+    const cache = new DiskLru(path.join(dir, 'originals'), 64 * 1024 * 1024);
+    await cache.init();
+    const store = new S3Store({ config, cache, logger: pino({ level: 'silent' }) });
+    await store.init();
+    await checkStoreContract(store);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('a variant asked 20 times across the fleet is made once: every size of an image goes to one origin', async () => {

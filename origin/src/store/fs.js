@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 
+/** @typedef {import('./index.js').Store} StoreContract */
+
 /** Syncs a file or directory to disk. @param {string} target */
 export async function fsyncPath(target) {
   const handle = await fs.open(target, 'r');
@@ -15,6 +17,7 @@ export async function fsyncPath(target) {
 /**
  * Uploaded originals on the filesystem, sharded by the key's last characters (keys share their prefix).
  * A file appears under its key only by rename after fsync, so a crash never leaves a half file there.
+ * @implements {StoreContract}
  */
 export class FsStore {
   /** @param {string} dir */

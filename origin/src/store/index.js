@@ -1,7 +1,30 @@
 import { FsStore } from './fs.js';
 import { S3Store } from './s3.js';
 
-/** @typedef {FsStore | S3Store} Store where uploads are kept (STORE) */
+export { FsStore, S3Store };
+
+/**
+ * Where uploads are kept (STORE): the contract every store keeps, whatever keeps the bytes.
+ * - `init()`: ready to serve, or a StartupError saying why not (wrong credentials, no bucket).
+ * - `tempPath()`: a fresh path for new bytes, on the filesystem `put` moves them from.
+ * - `stat(key)`: the upload as a local file, or null when the store has none; an HttpError 503 when the
+ *   store cannot be reached (never null for "unreachable": a 404 would be cached).
+ * - `put(key, tempFile, record)`: durable once it resolves (synced to disk, or acknowledged by S3) and
+ *   served by `stat` from then on; content-addressed, so bytes already under the key are not written
+ *   again; `tempFile` is consumed; `record` (a scrubbed upload's StoredRecord) is kept with it.
+ * - `record(key)`: that record, or null.
+ * - `remove(key)`: the upload and its record gone (a takedown with TAKEDOWN_DELETE_UPLOADS).
+ * - `copies`: whether `stat`'s files are copies (one deleted by hand is read again) or the uploads.
+ * @typedef {{
+ *   copies: boolean,
+ *   init(): Promise<void>,
+ *   tempPath(): string,
+ *   stat(key: string): Promise<{ path: string, size: number } | null>,
+ *   put(key: string, tempFile: string, record?: import('./record.js').StoredRecord | null): Promise<void>,
+ *   record(key: string): Promise<import('./record.js').StoredRecord | null>,
+ *   remove(key: string): Promise<void>,
+ * }} Store
+ */
 
 /**
  * The store STORE names: `fs` (DATA_DIR/uploads) or `s3` (a bucket shared by every origin, read through

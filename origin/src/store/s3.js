@@ -9,6 +9,8 @@ import { challengeHash, keyFromDigest } from '../keys.js';
 import { sniffFile } from '../sniff.js';
 import { createSingleFlight } from '../single-flight.js';
 
+/** @typedef {import('./index.js').Store} StoreContract */
+
 /**
  * @typedef {{ S3_ENDPOINT: string, S3_REGION: string, S3_BUCKET: string, S3_PREFIX: string, S3_FORCE_PATH_STYLE: boolean,
  *   S3_ACCESS_KEY_ID: string, S3_SECRET_ACCESS_KEY: string, S3_TIMEOUT_MS: number, S3_MAX_ATTEMPTS: number }} S3Settings
@@ -108,6 +110,7 @@ export async function objectRecord(client, config, key) {
  * object's key is the upload's content-addressed key, so any origin serves any upload. This origin's disk
  * keeps a bounded read-through copy (the originals' LRU, shared with fetched remote originals).
  * An upload is answered only after S3 has acknowledged the object; S3 never shows half an object.
+ * @implements {StoreContract}
  */
 export class S3Store {
   /**
