@@ -24,7 +24,8 @@ RUN useradd --uid 10001 --user-group --home-dir /nonexistent --no-create-home --
 COPY --from=deps /app/node_modules node_modules
 COPY package.json .env.example LICENSE ./
 COPY lib lib
-COPY infra/settings.js infra/render.js infra/dirs.js infra/secrets.js infra/with-secrets infra/rotate-logs.js infra/redis.conf.template infra/supervisord.conf.template infra/
+COPY infra/settings.js infra/render.js infra/resolve.js infra/users.js infra/dirs.js infra/secrets.js infra/with-secrets infra/rotate-logs.js infra/redis.conf.template infra/supervisord.conf.template infra/
+COPY infra/render infra/render
 COPY infra/prometheus infra/prometheus
 COPY infra/mtail infra/mtail
 COPY nginx nginx

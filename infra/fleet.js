@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { makeDir } from './dirs.js';
-import { PROGRAMS, resolveSettings } from './render.js';
+import { PROGRAMS, resolveSettings } from './resolve.js';
 
 export const MACHINES = ['a', 'b', 'c'];
 const run = promisify(execFile);

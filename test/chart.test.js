@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { ROOT } from '../infra/render.js';
+import { ROOT } from '../infra/resolve.js';
 
 const CHART = path.join(ROOT, 'infra', 'helm', 'image-cdn-stack');
 const MULTI = path.join(CHART, 'ci', 'multi-node-values.yaml');
@@ -161,6 +161,19 @@ test('values that cannot work are refused with a clear message', () => {
     assert.match(misspelt.out, new RegExp(`settings\\.${given} is not a setting \\(did you mean ${meant}\\?\\)`));
   }
   assert.equal(run(HELM, ['template', 'cdn', CHART, '--set', 'settings.UPLOAD_MAX_BYTES=10mb']).status, 0, 'a real setting passes');
+  // values.schema.json (generated from values.yaml and the declarations): a misspelt or mistyped value
+  const misspeltValue = run(HELM, ['template', 'cdn', CHART, '--set', 'orign.replicas=2']);
+  assert.notEqual(misspeltValue.status, 0);
+  assert.match(misspeltValue.out, /orign/);
+  const mistyped = run(HELM, ['template', 'cdn', CHART, '--set', 'origin.replicas=two']);
+  assert.notEqual(mistyped.status, 0);
+  assert.match(mistyped.out, /replicas/);
+  for (const bad of ['settings.UPLOAD_MAX_BYTES=lots', 'settings.NEGOTIATE_MATCH=maybe', 'settings.AVATAR_SOURCE=ldap', 'settings.TRANSFORM_QUEUE_MAX=-1']) {
+    const refused = run(HELM, ['template', 'cdn', CHART, '--set', bad]);
+    assert.notEqual(refused.status, 0, bad);
+    assert.match(refused.out, new RegExp(bad.split('=')[0].split('.')[1]), bad);
+  }
+  assert.equal(run(HELM, ['template', 'cdn', CHART, '--set', 'settings.NEGOTIATE_MATCH=false', '--set', 'settings.TRANSFORM_QUEUE_MAX=8']).status, 0, 'well typed values pass');
 });
 
 test('the recording rules and alerts ship as a PrometheusRule, the native stack\'s own files, every alert with its runbook', () => {

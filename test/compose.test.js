@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
-import { ROOT } from '../infra/render.js';
+import { ROOT } from '../infra/resolve.js';
 import { decode, solid } from './support/images.js';
 import { smoke } from './support/smoke.js';
 import { freePort, waitFor } from './support/ports.js';

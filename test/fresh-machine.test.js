@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
-import { ROOT } from '../infra/render.js';
+import { ROOT } from '../infra/resolve.js';
 
 /** ./infra/stack fresh MODE, its output kept; the step times reported. @param {import('node:test').TestContext} t @param {string} mode */
 async function stage(t, mode) {

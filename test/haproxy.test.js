@@ -6,7 +6,8 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { renderAll, resolveSettings } from '../infra/render.js';
+import { renderAll } from '../infra/render.js';
+import { resolveSettings } from '../infra/resolve.js';
 import { freePort, waitFor } from './support/ports.js';
 import { startProcess } from './support/processes.js';
 
@@ -32,7 +33,7 @@ before(async () => {
   const config = await resolveSettings({
     ENV_FILE: '/nonexistent', STACK_DIR: dir, HAPROXY_IMAGES_PORT: String(imagesPort), HAPROXY_AVATARS_PORT: String(await freePort()),
     HAPROXY_STATS_PORT: String(await freePort()), HAPROXY_STATS_PASSWORD: 'x', ORIGIN_SERVERS: `127.0.0.1:${originPort}`,
-    HAPROXY_ORIGIN_MAXCONN: '1', HAPROXY_QUEUE_TIMEOUT_MS: '300', HAPROXY_SERVER_TIMEOUT_S: '3',
+    HAPROXY_ORIGIN_MAXCONN: '1', HAPROXY_QUEUE_TIMEOUT_MS: '300', HAPROXY_SERVER_TIMEOUT_S: '3', REQUEST_TIMEOUT_S: '2',
   });
   renderAll(config);
   haproxy = startProcess('haproxy', ['-db', '-f', path.join(dir, 'conf', 'haproxy.cfg')]);

@@ -66,7 +66,7 @@ before(async () => {
     const port = await freePort();
     const conf = path.join(dir, `sentinel-${i}.conf`);
     fs.writeFileSync(conf, [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, `sentinel monitor ${MASTER} 127.0.0.1 ${masterPort} 2`,
-      // the stack's own down-after (infra/render.js): with 1 s, on a busy machine, the replica was refused as a
+      // the stack's own down-after (infra/render/redis.js): with 1 s, on a busy machine, the replica was refused as a
       // candidate (-failover-abort-no-good-slave) at every retry
       `sentinel down-after-milliseconds ${MASTER} 3000`, `sentinel failover-timeout ${MASTER} 5000`, ''].join('\n'));
     sentinelPorts.push(port);

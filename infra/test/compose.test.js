@@ -3,7 +3,8 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ROOT, TEMPLATES } from '../render.js';
+import { TEMPLATES } from '../render.js';
+import { ROOT } from '../resolve.js';
 
 test('docker-compose.yml is valid (Debian\'s docker-compose config, no engine needed)', () => {
   const out = execFileSync('docker-compose', ['-f', path.join(ROOT, 'docker-compose.yml'), 'config'], {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ROOT } from '../render.js';
+import { ROOT } from '../resolve.js';
 
 /** GitHub's anchor of a heading. @param {string} heading */
 const slug = (heading) => heading.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-');

@@ -4,7 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ROOT, resolveSettings, renderAll } from '../render.js';
+import { renderAll } from '../render.js';
+import { ROOT, resolveSettings } from '../resolve.js';
 
 /** Runs the mtail program over a log in one-shot mode and returns its metrics (Prometheus text). @param {string} log */
 function mtail(log) {

@@ -5,14 +5,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../../lib/src/config.js';
-import { CHART_SETTINGS, CONFIG_TYPES, renderChartSettings, renderConfigTypes, renderEnvExample, withSettingsTable } from '../env-example.js';
-import { ROOT, resolveSettings, substitute, templateValues } from '../render.js';
+import { CHART_SETTINGS, CONFIG_TYPES, VALUES_SCHEMA, renderChartSettings, renderConfigTypes, renderEnvExample, renderValuesSchema, withSettingsTable } from '../env-example.js';
+import { substitute, templateValues } from '../render.js';
+import { ROOT, resolveSettings } from '../resolve.js';
 import { allSettings } from '../settings.js';
 
-test('.env.example, the settings table (docs/settings.md) and the chart\'s settings list are generated from the declarations and current', async () => {
+test('.env.example, the settings table (docs/settings.md), the chart\'s settings list and values.schema.json are generated from the declarations and current', async () => {
   assert.equal(fs.readFileSync(`${ROOT}/.env.example`, 'utf8'), await renderEnvExample(), 'run npm run env-example');
   assert.equal(fs.readFileSync(CHART_SETTINGS, 'utf8'), await renderChartSettings(), 'run npm run env-example');
   assert.equal(fs.readFileSync(CONFIG_TYPES, 'utf8'), await renderConfigTypes(), 'run npm run env-example');
+  assert.equal(fs.readFileSync(VALUES_SCHEMA, 'utf8'), await renderValuesSchema(), 'run npm run env-example');
   const readme = fs.readFileSync(`${ROOT}/docs/settings.md`, 'utf8');
   assert.equal(readme, await withSettingsTable(readme), 'run npm run env-example');
 });
@@ -23,6 +25,19 @@ test('a bad setting stops start-up with an error naming the variable', async () 
   assert.throws(() => loadConfig(settings, { AVATAR_SOURCE: 'ldap' }), /AVATAR_SOURCE="ldap": expected one of local, hive, http/);
   assert.throws(() => loadConfig(settings, { UPLOAD_MAX_BYTES: 'lots' }), /UPLOAD_MAX_BYTES/);
   assert.equal(loadConfig(settings, { UPLOAD_MAX_BYTES: '2mb' }).UPLOAD_MAX_BYTES, 2 * 1024 * 1024);
+});
+
+test('settings that break a rule between them (lib/src/rules.js) stop the render and a service\'s start-up, naming both and why', async () => {
+  const render = (/** @type {Record<string, string>} */ env) => resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: '/tmp/x', ...env });
+  await assert.rejects(render({ REQUEST_TIMEOUT_S: '70' }), /REQUEST_TIMEOUT_S=70, HAPROXY_SERVER_TIMEOUT_S=60: the origin must answer a slow miss .* before haproxy gives up/);
+  await assert.rejects(render({ NGINX_TLS_CERT: '/etc/ssl/cert.pem' }), /NGINX_TLS_CERT=\/etc\/ssl\/cert.pem, NGINX_TLS_KEY=: a certificate needs its key/);
+  assert.equal((await render({ REQUEST_TIMEOUT_S: '70', HAPROXY_SERVER_TIMEOUT_S: '90' })).REQUEST_TIMEOUT_S, 70);
+  // the purge service alone knows both of these: it refuses to start (exit 2) before it connects to anything
+  const purge = spawnSync(process.execPath, [path.join(ROOT, 'purge-service/src/server.js')], {
+    encoding: 'utf8', timeout: 20_000, env: { ...process.env, ENV_FILE: '/dev/null', WARM: 'true', HIVE_FOLLOW: 'false' },
+  });
+  assert.equal(purge.status, 2, purge.stderr);
+  assert.match(purge.stderr, /WARM=true, HIVE_FOLLOW=false: the warmer is fed by the chain follower/);
 });
 
 test('the renderer derives shared values once and refuses unknown template variables', async () => {
@@ -36,7 +51,7 @@ test('the renderer derives shared values once and refuses unknown template varia
 });
 
 test('a run directory varnish\'s users cannot reach is refused when given, and never rendered into', { skip: process.getuid?.() !== 0 && 'as root only (then the daemons run as their own users)' }, async () => {
-  const { reachableByOthers } = await import('../render.js');
+  const { reachableByOthers } = await import('../resolve.js');
   const os = await import('node:os');
   const path = await import('node:path');
   const hidden = fs.mkdtempSync(path.join(os.tmpdir(), 'private-')); // 0700, as mktemp -d or /root

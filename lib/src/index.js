@@ -14,3 +14,4 @@ export { avatarCacheKey, avatarLastKey, AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES,
 export { hiveMapping, imageUrl, atPath } from './hive-profile.js';
 export { isUploadKey, sha256Hex, mendScheme, unwrapOptions, resolveSource } from './sources.js';
 export { TAKEDOWN_CHANNEL, TAKEDOWN_EVICT_CHANNEL, TAKEDOWN_KEYS, parseEntry, entryField, entryOf, compileList, createTakedownList, takedownError, createServedLog, SERVED_KEYS } from './takedowns.js';
+export { RULES, checkRules, transformSlots } from './rules.js';

@@ -2,6 +2,7 @@ import { loadConfig } from './config.js';
 import { StartupError } from './errors.js';
 import { createLogger } from './log.js';
 import { createRegistry, serveMetrics } from './metrics.js';
+import { checkRules } from './rules.js';
 
 /**
  * @typedef {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry }} ServiceContext
@@ -9,7 +10,7 @@ import { createRegistry, serveMetrics } from './metrics.js';
  */
 
 /**
- * Starts a service: validated config (exit 2 naming the bad variable; exit 1 on a build error marked
+ * Starts a service: validated config (exit 2 naming the bad variable or the broken rule, lib/src/rules.js; exit 1 on a build error marked
  * `startup`, in one log line), logger, metrics port, HTTP port,
  * and a graceful stop on SIGTERM/SIGINT.
  * @param {{ name: string, settings: import('./config.js').Setting[], build: (ctx: ServiceContext) => Promise<ServiceParts> }} spec
@@ -18,6 +19,7 @@ export async function runService(spec) {
   let config;
   try {
     config = loadConfig(spec.settings);
+    checkRules(config);
   } catch (err) {
     process.stderr.write(`${spec.name}: ${/** @type {Error} */ (err).message}\n`);
     process.exit(2);

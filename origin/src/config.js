@@ -1,4 +1,3 @@
-import os from 'node:os';
 import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings, takedownSettings } from '@stack/lib';
 
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
@@ -84,7 +83,5 @@ export const settings = [
   { name: 'CACHE_CONTROL_DEGRADED', type: 'string', default: 'public, max-age=60, s-maxage=300', doc: 'Cache-Control of a variant degraded under load' },
 ];
 
-/** The transform slots: the setting, or 2 × cores when it is 0. @param {Record<string, any>} config */
-export function transformConcurrency(config) {
-  return config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
-}
+/** The transform slots: the setting, or 2 × cores when it is 0 (one rule for the origin and haproxy's maxconn). */
+export { transformSlots as transformConcurrency } from '@stack/lib';

@@ -32,7 +32,7 @@ function dimension(value, name) {
 
 /**
  * A requested size as it is made: at most MAX_DIMENSION, and with ALLOWED_SIZES the next listed size up
- * (the largest past them all). varnish's key follows the same rule (infra/render.js varnishSizes).
+ * (the largest past them all). varnish's key follows the same rule (infra/render/varnish.js varnishSizes).
  * @param {number} size @param {Record<string, any>} config
  */
 export function canonicalSize(size, config) {

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT } from '../../infra/render.js';
+import { ROOT } from '../../infra/resolve.js';
 
 /**
  * The fleet's settings (machines a, b, c on `hosts`) and its commands; nothing runs until `fleet('up')`.

@@ -1,0 +1,122 @@
+// nginx's part of the render: the values of nginx.conf.template and upload-body.lua.template, and the TLS
+// files it reads.
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { makeDir } from '../dirs.js';
+
+/**
+ * nginx.conf's values. @param {Record<string, any>} config @param {{ CONF_DIR: string }} dirs
+ * @returns {Record<string, string>}
+ */
+export function nginxValues(config, { CONF_DIR }) {
+  // nginx reads the certificate and key as the edge user: from copies in conf/tls (copyTls)
+  const tlsDir = path.join(CONF_DIR, 'tls');
+  const tls = config.NGINX_TLS_CERT && config.NGINX_TLS_KEY
+    ? `listen ${config.NGINX_BIND}:${config.NGINX_TLS_PORT} ssl http2;\n    ssl_certificate ${tlsDir}/cert.pem;\n    ssl_certificate_key ${tlsDir}/key.pem;\n    ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:tls:10m;`
+    : '# no TLS certificate configured (NGINX_TLS_CERT, NGINX_TLS_KEY)';
+  return {
+    NGINX_CLIENT_MAX_BODY: String(config.UPLOAD_MAX_BYTES + 64 * 1024),
+    // each layer waits a little longer than the one inside it, which so answers first, cleanly
+    NGINX_PROXY_READ_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 4),
+    NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
+    NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map((/** @type {string} */ range) => `  set_real_ip_from ${range};`).join('\n'),
+    NGINX_TLS: tls,
+    NGINX_SERVER_TIMING: config.NGINX_SERVER_TIMING ? '# Server-Timing passed to the public (NGINX_SERVER_TIMING)' : 'proxy_hide_header Server-Timing;',
+    NGINX_ERROR_PAGES: nginxErrorPages(),
+    NGINX_RESOLVER: nginxResolver(config.HAPROXY_HOST),
+  };
+}
+
+/**
+ * Every status nginx answers on its own (not an upstream's answer, which passes as it is), each in the JSON
+ * error shape of every other layer, with the request id and `no-store` (they are about a request or a
+ * connection, not a resource). [statuses nginx makes, status sent, name, extra headers]
+ * @type {Array<[number[], number, string, Record<string, string>?]>}
+ */
+export const NGINX_ERRORS = [
+  [[400], 400, 'bad_request'],
+  [[401], 401, 'unauthorized'],
+  [[403], 403, 'forbidden'],
+  [[404], 404, 'not_found'],
+  [[405], 405, 'method_not_allowed', { Allow: '"GET, HEAD, POST"' }],
+  [[408], 408, 'request_timeout'],
+  [[411], 411, 'length_required'],
+  [[413], 413, 'payload_too_large'],
+  [[414], 414, 'uri_too_long'],
+  [[416], 416, 'range_not_satisfiable'],
+  [[429], 429, 'too_many_requests', { 'Retry-After': '1' }],
+  // nginx's "Request Header Or Cookie Too Large"
+  [[494], 431, 'request_header_too_large'],
+  // TLS: a bad or missing client certificate, plain HTTP sent to the TLS port
+  [[495, 496], 400, 'bad_client_certificate'],
+  [[497], 400, 'http_request_to_https_port'],
+  [[500], 500, 'internal_error'],
+  [[501], 501, 'not_implemented'],
+  // varnish or the purge service unreachable, or too slow
+  [[502, 503, 504], 503, 'service_unavailable', { 'Retry-After': '5' }],
+  [[505], 505, 'http_version_not_supported'],
+  [[507], 507, 'insufficient_storage'],
+];
+
+/**
+ * nginx's resolver, for the upload check's socket to haproxy (upload-body.lua) when haproxy is a name
+ * (compose's service, the chart's Service): the nameservers of the resolv.conf the render step sees, which
+ * is nginx's (same container network or pod). An address needs none.
+ * @param {string} host
+ */
+function nginxResolver(host) {
+  if (net.isIP(host)) return '# haproxy by address: no resolver needed';
+  const servers = fs.existsSync('/etc/resolv.conf') ? [...fs.readFileSync('/etc/resolv.conf', 'utf8').matchAll(/^\s*nameserver\s+(\S+)/gm)].map((match) => (net.isIPv6(match[1]) ? `[${match[1]}]` : match[1])) : [];
+  return servers.length ? `resolver ${servers.join(' ')} valid=30s;` : '# no nameserver in /etc/resolv.conf';
+}
+
+/** nginx's error_page lines and the internal locations that answer them. */
+function nginxErrorPages() {
+  return NGINX_ERRORS.map(([codes, status, name, headers]) => {
+    const info = status === 503 ? '{"layer":"nginx"}' : '{}';
+    const extra = Object.entries(headers || {}).map(([header, value]) => `\n      add_header ${header} ${value} always;`).join('')
+      // a 408 (upload-body.lua: a body too slow) leaves the rest of the body unread: close, after a short
+      // lingering close that drains what is in flight so the client reads the answer, not a reset
+      + (status === 408 ? '\n      keepalive_timeout 0;\n      lingering_close always;\n      lingering_time 2s;' : '');
+    return `    error_page ${codes.join(' ')} =${status} /.errors/${name};
+    location = /.errors/${name} {
+      internal;
+      default_type application/json;
+      add_header X-Request-Id $request_id always;
+      add_header Cache-Control no-store always;${extra}
+      return ${status} '{"error":{"name":"${name}","info":${info}}}';
+    }`;
+  }).join('\n');
+}
+
+
+/**
+ * nginx's varnish servers: this stack's own, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
+ * a consistent hash (each object cached once in the cluster). A node that refuses is skipped for
+ * `fail_timeout`, its share going to the next node on the ring and nothing else moving; then it is tried again.
+ * @param {Record<string, any>} config @param {string} local
+ */
+export function nginxVarnishServers(config, local) {
+  if (!config.EDGE_VARNISH_NODES.length) return `    server ${local};`;
+  const servers = config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => `    server ${node} max_fails=1 fail_timeout=${config.EDGE_VARNISH_FAIL_TIMEOUT_S}s;`);
+  return ['    hash $request_uri consistent;', ...servers].join('\n');
+}
+
+
+/**
+ * The TLS certificate and key, copied where nginx reads them as the edge user (the key 0600, the edge's:
+ * the originals may stay root's, e.g. certbot's). `up` copies them again, so a renewed certificate takes
+ * effect with the next start (or a render and nginx -s reload).
+ * @param {Record<string, any>} config @param {string} confDir
+ */
+export function copyTls(config, confDir) {
+  if (!config.NGINX_TLS_CERT || !config.NGINX_TLS_KEY) return;
+  const dir = path.join(confDir, 'tls');
+  makeDir(dir, 0o755);
+  fs.copyFileSync(config.NGINX_TLS_CERT, path.join(dir, 'cert.pem'));
+  fs.chmodSync(path.join(dir, 'cert.pem'), 0o644);
+  fs.writeFileSync(path.join(dir, 'key.pem'), fs.readFileSync(config.NGINX_TLS_KEY), { mode: 0o600 });
+  fs.chmodSync(path.join(dir, 'key.pem'), 0o600);
+}
+

@@ -1,0 +1,56 @@
+// Prometheus' part of the render: the scrape targets of prometheus.yml.template, and promtool's checks of a
+// rendered config, its rules and their tests.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ROOT, reachable } from '../resolve.js';
+
+/** prometheus.yml's values. @param {Record<string, any>} config @returns {Record<string, string>} */
+export function prometheusValues(config) {
+  return { REACH_ADDRESS: reachable(config.LISTEN_ADDRESS), ...scrapeTargets(config) };
+}
+
+/**
+ * promtool on a rendered config: the config, every rule file, and the rules' unit tests.
+ * @param {string} confDir the rendered conf/ directory
+ */
+export function checkPrometheus(confDir) {
+  const prometheus = path.join(confDir, 'prometheus');
+  execFileSync('promtool', ['check', 'config', path.join(prometheus, 'prometheus.yml')], { stdio: 'inherit' });
+  const ruleFiles = fs.readdirSync(path.join(prometheus, 'rules')).filter((name) => name.endsWith('.yml') && !name.endsWith('.test.yml'));
+  execFileSync('promtool', ['check', 'rules', ...ruleFiles.map((name) => path.join(prometheus, 'rules', name))], { stdio: 'inherit' });
+  const tests = path.join(ROOT, 'infra', 'prometheus', 'tests');
+  const files = fs.readdirSync(tests).filter((name) => name.endsWith('.yml'));
+  execFileSync('promtool', ['test', 'rules', ...files.map((name) => path.join(tests, name))], { stdio: 'inherit', cwd: tests });
+}
+
+/**
+ * Prometheus' targets per job: this stack's own addresses, unless PROMETHEUS_SCRAPE names the job
+ * (`job=host:port`, one entry per target). A service bound to every address is scraped on loopback.
+ * @param {Record<string, any>} config @returns {Record<string, string>} SCRAPE_<JOB> → the YAML list's items
+ */
+function scrapeTargets(config) {
+  const own = reachable(config.LISTEN_ADDRESS);
+  /** @type {Record<string, string>} */
+  const defaults = {
+    haproxy: `${config.HAPROXY_HOST}:${config.HAPROXY_STATS_PORT}`,
+    varnish: `${config.VARNISH_HOST}:${config.VARNISH_EXPORTER_PORT}`,
+    nginx: `${own}:${config.NGINX_EXPORTER_PORT}`,
+    redis: `${own}:${config.REDIS_EXPORTER_PORT}`,
+    mtail: `${own}:${config.MTAIL_PORT}`,
+    origin: `${reachable(config.ORIGIN_HOST)}:${config.ORIGIN_METRICS_PORT}`,
+    'avatar-resolver': `${reachable(config.AVATAR_RESOLVER_HOST)}:${config.AVATAR_RESOLVER_METRICS_PORT}`,
+    'purge-service': `${reachable(config.PURGE_SERVICE_HOST)}:${config.PURGE_SERVICE_METRICS_PORT}`,
+  };
+  /** @type {Record<string, string[]>} */
+  const given = {};
+  for (const entry of config.PROMETHEUS_SCRAPE) {
+    const [job, target] = entry.split('=');
+    if (!(job in defaults) || !/^[^\s:]+:\d+$/.test(target || '')) throw new Error(`PROMETHEUS_SCRAPE: "${entry}" is not job=host:port with a job of ${Object.keys(defaults).join(', ')}`);
+    (given[job] ||= []).push(target);
+  }
+  return Object.fromEntries(Object.entries(defaults).map(([job, target]) => [
+    `SCRAPE_${job.toUpperCase().replace('-', '_')}`, (given[job] || [target]).map((address) => `'${address}'`).join(', '),
+  ]));
+}
+

@@ -1,0 +1,54 @@
+// supervisord's part of the render: which programs this machine runs, as which user, from where.
+import path from 'node:path';
+import { ROLES, appRoot, inApp, stackUsers } from '../users.js';
+
+/**
+ * supervisord.conf's values. @param {Record<string, any>} config
+ * @param {{ DATA_ROOT: string, LOG_DIR: string }} dirs @returns {Record<string, string>}
+ */
+export function supervisorValues(config, dirs) {
+  const users = stackUsers(config);
+  const app = appRoot(users);
+  const userLine = (/** @type {typeof ROLES[number]} */ role) => (users ? `user=${users[role].name}` : '; the user that started the stack');
+  const withSecrets = path.join(app, 'infra', 'with-secrets');
+  return {
+    APP_ROOT: app,
+    APP_NODE_BIN: inApp(app, path.dirname(process.execPath)),
+    SUPERVISOR_USER_LINE: process.getuid?.() === 0 ? 'user=root' : '; started by a user: every program runs as it',
+    ...Object.fromEntries(ROLES.map((role) => [`USER_${role.toUpperCase()}`, userLine(role)])),
+    S3_PROGRAM: s3Program(config, { ...dirs, binary: inApp(app, process.env.VERSITYGW || 'versitygw'), withSecrets }, userLine('s3')),
+    WITH_SECRETS: withSecrets,
+    SECRETS_DIR: path.join(config.STACK_DIR, 'secrets'),
+  };
+}
+
+/**
+ * supervisord.conf with only the programs this machine runs (each `[program:…]` section ends at the next).
+ * @param {string} text @param {string[]} programs
+ */
+export function keepPrograms(text, programs) {
+  return text.split(/\n(?=\[program:)/).filter((section) => {
+    const name = /^\[program:([^\]]+)\]/.exec(section)?.[1];
+    return !name || programs.includes(name);
+  }).join('\n');
+}
+
+
+/**
+ * The supervisord program of the embedded versitygw (STORE=s3 without S3_ENDPOINT), or nothing. Its root
+ * credentials come from its own secrets file (infra/with-secrets), never from the rendered file.
+ * @param {Record<string, any>} config @param {{ DATA_ROOT: string, LOG_DIR: string, binary: string, withSecrets: string }} dirs @param {string} user its user= line
+ */
+function s3Program(config, { DATA_ROOT, LOG_DIR, binary, withSecrets }, user) {
+  if (!config.S3_EMBEDDED) return '; no embedded S3 server (STORE=fs, or S3_ENDPOINT names one)';
+  return `[program:versitygw]
+; the uploads' bucket (STORE=s3): a directory per bucket under data/s3, objects are files
+${user}
+command=${withSecrets} "${config.STACK_DIR}/secrets/versitygw.env" ${binary} --port ${config.LISTEN_ADDRESS}:${config.S3_PORT} --iam-dir ${DATA_ROOT}/s3-iam posix ${DATA_ROOT}/s3
+priority=15
+autorestart=true
+startsecs=1
+stdout_logfile=${LOG_DIR}/versitygw.log
+redirect_stderr=true`;
+}
+

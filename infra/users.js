@@ -1,0 +1,105 @@
+// Who runs what: started as root, every program runs as its own user (STACK_USER_PREFIX + its role), from
+// a copy of the checkout those users can read when the checkout is private; each owns its directories.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { makeDir } from './dirs.js';
+import { ROOT, SHARED_RUN_ROOT, reachableByOthers } from './resolve.js';
+
+/** Every program's role: each runs as its own user, STACK_USER_PREFIX + role. */
+export const ROLES = ['edge', 'haproxy', 'redis', 'origin', 'resolver', 'purge', 'metrics', 's3'];
+
+/**
+ * The users the stack's programs run as, by role: when rendering as root with a STACK_USER_PREFIX and the
+ * users exist (up creates them), else null (every program runs as whoever starts the stack).
+ * @param {Record<string, any>} config @returns {Record<string, { name: string, uid: number, gid: number }> | null}
+ */
+export function stackUsers(config) {
+  if (process.getuid?.() !== 0 || !config.STACK_USER_PREFIX) return null;
+  const passwd = fs.existsSync('/etc/passwd') ? fs.readFileSync('/etc/passwd', 'utf8').split('\n').map((line) => line.split(':')) : [];
+  /** @type {Record<string, { name: string, uid: number, gid: number }>} */
+  const users = {};
+  for (const role of ROLES) {
+    const entry = passwd.find((fields) => fields[0] === `${config.STACK_USER_PREFIX}${role}`);
+    if (!entry) return null;
+    users[role] = { name: entry[0], uid: Number(entry[2]), gid: Number(entry[3]) };
+  }
+  return users;
+}
+
+/**
+ * Where the programs run from: this checkout, or when the stack user cannot read it (a root-run clone in
+ * /root, a mktemp -d) a copy of it in /var/lib/image-cdn-stack, made again whenever a file of the checkout
+ * is newer than the copy. @param {Record<string, unknown> | null} users
+ */
+export function appRoot(users) {
+  if (!users || reachableByOthers(ROOT)) return ROOT;
+  const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
+  const target = path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`, 'app');
+  const stamp = path.join(target, '.copied');
+  const skip = ['.git', '.run', 'bench/.peers', 'bench/reports'];
+  const changed = !fs.existsSync(stamp) || execFileSync('find', [ROOT, ...skip.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']), '-newer', stamp, '-print', '-quit'], { encoding: 'utf8' }).trim() !== '';
+  if (!changed) return target;
+  const fresh = `${target}.${process.pid}`;
+  makeDir(fresh, 0o755);
+  const excludes = skip.map((dir) => `--exclude=./${dir}`).join(' ');
+  execFileSync('sh', ['-c', `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf - && chmod -R a+rX "$2"`, 'copy', ROOT, fresh]);
+  fs.writeFileSync(path.join(fresh, '.copied'), '');
+  fs.rmSync(target, { recursive: true, force: true });
+  fs.renameSync(fresh, target);
+  return target;
+}
+
+
+/** A path of the checkout as the programs see it: in the app copy when there is one. @param {string} app @param {string} file */
+export function inApp(app, file) {
+  return file.startsWith(`${ROOT}/`) ? path.join(app, path.relative(ROOT, file)) : file;
+}
+
+/**
+ * The directories the programs write, each with the role whose user owns it.
+ * @param {Record<string, any>} config @param {Record<string, string>} values
+ * @returns {Array<[string, typeof ROLES[number]]>}
+ */
+export function programDirs(config, values) {
+  /** @type {Array<[string, typeof ROLES[number]]>} */
+  const dirs = [
+    [path.join(values.RUN_DIR, 'varnish'), 'edge'], [path.join(values.RUN_DIR, 'nginx'), 'edge'], [path.join(values.RUN_DIR, 'edge'), 'edge'],
+    [path.join(values.RUN_DIR, 'purge'), 'edge'],
+    [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'], [path.join(values.DATA_ROOT, 'redis'), 'redis'], [path.join(values.DATA_ROOT, 'redis-sentinel'), 'redis'], [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
+    [config.DATA_DIR, 'origin'],
+  ];
+  // the embedded versitygw's bucket is a directory
+  if (config.S3_EMBEDDED) dirs.push([path.join(values.DATA_ROOT, 's3'), 's3'], [path.join(values.DATA_ROOT, 's3', config.S3_BUCKET), 's3'], [path.join(values.DATA_ROOT, 's3-iam'), 's3']);
+  return dirs;
+}
+
+/**
+ * Each program's directories are its own user's (recursively the first time, then only the top: a large
+ * data directory is not walked at every start); the config holding a secret is its reader's alone. logs/
+ * stays root's (supervisord writes every program's log) but the edge may add files and rename its own
+ * there (group-writable, sticky): nginx writes its logs itself and rotate-logs renames them.
+ * @param {Record<string, any>} config @param {Record<string, string>} values
+ */
+export function giveToStackUsers(config, values) {
+  const users = stackUsers(config);
+  if (!users) return;
+  for (const [dir, role] of programDirs(config, values)) {
+    const { uid, gid } = users[role];
+    if (fs.statSync(dir).uid !== uid) execFileSync('chown', ['-R', `${uid}:${gid}`, dir]);
+    // the purge socket's directory: reachable by the purge service (varnish checks who connects)
+    fs.chmodSync(dir, dir === path.join(values.RUN_DIR, 'purge') ? 0o755 : 0o750);
+  }
+  // readable by root and the edge (mtail reads nginx's access log) only: the logs hold client addresses
+  fs.chownSync(values.LOG_DIR, 0, users.edge.gid);
+  fs.chmodSync(values.LOG_DIR, 0o1770);
+  for (const name of fs.readdirSync(values.LOG_DIR).filter((file) => /^nginx-(access|error)\.log/.test(file))) {
+    fs.chownSync(path.join(values.LOG_DIR, name), users.edge.uid, users.edge.gid);
+  }
+  fs.chownSync(path.join(values.CONF_DIR, 'haproxy.cfg'), users.haproxy.uid, users.haproxy.gid);
+  fs.chownSync(path.join(values.CONF_DIR, 'redis.conf'), users.redis.uid, users.redis.gid);
+  fs.chownSync(path.join(values.CONF_DIR, 'prometheus', 'haproxy-password'), users.metrics.uid, users.metrics.gid);
+  if (fs.existsSync(path.join(values.CONF_DIR, 'tls', 'key.pem'))) fs.chownSync(path.join(values.CONF_DIR, 'tls', 'key.pem'), users.edge.uid, users.edge.gid);
+}
+

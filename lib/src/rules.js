@@ -1,0 +1,41 @@
+// Rules between settings, declared once: each field's own checks are in its declaration (type, min, max,
+// choices); these are the ones that name two or more settings, such as the layered timeouts (each layer
+// answers before the one outside it gives up). Checked at render (every setting known: infra/resolve.js)
+// and at each service's start-up (the rules whose settings are all the service's: lib/src/service.js).
+import os from 'node:os';
+
+/**
+ * @typedef {{ names: string[], holds: (config: Record<string, any>) => boolean, why: string }} Rule
+ */
+
+/** The transform slots an origin has: TRANSFORM_CONCURRENCY, or 2 × cores when it is 0. @param {Record<string, any>} config */
+export const transformSlots = (config) => config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
+
+/** @type {Rule[]} */
+export const RULES = [
+  {
+    names: ['REQUEST_TIMEOUT_S', 'HAPROXY_SERVER_TIMEOUT_S'],
+    holds: (c) => c.REQUEST_TIMEOUT_S < c.HAPROXY_SERVER_TIMEOUT_S,
+    why: 'the origin must answer a slow miss (a JSON 503 request_timeout, the work going on) before haproxy gives up on it (504)',
+  },
+  {
+    names: ['NGINX_TLS_CERT', 'NGINX_TLS_KEY'],
+    holds: (c) => Boolean(c.NGINX_TLS_CERT) === Boolean(c.NGINX_TLS_KEY),
+    why: 'a certificate needs its key and a key its certificate (one alone would quietly serve no TLS)',
+  },
+  {
+    names: ['WARM', 'HIVE_FOLLOW'],
+    holds: (c) => !c.WARM || c.HIVE_FOLLOW,
+    why: 'the warmer is fed by the chain follower: WARM without HIVE_FOLLOW would quietly warm nothing',
+  },
+];
+
+/**
+ * Refuses a config that breaks a rule whose settings it holds, naming the settings, their values and why.
+ * @param {Record<string, any>} config @param {Rule[]} [rules]
+ */
+export function checkRules(config, rules = RULES) {
+  const broken = rules.filter((rule) => rule.names.every((name) => name in config) && !rule.holds(config));
+  if (!broken.length) return;
+  throw new Error(broken.map((rule) => `${rule.names.map((name) => `${name}=${config[name]}`).join(', ')}: ${rule.why}`).join('; '));
+}
