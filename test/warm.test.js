@@ -63,6 +63,23 @@ async function read(url) {
   return { redirect, response, body };
 }
 
+/** The niceness of each transform worker process of this stack's origin (found by its ORIGIN_PORT). */
+function transformWorkerNices() {
+  const nices = [];
+  for (const pid of fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    try {
+      if (!fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('transform-worker.js')) continue;
+      // /proc/<pid>/stat: the fields after the command's closing parenthesis; ppid is the 2nd, nice the 17th
+      const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      const parent = fs.readFileSync(`/proc/${fields[1]}/environ`, 'utf8').split('\0');
+      if (parent.includes(`ORIGIN_PORT=${stack.env.ORIGIN_PORT}`)) nices.push(Number(fields[16]));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return nices;
+}
+
 test('a new post\'s three images are warmed before anyone reads it: the first reader gets cache hits', async () => {
   const names = ['Path', 'Autumn', 'Kite'];
   names.forEach((name) => site.add(`${name}.jpg`, fs.readFileSync(photo(name, '1280x800'))));
@@ -89,6 +106,8 @@ test('a new post\'s three images are warmed before anyone reads it: the first re
   assert.equal(thumb.headers.get('x-cache'), 'HIT', 'the thumbnail was warmed');
   await thumb.arrayBuffer();
   assert.equal(await metricValue(originMetrics(), 'origin_cache_requests_total', { level: 'variant' }), before, 'no reader\'s request reached the origin');
+  // the warm transforms ran in the origin's process of the lowest priority (readers' run at TRANSFORM_NICE)
+  assert.ok(transformWorkerNices().includes(19), `the origin's transform workers' niceness: ${transformWorkerNices()}`);
 
   await site.close();
   const gone = await read(b);

@@ -58,6 +58,9 @@ export function createImages(deps) {
   // what a worker process makes (it can be stopped at the deadline): every AVIF, every HEIC source (libheif
   // and libde265 parse it there), and any large variant
   const workers = createWorkerPool({ keep: cores, nice: config.TRANSFORM_NICE, onKill: () => metrics.workerKills.inc() });
+  // a warmer's transforms run in a process of their own at the lowest CPU priority: the kernel gives a
+  // reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
+  const warmWorkers = createWorkerPool({ keep: 1, nice: 19, onKill: () => metrics.workerKills.inc() });
   const inWorker = (/** @type {import('./transform.js').Plan} */ p) => p.format === 'avif' || p.heic || p.pixels > config.TRANSFORM_WORKER_PIXELS;
   const encoder = {
     maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegProgressive: config.JPEG_PROGRESSIVE, jpegTrellis: config.JPEG_TRELLIS,
@@ -209,10 +212,10 @@ export function createImages(deps) {
       const started = performance.now();
       const timer = setTimeout(() => expire(transformTimeout()), config.TRANSFORM_TIMEOUT_S * 1000);
       try {
-        // a warmer's on one thread: a reader's transform that starts meanwhile finds a core free
+        // a warmer's on one thread, at the lowest priority: a reader's transform that starts meanwhile gets the CPU
         const threads = warm ? 1 : config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
-        const output = inWorker(p)
-          ? await workers.run(file, p, { ...plainEncoder, threads }, config.TRANSFORM_TIMEOUT_S * 1000)
+        const output = warm || inWorker(p)
+          ? await (warm ? warmWorkers : workers).run(file, p, { ...plainEncoder, threads }, config.TRANSFORM_TIMEOUT_S * 1000)
           : await transform(file, p, { ...encoder, threads });
         timings.transform = performance.now() - started;
         return output;
@@ -293,5 +296,5 @@ export function createImages(deps) {
     await originals.drop(source);
   }
 
-  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload: originals.upload, close: () => workers.close() };
+  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload: originals.upload, close: () => { workers.close(); warmWorkers.close(); } };
 }

@@ -3,21 +3,26 @@ import { HttpError } from '@stack/lib';
 /**
  * Bounded work: at most `concurrency` tasks at once, at most `maxQueued` waiting (small ones first),
  * past that an immediate 503 with Retry-After, so memory stays flat under any burst. Work nobody waits for
- * (a warmer's) has a lane of its own behind every reader's task: it starts only while nothing else waits
- * and `keepFree` slots stay free after it, at most `laterMax` of it waiting.
+ * (a warmer's) has a lane of its own behind every reader's task: it starts only while no reader's task
+ * waits and `keepFree` slots stay free, at most `laterConcurrency` of it at once and `laterMax` of it
+ * waiting. It runs beside the readers' slots, not in one (its caller runs it on one thread at the lowest
+ * CPU priority): a reader arriving while it runs finds every slot it would have found without it.
  */
 export class TransformQueue {
   /**
    * `refusal`: what a refused task is told (reason, Retry-After seconds).
    * @param {{ concurrency: number, maxQueued: number, onChange?: (queue: TransformQueue) => void,
-   *   refusal?: { reason: string, retryAfterS: number }, keepFree?: number, laterMax?: number }} options
+   *   refusal?: { reason: string, retryAfterS: number }, keepFree?: number, laterMax?: number, laterConcurrency?: number }} options
    */
-  constructor({ concurrency, maxQueued, onChange = () => {}, refusal = { reason: 'transform_queue_full', retryAfterS: 2 }, keepFree = 1, laterMax = 8 }) {
+  constructor({ concurrency, maxQueued, onChange = () => {}, refusal = { reason: 'transform_queue_full', retryAfterS: 2 }, keepFree = 1, laterMax = 8, laterConcurrency = 1 }) {
     this.concurrency = concurrency;
     this.maxQueued = maxQueued;
     // slots a later task may fill: all but keepFree (a one-slot machine: its slot, when nothing else waits)
     this.laterSlots = Math.max(1, concurrency - keepFree);
     this.laterMax = laterMax;
+    this.laterConcurrency = Math.max(1, laterConcurrency);
+    /** later tasks running now */
+    this.laterRunning = 0;
     /** @type {Array<() => void>} */
     this.later = [];
     this.onChange = onChange;
@@ -39,9 +44,9 @@ export class TransformQueue {
     return this.running < this.concurrency && this.depth === 0 && this.reserved === 0;
   }
 
-  /** Whether a later task may take a slot now: no reader's task waits, and keepFree slots stay free. */
+  /** Whether a later task may start now: no reader's task waits, keepFree slots are free, and fewer than laterConcurrency run. */
   get laterMayRun() {
-    return this.depth === 0 && this.running < this.laterSlots;
+    return this.depth === 0 && this.running < this.laterSlots && this.laterRunning < this.laterConcurrency;
   }
 
   /** Whether the later lane has room for one more task. */
@@ -94,13 +99,17 @@ export class TransformQueue {
       });
     }
     const waitMs = performance.now() - queuedAt;
-    this.running += 1;
+    if (later) this.laterRunning += 1;
+    else this.running += 1;
     this.onChange(this);
     try {
       return { value: await task(), waitMs };
     } finally {
-      this.running -= 1;
-      const next = this.small.shift() || this.large.shift() || (this.laterMayRun ? this.later.shift() : undefined);
+      if (later) this.laterRunning -= 1;
+      else this.running -= 1;
+      // a later task's end frees no reader's slot: only the next later task may start then
+      const reader = later ? undefined : this.small.shift() || this.large.shift();
+      const next = reader || (this.laterMayRun ? this.later.shift() : undefined);
       next?.();
       this.onChange(this);
     }

@@ -57,6 +57,7 @@ await runService({
       maxQueued: config.TRANSFORM_QUEUE_MAX,
       keepFree: config.WARM_FREE_SLOTS,
       laterMax: config.WARM_QUEUE_MAX,
+      laterConcurrency: config.WARM_TRANSFORMS,
       onChange: (q) => {
         metrics.queueDepth.set(q.depth);
         metrics.inFlight.set(q.running);
