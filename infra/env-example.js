@@ -6,6 +6,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { envExample } from '../lib/src/config.js';
 import { RULES } from '../lib/src/rules.js';
+import { PROGRAM_SECRETS } from './secrets.js';
 import { allSections } from './settings.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -65,6 +66,11 @@ export async function renderChartSettings() {
   return `{{/* Generated from the declarations by npm run env-example: the names .Values.settings may hold. */}}
 {{- define "cdn.knownSettings" -}}
 ${names.join(' ')}
+{{- end -}}
+
+{{/* Each Node service's secrets (keys of the stack's Secret) and Redis user: infra/secrets.js PROGRAM_SECRETS. */}}
+{{- define "cdn.programSecrets" -}}
+${JSON.stringify(Object.fromEntries(Object.entries(PROGRAM_SECRETS).map(([program, { settings, redisUser }]) => [program, { keys: settings, redisUser }])))}
 {{- end -}}
 
 {{/* Fails on a key of .Values.settings that is no setting, naming the nearest one. */}}

@@ -70,20 +70,29 @@ export function embeddedS3Credentials(config) {
 /** An ACL user's password, derived from Redis' own. @param {string} admin @param {string} user */
 export const redisUserPassword = (admin, user) => createHmac('sha256', admin).update(`image-cdn-stack redis user ${user}`).digest('base64url');
 
+/**
+ * The password of this Redis' ACL user `user`: REDIS_ACL_PASSWORDS' (the chart hands them out from a Secret
+ * of their own), else derived from Redis' own. @param {Record<string, any>} config @param {string} user
+ */
+export function aclPassword(config, user) {
+  const given = (config.REDIS_ACL_PASSWORDS || []).find((/** @type {string} */ entry) => entry.startsWith(`${user}=`));
+  return given ? given.slice(user.length + 1) : redisUserPassword(config.REDIS_PASSWORD, user);
+}
+
 /** `#<sha256>`: a password as an ACL rule, without the password itself. @param {string} password */
 const aclHash = (password) => `#${createHash('sha256').update(password).digest('hex')}`;
 
 /** The users every Redis of this stack knows (its redis.conf): one per service and the exporter's. @param {Record<string, any>} config */
 export function redisAclLines(config) {
   if (!config.REDIS_PASSWORD || !ownsRedis(config)) return '# no ACL users: not this stack\'s Redis';
-  const services = Object.values(PROGRAM_SECRETS).map(({ redisUser }) => `user ${redisUser} on ${aclHash(redisUserPassword(config.REDIS_PASSWORD, redisUser))} ${SERVICE_ACL}`);
-  return [...services, `user exporter on ${aclHash(redisUserPassword(config.REDIS_PASSWORD, 'exporter'))} ${EXPORTER_ACL}`].join('\n');
+  const services = Object.values(PROGRAM_SECRETS).map(({ redisUser }) => `user ${redisUser} on ${aclHash(aclPassword(config, redisUser))} ${SERVICE_ACL}`);
+  return [...services, `user exporter on ${aclHash(aclPassword(config, 'exporter'))} ${EXPORTER_ACL}`].join('\n');
 }
 
 /** The sentinels' users for the services (ask where the master is). @param {Record<string, any>} config */
 export function sentinelAclLines(config) {
   if (!config.REDIS_PASSWORD) return [];
-  return Object.values(PROGRAM_SECRETS).map(({ redisUser }) => `user ${redisUser} on ${aclHash(redisUserPassword(config.REDIS_PASSWORD, redisUser))} ${SENTINEL_CLIENT_ACL}`);
+  return Object.values(PROGRAM_SECRETS).map(({ redisUser }) => `user ${redisUser} on ${aclHash(aclPassword(config, redisUser))} ${SENTINEL_CLIENT_ACL}`);
 }
 
 /** Every setting that is a secret (never in STACK_DIR/env). @param {Array<{ name: string, secret?: boolean }>} settings */
@@ -124,7 +133,7 @@ export function writeSecrets(config, names, users, confDir, exporterAddress) {
     /** @type {Array<[string, unknown]>} */
     const entries = settings.filter((name) => config[name] !== undefined && config[name] !== '').map((name) => [name, config[name]]);
     if (program === 'origin') for (const name of AWS_CREDENTIALS) if (process.env[name]) entries.push([name, process.env[name]]);
-    if (own) entries.push(['REDIS_USERNAME', redisUser], ['REDIS_PASSWORD', redisUserPassword(config.REDIS_PASSWORD, redisUser)]);
+    if (own) entries.push(['REDIS_USERNAME', redisUser], ['REDIS_PASSWORD', aclPassword(config, redisUser)]);
     else entries.push(['REDIS_USERNAME', config.REDIS_USERNAME || ''], ['REDIS_PASSWORD', config.REDIS_PASSWORD || '']);
     write(path.join(dir, `${program}.env`), shellLines(entries), users?.[role]);
   }
@@ -132,6 +141,6 @@ export function writeSecrets(config, names, users, confDir, exporterAddress) {
   if (config.S3_EMBEDDED) write(path.join(dir, 'versitygw.env'), shellLines([['ROOT_ACCESS_KEY_ID', config.S3_ACCESS_KEY_ID], ['ROOT_SECRET_ACCESS_KEY', config.S3_SECRET_ACCESS_KEY]]), users?.s3);
   // redis_exporter sends a password only to the target it is mapped to: its /scrape?target= endpoint, which
   // any local user can call, cannot hand it to another server
-  const map = { [exporterAddress]: own ? redisUserPassword(config.REDIS_PASSWORD, 'exporter') : config.REDIS_PASSWORD || '' };
+  const map = { [exporterAddress]: own ? aclPassword(config, 'exporter') : config.REDIS_PASSWORD || '' };
   write(path.join(confDir, 'redis-exporter-passwords.json'), JSON.stringify(map), users?.metrics);
 }

@@ -59,6 +59,7 @@ export const stackSettings = [
   { name: 'REDIS_SENTINEL_PORT', type: 'int', default: '26379', doc: 'port of this machine\'s Redis Sentinel (when STACK_PROGRAMS has redis-sentinel)' },
   { name: 'REDIS_SENTINEL_MONITOR', type: 'string', default: '', doc: 'host:port of the master the sentinel watches first (it follows failovers from there); empty: REDIS_REPLICA_OF, else this machine\'s Redis' },
   { name: 'REDIS_SENTINEL_QUORUM', type: 'int', default: '2', doc: 'sentinels that must agree the master is down before a failover (a majority of them)', min: 1 },
+  { name: 'REDIS_ACL_PASSWORDS', type: 'list', default: '', doc: 'passwords of this Redis\' ACL users, user=password (origin, resolver, purge, exporter), for a layout that hands them out itself (the chart: a Secret of its own); empty: each derived from REDIS_PASSWORD', secret: true },
   { name: 'REDIS_MAXMEMORY', type: 'string', default: '512mb', doc: 'redis memory bound (only keys with a TTL, the caches, are evicted)' },
   { name: 'S3_PORT', type: 'int', default: '7070', doc: 'port of the embedded S3 server (versitygw), started when STORE=s3 and S3_ENDPOINT is empty' },
   { name: 'PROMETHEUS_PORT', type: 'int', default: '9090', doc: 'Prometheus UI and API' },

@@ -8,7 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { ROOT } from '../infra/resolve.js';
+import { createHash } from 'node:crypto';
+import { renderAll } from '../infra/render.js';
+import { ROOT, resolveSettings } from '../infra/resolve.js';
 
 const CHART = path.join(ROOT, 'infra', 'helm', 'image-cdn-stack');
 const MULTI = path.join(CHART, 'ci', 'multi-node-values.yaml');
@@ -146,6 +148,59 @@ test('the chart and its images follow the project\'s version; the dashboards Con
   assert.deepEqual(Object.keys(dashboards.data).sort(), files);
   for (const file of files) assert.equal(JSON.parse(dashboards.data[file]).uid, JSON.parse(fs.readFileSync(path.join(ROOT, 'dashboards', file), 'utf8')).uid);
   assert.equal(dashboards.metadata.labels.grafana_dashboard, '1');
+});
+
+/** Every container's secrets: `secret/key` of each secretKeyRef, and whether it takes a whole Secret. @param {any} container */
+function secretsOf(container) {
+  const refs = (container.env || []).flatMap((entry) => (entry.valueFrom?.secretKeyRef ? [`${entry.valueFrom.secretKeyRef.name}/${entry.valueFrom.secretKeyRef.key}`] : []));
+  return { refs: refs.sort(), wholeSecret: (container.envFrom || []).some((/** @type {any} */ from) => from.secretRef) };
+}
+
+test('each program gets its own secrets only, and its own Redis user: a libvips exploit in the origin yields the origin\'s', async () => {
+  const { objects } = template();
+  const users = find(objects, 'Secret', 'cdn-image-cdn-stack-redis-users');
+  const main = 'cdn-image-cdn-stack-secrets/';
+  const own = 'cdn-image-cdn-stack-redis-users/';
+  /** @type {Record<string, string[]>} */
+  const expected = {
+    'origin/origin': [`${main}S3_ACCESS_KEY_ID`, `${main}S3_SECRET_ACCESS_KEY`, `${main}UPLOAD_TOKENS`, `${own}origin`],
+    'avatar-resolver/avatar-resolver': [`${main}AVATAR_ADMIN_TOKEN`, `${own}resolver`],
+    'purge-service/purge-service': [`${main}CLOUDFLARE_API_TOKEN`, `${main}PURGE_ADMIN_TOKEN`, `${main}PURGE_HMAC_KEYS`, `${own}purge`],
+    'haproxy/render': [`${main}HAPROXY_STATS_PASSWORD`, `${main}HAPROXY_STATS_USER`],
+    'redis/render': [`${main}REDIS_PASSWORD`, `${own}REDIS_ACL_PASSWORDS`],
+    'redis/redis-exporter': [`${own}exporter`],
+  };
+  /** @type {Record<string, string[]>} */
+  const seen = {};
+  for (const workload of objects.filter((object) => ['Deployment', 'StatefulSet'].includes(object.kind))) {
+    const component = workload.metadata.labels['app.kubernetes.io/component'];
+    const pod = workload.spec.template.spec;
+    for (const container of [...(pod.initContainers || []), ...pod.containers]) {
+      const { refs, wholeSecret } = secretsOf(container);
+      assert.equal(wholeSecret, false, `${component}/${container.name} takes no whole Secret`);
+      if (refs.length) seen[`${component}/${container.name}`] = refs;
+    }
+  }
+  assert.deepEqual(seen, Object.fromEntries(Object.entries(expected).map(([name, refs]) => [name, refs.sort()])));
+  const origin = find(objects, 'Deployment', 'cdn-image-cdn-stack-origin').spec.template.spec.containers[0];
+  assert.deepEqual(origin.env.find((/** @type {any} */ entry) => entry.name === 'REDIS_USERNAME'), { name: 'REDIS_USERNAME', value: 'origin' });
+
+  // the Redis pod's render step, given what the chart gives it, makes exactly these users: each password the
+  // one its program receives, the admin password no service's
+  const plain = (/** @type {string} */ key) => Buffer.from(users.data[key], 'base64').toString();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chart-redis-'));
+  try {
+    const config = await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: dir, STACK_USER_PREFIX: '', REDIS_PASSWORD: 'admin-password', REDIS_ACL_PASSWORDS: plain('REDIS_ACL_PASSWORDS') });
+    renderAll(config);
+    const conf = fs.readFileSync(path.join(dir, 'conf', 'redis.conf'), 'utf8');
+    for (const user of ['origin', 'resolver', 'purge', 'exporter']) {
+      assert.ok(plain(user).length >= 32, `${user}: a generated password`);
+      assert.match(conf, new RegExp(`^user ${user} on #${createHash('sha256').update(plain(user)).digest('hex')} `, 'm'), `${user}'s password is the one it receives`);
+    }
+    assert.match(conf, /^requirepass "admin-password"$/m);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('values that cannot work are refused with a clear message', () => {

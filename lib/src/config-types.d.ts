@@ -173,8 +173,10 @@ export type OriginConfig = {
   AVIF_EFFORT: number;
   /** format=match (the default, what condenser's /WxH/ and ecency's URLs ask) negotiated from Accept as auto is: AVIF or WebP (an animation as animated WebP, a screenshot or drawing as lossless WebP) to a client that takes them, the source's format to one that does not (a crawler, curl); false: always the source's format */
   NEGOTIATE_MATCH: boolean;
-  /** transform slots a warmer's request (X-Warm: 1, the purge service's WARM) leaves free for readers: it waits in a lane behind every reader's transform and starts only while this many slots stay free after it */
+  /** transform slots that must be free for a warmer's transform (X-Warm: 1, the purge service's WARM) to start: it waits in a lane behind every reader's transform and runs beside their slots, at the lowest CPU priority */
   WARM_FREE_SLOTS: number;
+  /** warmer's transforms running at once, each on one thread: the share of the CPU warming may take from readers */
+  WARM_TRANSFORMS: number;
   /** warmer's transforms waiting at once; past it, or while the queue is deep (TRANSFORM_DEGRADE_DEPTH), a 429 warm_deferred the warmer retries later */
   WARM_QUEUE_MAX: number;
   /** format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode */

@@ -60,21 +60,58 @@ securityContext:
 {{- define "cdn.envFrom" -}}
 envFrom:
   - configMapRef: { name: {{ include "cdn.fullname" . }}-settings }
-  - secretRef: { name: {{ include "cdn.secretName" . }}, optional: true }
+{{- end -}}
+
+{{/*
+The secrets a program holds, and no other: each key of `keys` from the stack's Secret (absent keys are
+absent), and with `redisUser` its Redis credentials (the embedded Redis: that ACL user's own password, from
+the chart's redis-users Secret; another Redis: the one given). A libvips exploit in the origin yields the
+origin's secrets, not the webhook keys, the admin tokens or Redis' own password.
+(dict "root" $ "keys" (list "UPLOAD_TOKENS" …) "redisUser" "origin")
+*/}}
+{{- define "cdn.secretEnv" -}}
+{{- $root := .root -}}
+{{- $secret := include "cdn.secretName" $root -}}
+{{- $embedded := eq $root.Values.redis.mode "embedded" -}}
+{{- $acl := and .aclPasswords $embedded -}}
+{{- if or .keys .redisUser $acl }}
+env:
+{{- range .keys }}
+  - name: {{ . }}
+    valueFrom: { secretKeyRef: { name: {{ $secret }}, key: {{ . }}, optional: true } }
+{{- end }}
+{{- if and .redisUser $embedded }}
+  - { name: REDIS_USERNAME, value: {{ .redisUser }} }
+  - name: REDIS_PASSWORD
+    valueFrom: { secretKeyRef: { name: {{ include "cdn.fullname" $root }}-redis-users, key: {{ .redisUser }} } }
+{{- else if .redisUser }}
+  - name: REDIS_PASSWORD
+    valueFrom: { secretKeyRef: { name: {{ $secret }}, key: REDIS_PASSWORD, optional: true } }
+{{- end }}
+{{- if $acl }}
+  - name: REDIS_ACL_PASSWORDS
+    valueFrom: { secretKeyRef: { name: {{ include "cdn.fullname" $root }}-redis-users, key: REDIS_ACL_PASSWORDS } }
+{{- end }}
+{{- else }}
+env: []
+{{- end }}
 {{- end -}}
 
 {{/*
 The render step of a pod running nginx, varnish, haproxy or redis: infra/render.js (the same templates and
-settings as the native stack and compose) writes the configs into the pod's /stack emptyDir.
+settings as the native stack and compose) writes the configs into the pod's /stack emptyDir, given only the
+secrets that pod's configs hold. (dict "root" $ "keys" (list …) "aclPasswords" bool)
 */}}
 {{- define "cdn.renderInit" -}}
+{{- $root := .root -}}
 - name: render
-  image: {{ include "cdn.appImage" . }}
-  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  image: {{ include "cdn.appImage" $root }}
+  imagePullPolicy: {{ $root.Values.image.pullPolicy }}
   command: ["node", "infra/render.js"]
-  {{- include "cdn.envFrom" . | nindent 2 }}
-  {{- include "cdn.containerSecurity" . | nindent 2 }}
-  resources: {{- toYaml .Values.render.resources | nindent 4 }}
+  {{- include "cdn.envFrom" $root | nindent 2 }}
+  {{- include "cdn.secretEnv" (dict "root" $root "keys" (.keys | default list) "aclPasswords" .aclPasswords) | nindent 2 }}
+  {{- include "cdn.containerSecurity" $root | nindent 2 }}
+  resources: {{- toYaml $root.Values.render.resources | nindent 4 }}
   volumeMounts:
     - { name: stack, mountPath: /stack }
     - { name: tmp, mountPath: /tmp }

@@ -40,6 +40,8 @@ spec:
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           command: ["{{ .component }}/bin/{{ .component }}"]
           {{- include "cdn.envFrom" $root | nindent 10 }}
+          {{- $secrets := index (include "cdn.programSecrets" $root | fromJson) .component }}
+          {{- include "cdn.secretEnv" (dict "root" $root "keys" $secrets.keys "redisUser" $secrets.redisUser) | nindent 10 }}
           ports:
             - { name: http, containerPort: {{ .port }} }
             - { name: metrics, containerPort: {{ .metricsPort }} }
