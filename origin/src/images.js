@@ -107,8 +107,9 @@ export function createImages(deps) {
 
   /**
    * A variant a warmer asks for before any reader (X-Warm): made in full (no first-answer fallback) in the
-   * queue's later lane, behind every reader's transform and never in the last free slots; while the queue is
-   * deep (TRANSFORM_DEGRADE_DEPTH) or that lane is full, a 429 the warmer retries after.
+   * queue's later lane, behind every reader's transform and beside their slots, in a worker at the lowest CPU
+   * priority; while the queue is deep (TRANSFORM_DEGRADE_DEPTH) or that lane is full, a 429 the warmer
+   * retries after.
    * @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>}
    */
   function warmVariant(source, want, key) {

@@ -1,10 +1,11 @@
 // Ready before the first reader (#41): the chain follower (hive-follow.js) hands each `comment` operation
 // (new posts and edits) to warmPost, which queues the image URLs the frontends will show on a Redis stream;
-// the warmer takes them from there, newest post first, and asks the edge for each, exactly as the frontends will (WARM_PATHS,
-// once per Accept class of WARM_ACCEPTS), with X-Warm: 1. The origin fetches and keeps the original under
-// every rule of a request (limits, SSRF, takedowns: a blocked source is a 451 before any fetch) and makes
-// the variant behind every reader's transform, never in the last free slots (a 429 while it is busy, which
-// the warmer waits out); varnish keeps what comes back, so the first reader's request is a hit. Bounded:
+// the warmer takes them from there, newest post first, and asks the edge for each, exactly as the
+// frontends will (WARM_PATHS, once per Accept class of WARM_ACCEPTS), with X-Warm: 1. The origin fetches
+// and keeps the original under every rule of a request (limits, SSRF, takedowns: a blocked source is a 451
+// before any fetch) and makes the variant behind every reader's transform, beside their slots, at the
+// lowest CPU priority (a 429 while it is busy, which the warmer waits out); varnish keeps what comes back,
+// so the first reader's request is a hit. Bounded:
 // images per post, per author an hour, all authors a minute, bytes a day, authors and domains skipped
 // (WARM_SKIP_*), each URL once a day, posts older than WARM_MAX_AGE_S left to their readers.
 import { createHash } from 'node:crypto';
