@@ -7,8 +7,9 @@
 // follow them: the post's thumbnail, then each image, first viewed READ_AFTER_S after its block, as
 // condenser asks for them. The day
 // runs twice, the warmer off and on (WARM), and the report compares the first views' hit ratio and
-// latency and the other misses' p99.
-//   node bench/day.js [--quick]
+// latency and the other misses' p99. WARM_MAX_CPU_PRESSURE in the environment is given to the stack (the
+// warmer's CPU pressure gate), and the report is then day-psi<N>.
+//   [WARM_MAX_CPU_PRESSURE=N] node bench/day.js [--quick]
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { Redis } from 'ioredis';
@@ -22,6 +23,7 @@ import { runChild } from './load-child.js';
 import { machine, percentile, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
+const pressureGate = process.env.WARM_MAX_CPU_PRESSURE || '0';
 // the frontends' URLs (#40): condenser's /768x0/ and /256x512/ (their 301s' targets), ecency's body and
 // thumbnail; all format=match, negotiated by Accept
 const SIZES = ['format=match&mode=fit&width=768', 'format=match&mode=fit&width=256&height=512', 'format=match&mode=fit', 'format=match&mode=fit&width=640'];
@@ -151,7 +153,7 @@ async function measureDay({ warm }) {
   hive.methods['condenser_api.get_ops_in_block'] = ([block]) => chain.get(block) || [];
   const stack = await startStack({
     UPLOAD_TOKENS: 'day', FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn',
-    HIVE_API_URLS: hive.url, HIVE_FOLLOW: 'true', HIVE_FOLLOW_START_BLOCK: '1001', WARM: String(warm),
+    HIVE_API_URLS: hive.url, HIVE_FOLLOW: 'true', HIVE_FOLLOW_START_BLOCK: '1001', WARM: String(warm), WARM_MAX_CPU_PRESSURE: pressureGate,
   });
   /** @type {NodeJS.Timeout[]} */
   const timers = [];
@@ -267,6 +269,7 @@ export function daySections(result) {
 
 if (import.meta.main) {
   const result = await benchDay();
-  const file = writeReport('day', { title: 'bench/day', command: `node bench/day.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const gated = pressureGate !== '0';
+  const file = writeReport(gated ? `day-psi${pressureGate}` : 'day', { title: 'bench/day', command: `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}node bench/day.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }

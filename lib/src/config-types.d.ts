@@ -177,6 +177,8 @@ export type OriginConfig = {
   WARM_FREE_SLOTS: number;
   /** warmer's transforms running at once, each on one thread: the share of the CPU warming may take from readers */
   WARM_TRANSFORMS: number;
+  /** a warmer's transform starts only while the share of the last second in which some task waited for a CPU (Linux PSI, /proc/pressure/cpu) is at most this many percent; 0: no such gate */
+  WARM_MAX_CPU_PRESSURE: number;
   /** warmer's transforms waiting at once; past it, or while the queue is deep (TRANSFORM_DEGRADE_DEPTH), a 429 warm_deferred the warmer retries later */
   WARM_QUEUE_MAX: number;
   /** format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode */

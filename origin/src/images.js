@@ -3,6 +3,7 @@ import os from 'node:os';
 import { HttpError, isGone, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
 import { createBackground } from './background.js';
 import { originalAnswers, plan, sourceFormat, threadsPerImage, transform, transformTimeout } from './transform.js';
+import { watchCpuPressure } from './pressure.js';
 import { createWorkerPool } from './workers.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
@@ -61,6 +62,8 @@ export function createImages(deps) {
   // a warmer's transforms run in a process of their own at the lowest CPU priority: the kernel gives a
   // reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
   const warmWorkers = createWorkerPool({ keep: 1, nice: 19, onKill: () => metrics.workerKills.inc() });
+  // with WARM_MAX_CPU_PRESSURE: a warm transform starts only while the machine's CPU is that idle (PSI)
+  const pressure = config.WARM_MAX_CPU_PRESSURE > 0 ? watchCpuPressure() : { share: () => 0, stop: () => {} };
   const inWorker = (/** @type {import('./transform.js').Plan} */ p) => p.format === 'avif' || p.heic || p.pixels > config.TRANSFORM_WORKER_PIXELS;
   const encoder = {
     maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegProgressive: config.JPEG_PROGRESSIVE, jpegTrellis: config.JPEG_TRELLIS,
@@ -116,6 +119,10 @@ export function createImages(deps) {
     if (!flight.has('transform', key) && (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH || !queue.laterHasRoom)) {
       metrics.warm.inc({ result: 'deferred' });
       throw new HttpError(429, 'warm_deferred', { reason: 'the transform queue is busy with readers' }, { 'Retry-After': '2' });
+    }
+    if (!flight.has('transform', key) && config.WARM_MAX_CPU_PRESSURE > 0 && pressure.share() * 100 > config.WARM_MAX_CPU_PRESSURE) {
+      metrics.warm.inc({ result: 'deferred' });
+      throw new HttpError(429, 'warm_deferred', { reason: 'the CPU is busy (pressure past WARM_MAX_CPU_PRESSURE)' }, { 'Retry-After': '1' });
     }
     metrics.warm.inc({ result: 'made' });
     return withinDeadline(flight('transform', key, async () => {
@@ -297,5 +304,5 @@ export function createImages(deps) {
     await originals.drop(source);
   }
 
-  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload: originals.upload, close: () => { workers.close(); warmWorkers.close(); } };
+  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload: originals.upload, close: () => { workers.close(); warmWorkers.close(); pressure.stop(); } };
 }
