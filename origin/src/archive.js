@@ -2,6 +2,7 @@
 // well as in the originals cache (a hard link where both are on one filesystem), and never evicted, so a
 // post's image whose host later fails or disappears is still made from it: the archive is asked before the
 // failure cache and the host. A takedown removes its copy. One directory per origin (DATA_DIR/archive).
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 
@@ -21,11 +22,16 @@ export function createArchive(dataDir) {
         return null;
       }
     },
-    /** Keeps `file` (an original just fetched) as `id`'s. @param {string} id @param {string} file */
+    /**
+     * Keeps `file` (an original just fetched) as `id`'s, once: each warmed size of an image asks again.
+     * @param {string} id @param {string} file
+     */
     async keep(id, file) {
       const target = fileOf(id);
+      if (await this.get(id)) return;
       await fs.mkdir(path.dirname(target), { recursive: true });
-      const temp = `${target}.${process.pid}.tmp`;
+      // unique per call: two sizes of one image may keep it at the same moment
+      const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
       try {
         await fs.link(file, temp);
       } catch {

@@ -84,6 +84,3 @@ export const settings = [
   { name: 'CACHE_CONTROL_FIRST_ANSWER', type: 'string', default: 'public, max-age=30, s-maxage=30', doc: 'Cache-Control of a format=auto first answer in WebP while its AVIF is made: short, so varnish asks again once the AVIF can be there' },
   { name: 'CACHE_CONTROL_DEGRADED', type: 'string', default: 'public, max-age=60, s-maxage=300', doc: 'Cache-Control of a variant degraded under load' },
 ];
-
-/** The transform slots: the setting, or 2 × cores when it is 0 (one rule for the origin and haproxy's maxconn). */
-export { transformSlots as transformConcurrency } from '@stack/lib';

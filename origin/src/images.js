@@ -116,13 +116,10 @@ export function createImages(deps) {
    * @param {Source} source @param {Want} want @param {string} key @returns {Promise<Variant>}
    */
   function warmVariant(source, want, key) {
-    if (!flight.has('transform', key) && (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH || !queue.laterHasRoom)) {
+    const busy = flight.has('transform', key) ? null : warmBusy();
+    if (busy) {
       metrics.warm.inc({ result: 'deferred' });
-      throw new HttpError(429, 'warm_deferred', { reason: 'the transform queue is busy with readers' }, { 'Retry-After': '2' });
-    }
-    if (!flight.has('transform', key) && config.WARM_MAX_CPU_PRESSURE > 0 && pressure.share() * 100 > config.WARM_MAX_CPU_PRESSURE) {
-      metrics.warm.inc({ result: 'deferred' });
-      throw new HttpError(429, 'warm_deferred', { reason: 'the CPU is busy (pressure past WARM_MAX_CPU_PRESSURE)' }, { 'Retry-After': '1' });
+      throw new HttpError(429, 'warm_deferred', { reason: busy.reason }, { 'Retry-After': busy.retryAfter });
     }
     metrics.warm.inc({ result: 'made' });
     return withinDeadline(flight('transform', key, async () => {
@@ -130,6 +127,14 @@ export function createImages(deps) {
       await originals.keep(source);
       return made;
     }), config.REQUEST_TIMEOUT_S);
+  }
+
+  /** Why a warm transform may not start now (null when it may): readers' queue, the warm lane, the CPU. */
+  function warmBusy() {
+    if (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH || !queue.laterHasRoom) return { reason: 'the transform queue is busy with readers', retryAfter: '2' };
+    // the pressure reads 0 without WARM_MAX_CPU_PRESSURE (no gate)
+    if (pressure.share() * 100 > config.WARM_MAX_CPU_PRESSURE) return { reason: 'the CPU is busy (pressure past WARM_MAX_CPU_PRESSURE)', retryAfter: '1' };
+    return null;
   }
 
   /**

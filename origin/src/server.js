@@ -2,13 +2,13 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { StartupError, connectRedis, createHiveClient, createTakedownList, redisReady, runService } from '@stack/lib';
+import { StartupError, connectRedis, createHiveClient, createTakedownList, redisReady, runService, transformSlots } from '@stack/lib';
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
 import { FailureCache } from './cache/failures.js';
 import { PackCache } from './cache/pack-cache.js';
 import { loadSystemCodecs } from './codecs.js';
-import { settings, transformConcurrency } from './config.js';
+import { settings } from './config.js';
 import { createFetcher } from './fetch.js';
 import { createPullThrough } from './pull-through.js';
 import { createArchive } from './archive.js';
@@ -49,7 +49,7 @@ await runService({
     metrics.watchResultCache(variants);
     await originals.init();
     await store.init();
-    const concurrency = transformConcurrency(config);
+    const concurrency = transformSlots(config);
     metrics.concurrency.set(concurrency);
     metrics.queueMax.set(config.TRANSFORM_QUEUE_MAX);
     const queue = new TransformQueue({
