@@ -16,7 +16,7 @@ const quick = process.argv.includes('--quick');
 /** One variant in a child process: { cpuMs, extraRssMb }. @param {string} file @param {string} format */
 function variantInChild(file, format) {
   const script = `
-    import { plan, probe, transform } from ${JSON.stringify(path.join(import.meta.dirname, '../origin/src/transform.js'))};
+    import { plan, probe, transform } from ${JSON.stringify(path.join(import.meta.dirname, '../origin/src/pipeline/index.js'))};
     import fs from 'node:fs';
     const peak = () => Number(/VmHWM:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;
     const rss = () => Number(/VmRSS:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;

@@ -4,7 +4,7 @@
 // system codecs: libwebp's simple API has one effort), so the settings it compares share one encoder.
 import sharp from 'sharp';
 import ssimModule from 'ssim.js';
-import { plan, probe, transform } from '../origin/src/transform.js';
+import { plan, probe, transform } from '../origin/src/pipeline/index.js';
 import { photo } from '../test/support/images.js';
 import { spread } from './lib.js';
 

@@ -5,7 +5,7 @@
 //   node bench/sharp-inprocess.js <format> <concurrency> <count> <file>...
 import sharp from 'sharp';
 import { loadSystemCodecs } from '../origin/src/codecs.js';
-import { plan, probe, transform } from '../origin/src/transform.js';
+import { plan, probe, transform } from '../origin/src/pipeline/index.js';
 import { percentile } from './lib.js';
 
 sharp.cache(false);

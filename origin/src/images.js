@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import { HttpError, isGone, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
 import { createBackground } from './background.js';
-import { originalAnswers, plan, sourceFormat, threadsPerImage, transform, transformTimeout } from './transform.js';
+import { originalAnswers, plan, sourceFormat, threadsPerImage, transform, transformTimeout } from './pipeline/index.js';
 import { watchCpuPressure } from './pressure.js';
 import { createWorkerPool } from './workers.js';
 
@@ -14,9 +14,12 @@ export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
  * @typedef {import('@stack/lib/src/sources.js').Source} Source
  * @typedef {import('./options.js').Want} Want
  * @typedef {{ fetch?: number, queue?: number, transform?: number }} Timings
- * @typedef {{ variantKey: string, format: import('./transform.js').OutputFormat, degraded: boolean, firstAnswer?: boolean,
+ * @typedef {{ variantKey: string, format: import('./pipeline/index.js').OutputFormat, degraded: boolean, firstAnswer?: boolean,
  *   cached?: import('./cache/pack-cache.js').PackEntry, data?: Buffer, timings: Timings }} Variant
  *   a variant made now (`data`) or from the result cache (`cached`: see readCached, cachedFile)
+ * @typedef {'reader' | 'background' | 'warm'} MakeMode who a variant is made for: a reader (who may get a first
+ *   answer instead of an AVIF); the background encode of what a first answer fell back from; a warmer (in the
+ *   queue's later lane, in a worker at the lowest CPU priority)
  */
 
 /**
@@ -64,7 +67,7 @@ export function createImages(deps) {
   const warmWorkers = createWorkerPool({ keep: 1, nice: 19, onKill: () => metrics.workerKills.inc() });
   // with WARM_MAX_CPU_PRESSURE: a warm transform starts only while the machine's CPU is that idle (PSI)
   const pressure = config.WARM_MAX_CPU_PRESSURE > 0 ? watchCpuPressure() : { share: () => 0, stop: () => {} };
-  const inWorker = (/** @type {import('./transform.js').Plan} */ p) => p.format === 'avif' || p.heic || p.pixels > config.TRANSFORM_WORKER_PIXELS;
+  const inWorker = (/** @type {import('./pipeline/index.js').Plan} */ p) => p.format === 'avif' || p.heic || p.pixels > config.TRANSFORM_WORKER_PIXELS;
   const encoder = {
     maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegProgressive: config.JPEG_PROGRESSIVE, jpegTrellis: config.JPEG_TRELLIS,
     webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT, codecs,
@@ -123,7 +126,7 @@ export function createImages(deps) {
     }
     metrics.warm.inc({ result: 'made' });
     return withinDeadline(flight('transform', key, async () => {
-      const made = await makeVariant(source, want, key, true, true);
+      const made = await makeVariant(source, want, key, 'warm');
       await originals.keep(source);
       return made;
     }), config.REQUEST_TIMEOUT_S);
@@ -139,18 +142,18 @@ export function createImages(deps) {
 
   /**
    * A cached original whose file is gone (deleted by hand, a disk swapped) is fetched or read again, once, instead
-   * of failing as a bad image. `later`: the background encode of what a first answer fell back from.
-   * @param {Source} source @param {Want} want @param {string} key @param {boolean} [later] @returns {Promise<Variant>}
+   * of failing as a bad image.
+   * @param {Source} source @param {Want} want @param {string} key @param {MakeMode} [mode] @returns {Promise<Variant>}
    */
-  async function makeVariant(source, want, key, later = false, warm = false) {
+  async function makeVariant(source, want, key, mode = 'reader') {
     try {
-      return await makeVariantOnce(source, want, key, later, warm);
+      return await makeVariantOnce(source, want, key, mode);
     } catch (err) {
       if (!isGone(err)) throw err;
       // an upload's own file (STORE=fs) is the upload: gone is gone; a copy of the bucket's is read again
       if (source.uploadKey && !store.copies) throw err;
       originals.forgetCached(source);
-      return makeVariantOnce(source, want, key, later, warm);
+      return makeVariantOnce(source, want, key, mode);
     }
   }
 
@@ -160,26 +163,26 @@ export function createImages(deps) {
    */
   function encodeLater(source, want, key) {
     background.add(key, () => flight('background', key, async () => {
-      if (!variants.get(key)) await makeVariant(source, want, key, true);
+      if (!variants.get(key)) await makeVariant(source, want, key, 'background');
     }));
   }
 
   /**
    * The cheaper encoding instead of AVIF: under a deep queue (degraded), or as the first answer to
    * format=auto (AUTO_AVIF_FIRST_ANSWER), which is never made to wait for an AVIF encode.
-   * @param {Want} want @param {boolean} later
+   * @param {Want} want @param {MakeMode} mode
    */
-  function fallbackReason(want, later) {
+  function fallbackReason(want, mode) {
     if (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH) return 'queue';
-    if (!later && want.accept === 'avif' && config.AUTO_AVIF_FIRST_ANSWER) return 'first_answer';
+    if (mode === 'reader' && want.accept === 'avif' && config.AUTO_AVIF_FIRST_ANSWER) return 'first_answer';
     return '';
   }
 
   /**
-   * @param {Source} source @param {Want} want @param {string} key @param {boolean} later
-   * @param {boolean} warm a warmer's: in the queue's later lane @returns {Promise<Variant>}
+   * @param {Source} source @param {Want} want @param {string} key @param {MakeMode} mode @returns {Promise<Variant>}
    */
-  async function makeVariantOnce(source, want, key, later, warm) {
+  async function makeVariantOnce(source, want, key, mode) {
+    const warm = mode === 'warm';
     // refused before any fetch, stat or probe: under overload a refusal must stay cheap
     if (queue.full) throw queue.overloaded();
     /** @type {Timings} */
@@ -188,9 +191,9 @@ export function createImages(deps) {
     const release = queue.reserve();
     /** @type {ReturnType<typeof plan>} */
     let p;
-    /** @type {import('./transform.js').SourceInfo} */
+    /** @type {import('./pipeline/index.js').SourceInfo} */
     let info;
-    const reason = fallbackReason(want, later);
+    const reason = fallbackReason(want, mode);
     try {
       info = await originals.info(file);
       p = plan(info, want, Boolean(reason), budgets);
@@ -248,7 +251,7 @@ export function createImages(deps) {
       if (value.data.length > size) {
         metrics.originalAnswers.inc({ reason: 'smaller' });
         const bytes = await fs.readFile(file);
-        const format = /** @type {import('./transform.js').OutputFormat} */ (sourceFormat(info));
+        const format = /** @type {import('./pipeline/index.js').OutputFormat} */ (sourceFormat(info));
         keep(storeKey, format, bytes);
         return { ...value, data: bytes, format };
       }
@@ -259,11 +262,11 @@ export function createImages(deps) {
     const value = await Promise.race([done, expired]);
     return { variantKey: key, format: value.format, degraded: p.degraded, firstAnswer: p.degraded && reason === 'first_answer', data: value.data, timings };
 
-    /** The original's bytes as the variant (an animation past the budgets that fits the request). @param {import('./transform.js').SourceInfo} source */
+    /** The original's bytes as the variant (an animation past the budgets that fits the request). @param {import('./pipeline/index.js').SourceInfo} source */
     async function asOriginal(source) {
       metrics.originalAnswers.inc({ reason: 'animation_past_budget' });
       const bytes = await fs.readFile(file);
-      const format = /** @type {import('./transform.js').OutputFormat} */ (sourceFormat(source));
+      const format = /** @type {import('./pipeline/index.js').OutputFormat} */ (sourceFormat(source));
       keep(key, format, bytes);
       return { variantKey: key, format, degraded: false, data: bytes, timings };
     }
@@ -271,7 +274,7 @@ export function createImages(deps) {
 
   /**
    * Appends a variant to the result cache (one write into the page cache: the answer waits for nothing).
-   * @param {string} key @param {import('./transform.js').OutputFormat} format @param {Buffer} data
+   * @param {string} key @param {import('./pipeline/index.js').OutputFormat} format @param {Buffer} data
    */
   function keep(key, format, data) {
     try {

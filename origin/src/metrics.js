@@ -41,7 +41,7 @@ export function createOriginMetrics(registry) {
     fetches: new client.Counter({ name: 'origin_fetches_total', help: 'Remote originals fetched', registers }),
     transforms: new client.Counter({ name: 'origin_transforms_total', help: 'Variants made, by output format', labelNames: ['format'], registers }),
     codecs: new client.Counter({
-      name: 'origin_transform_codecs_total', help: 'Variants made, by what decoded the original (libjpeg-turbo: the system\'s, for a plain JPEG; sharp) and what encoded the variant (libwebp: the system\'s; sharp)',
+      name: 'origin_transform_codecs_total', help: 'Variants made, by what decoded the original (libjpeg-turbo: the system\'s, for a plain JPEG; libheif: a HEIC; sharp) and what encoded the variant (libwebp: the system\'s; sharp)',
       labelNames: ['decode', 'encode'], registers,
     }),
     fetchErrors: new client.Counter({ name: 'origin_fetch_errors_total', help: 'Failed remote fetches by reason', labelNames: ['reason'], registers }),

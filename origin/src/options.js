@@ -1,6 +1,6 @@
 // A request's options, parsed apart from the routes that take them: the size (as images.hive.blog reads it,
 // capped and snapped to ALLOWED_SIZES), the mode, the format and the Accept class a negotiated format is
-// made for. The answer is a Want, what every later step (images.js, transform.js) works from.
+// made for. The answer is a Want, what every later step (images.js, the pipeline) works from.
 import { HttpError, allowedSizeList } from '@stack/lib';
 
 /**

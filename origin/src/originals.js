@@ -6,7 +6,7 @@ import fs from 'node:fs/promises';
 import { LRUCache } from 'lru-cache';
 import { HttpError } from '@stack/lib';
 import { FetchError } from './fetch.js';
-import { probe } from './transform.js';
+import { probe } from './pipeline/index.js';
 
 /** @typedef {import('@stack/lib/src/sources.js').Source} Source */
 
@@ -21,7 +21,7 @@ export function createOriginals({ config, store, cache, failures, fetcher, fligh
   /**
    * What the header of each original said (size, frames, profile): a file under a path never changes
    * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
-   * after the first skips reading it. @type {LRUCache<string, import('./transform.js').SourceInfo>}
+   * after the first skips reading it. @type {LRUCache<string, import('./pipeline/index.js').SourceInfo>}
    */
   const probed = new LRUCache({ max: 10000 });
   // an animation past the budgets is read, not refused: the plan makes what of it fits (images.hive.blog
@@ -87,7 +87,7 @@ export function createOriginals({ config, store, cache, failures, fetcher, fligh
       timings.fetch = performance.now() - started;
       return file;
     },
-    /** What the header of `file` said, read once. @param {string} file @returns {Promise<import('./transform.js').SourceInfo>} */
+    /** What the header of `file` said, read once. @param {string} file @returns {Promise<import('./pipeline/index.js').SourceInfo>} */
     async info(file) {
       const known = probed.get(file);
       if (known) return known;

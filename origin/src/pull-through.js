@@ -10,7 +10,7 @@ import fs from 'node:fs/promises';
 import { HttpError } from '@stack/lib';
 import { scrubbed } from './scrub/stored.js';
 import { digestsOf } from './store/record.js';
-import { probe } from './transform.js';
+import { probe } from './pipeline/index.js';
 
 /**
  * @typedef {{ base: string, running: number, failures: number, openUntil: number }} Upstream

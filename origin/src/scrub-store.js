@@ -17,7 +17,7 @@ import { ScrubError } from './scrub/index.js';
 import { digestsOf } from './store/record.js';
 import { FsStore } from './store/fs.js';
 import { objectRecord, putObject, s3Client } from './store/s3.js';
-import { probe } from './transform.js';
+import { probe } from './pipeline/index.js';
 
 /**
  * @typedef {{ keys: () => Promise<string[]>, record: (key: string) => Promise<unknown>, fetch: (key: string, temp: string) => Promise<void>,

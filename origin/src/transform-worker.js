@@ -2,7 +2,7 @@
 // { error }, one job at a time; it runs below the request path's priority (TRANSFORM_NICE), as the origin's
 // own transform threads do, and ends with its parent.
 import os from 'node:os';
-import { transform } from './transform.js';
+import { transform } from './pipeline/index.js';
 import { isGone } from '@stack/lib';
 
 const nice = Number(process.env.TRANSFORM_NICE) || 0;
@@ -14,7 +14,7 @@ if (nice > 0) {
   }
 }
 
-process.on('message', async (/** @type {{ file: string, plan: import('./transform.js').Plan, options: any }} */ job) => {
+process.on('message', async (/** @type {{ file: string, plan: import('./pipeline/index.js').Plan, options: any }} */ job) => {
   try {
     const output = await transform(job.file, job.plan, job.options);
     process.send?.({ output });

@@ -4,12 +4,12 @@
 // 7000×7000 held every slot (#37). In a child, the work is killed at its deadline and the slot is free at once.
 import { fork } from 'node:child_process';
 import { HttpError } from '@stack/lib';
-import { missingSource, transformTimeout } from './transform.js';
+import { missingSource, transformTimeout } from './pipeline/index.js';
 
 const SCRIPT = new URL('./transform-worker.js', import.meta.url);
 
 /**
- * @typedef {{ data: Buffer, codecs: { decode: 'libjpeg-turbo' | 'sharp', encode: 'libwebp' | 'sharp' } }} WorkerOutput
+ * @typedef {import('./pipeline/index.js').TransformOutput} WorkerOutput
  * @typedef {{ output?: WorkerOutput, error?: { status: number, name: string, info: Record<string, unknown>, headers: Record<string, string>, missing: boolean } }} WorkerAnswer
  */
 
@@ -37,8 +37,8 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
 
   /**
    * The transform of `file` by `plan` in a worker, or a 503 transform_timeout after `timeoutMs` (the worker
-   * killed). @param {string} file @param {import('./transform.js').Plan} plan
-   * @param {Omit<Parameters<typeof import('./transform.js').transform>[2], 'codecs'>} options @param {number} timeoutMs
+   * killed). @param {string} file @param {import('./pipeline/index.js').Plan} plan
+   * @param {Omit<Parameters<typeof import('./pipeline/index.js').transform>[2], 'codecs'>} options @param {number} timeoutMs
    * @returns {Promise<WorkerOutput>}
    */
   function run(file, plan, options, timeoutMs) {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import sharp from 'sharp';
 import { BufferPool, loadSystemCodecs, scans } from '../src/codecs.js';
-import { jpegShrinkOnLoad, plan, probe, transform } from '../src/transform.js';
+import { jpegShrinkOnLoad, plan, probe, transform } from '../src/pipeline/index.js';
 import { meanDifference, photo } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { startOrigin } from './harness.js';

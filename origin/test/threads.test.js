@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { threadsPerImage } from '../src/transform.js';
+import { threadsPerImage } from '../src/pipeline/index.js';
 
 test('libvips threads per image: every core for a lone transform, one each once the transforms fill the cores', () => {
   assert.equal(threadsPerImage(1, 2), 2);

@@ -1,7 +1,7 @@
 import querystring from 'node:querystring';
 import { HttpError, base58Url, errorAnswer, isGone, logRequest, requestIdOf } from '@stack/lib';
 import { parseWant } from '../options.js';
-import { contentTypeOf } from '../transform.js';
+import { contentTypeOf } from '../pipeline/index.js';
 
 /**
  * @typedef {{ images: ReturnType<typeof import('../images.js').createImages>, config: import('@stack/lib/src/config-types.js').OriginConfig,

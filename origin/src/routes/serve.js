@@ -1,6 +1,6 @@
 import { HttpError, isUploadKey } from '@stack/lib';
 import { sniffFile } from '../sniff.js';
-import { contentTypeOf } from '../transform.js';
+import { contentTypeOf } from '../pipeline/index.js';
 import { publicPaths } from './proxy.js';
 
 /** Whether a client says it shows HEIC (Safari does; no other browser). @param {string | undefined} accept */

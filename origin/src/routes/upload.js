@@ -7,7 +7,7 @@ import busboy from 'busboy';
 import { HttpError, TAKEDOWN_KEYS, isAccountName, takedownError } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
 import { scrubbed } from '../scrub/stored.js';
-import { probe, verify } from '../transform.js';
+import { probe, verify } from '../pipeline/index.js';
 
 /**
  * @typedef {{ digest: Buffer, checksum: Buffer | null, sha256: Buffer | null, bytes: number, filename: string }} Received

@@ -11,7 +11,7 @@ import { ScrubError } from './index.js';
  * The upload as it is stored (UPLOAD_METADATA): its location and device data taken out of its metadata in
  * place (scrub/), or, where its structure cannot be edited safely, a clean re-encode (logged and counted);
  * with the record of what was done. The key stays the uploaded bytes'.
- * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, metrics: import('../metrics.js').OriginMetrics, logger: import('pino').Logger }} deps @param {string} tempPath @param {import('../transform.js').SourceInfo} info @param {string} key
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, metrics: import('../metrics.js').OriginMetrics, logger: import('pino').Logger }} deps @param {string} tempPath @param {import('../pipeline/index.js').SourceInfo} info @param {string} key
  * @param {Buffer | null} uploadSha256 the uploaded bytes' (hashed as they arrived)
  * @returns {Promise<{ path: string, record: import('../store/record.js').StoredRecord | null }>}
  */
@@ -40,7 +40,7 @@ export async function scrubbed({ config, metrics, logger }, tempPath, info, key,
 /**
  * An upload whose metadata could not be edited safely, decoded and encoded again without any: turned
  * upright, its colour profile kept, in its own format where sharp writes it losslessly or at a high quality.
- * @param {string} file @param {import('../transform.js').SourceInfo} info
+ * @param {string} file @param {import('../pipeline/index.js').SourceInfo} info
  */
 function cleanReencode(file, info) {
   const image = sharp(file, { animated: info.frames > 1, limitInputPixels: false }).rotate().keepIccProfile();
