@@ -26,8 +26,7 @@ COPY package.json .env.example LICENSE ./
 COPY lib lib
 COPY infra/settings.js infra/render.js infra/resolve.js infra/users.js infra/dirs.js infra/secrets.js infra/with-secrets infra/rotate-logs.js infra/redis.conf.template infra/supervisord.conf.template infra/
 COPY infra/render infra/render
-COPY infra/prometheus infra/prometheus
-COPY infra/mtail infra/mtail
+COPY monitoring monitoring
 COPY nginx nginx
 COPY vcl vcl
 COPY haproxy haproxy

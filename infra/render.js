@@ -65,7 +65,7 @@ export const TEMPLATES = [
   ['haproxy/errors/502.http', 'haproxy-errors/502.http'],
   ['infra/redis.conf.template', 'redis.conf'],
   ['infra/supervisord.conf.template', 'supervisord.conf'],
-  ['infra/prometheus/prometheus.yml.template', 'prometheus/prometheus.yml'],
+  ['monitoring/prometheus.yml.template', 'prometheus/prometheus.yml'],
 ];
 
 /** Rendered configs that hold a secret. */
@@ -113,8 +113,8 @@ export function renderAll(config, settings = []) {
   fs.chmodSync(path.join(values.CONF_DIR, 'varnish'), 0o755);
   for (const file of fs.readdirSync(path.join(values.CONF_DIR, 'varnish'))) fs.chmodSync(path.join(values.CONF_DIR, 'varnish', file), 0o644);
   // mtail's programs beside the configs (a container of the components image has no checkout)
-  fs.cpSync(path.join(ROOT, 'infra', 'mtail'), path.join(values.CONF_DIR, 'mtail'), { recursive: true });
-  const rules = path.join(ROOT, 'infra', 'prometheus', 'rules');
+  fs.cpSync(path.join(ROOT, 'monitoring', 'mtail'), path.join(values.CONF_DIR, 'mtail'), { recursive: true });
+  const rules = path.join(ROOT, 'monitoring', 'rules');
   if (fs.existsSync(rules)) fs.cpSync(rules, path.join(values.CONF_DIR, 'prometheus', 'rules'), { recursive: true });
   // every setting but the secrets, which each program gets apart (infra/secrets.js)
   const secrets = secretNames(settings);

@@ -144,9 +144,9 @@ test('the chart and its images follow the project\'s version; the dashboards Con
   assert.match(fs.readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8'), new RegExp(`^## \\[${version.replace(/\./g, '\\.')}\\]`, 'm'));
   const { objects } = template();
   const dashboards = find(objects, 'ConfigMap', 'cdn-image-cdn-stack-dashboards');
-  const files = fs.readdirSync(path.join(ROOT, 'dashboards')).filter((file) => file.endsWith('.json')).sort();
+  const files = fs.readdirSync(path.join(ROOT, 'monitoring', 'dashboards')).filter((file) => file.endsWith('.json')).sort();
   assert.deepEqual(Object.keys(dashboards.data).sort(), files);
-  for (const file of files) assert.equal(JSON.parse(dashboards.data[file]).uid, JSON.parse(fs.readFileSync(path.join(ROOT, 'dashboards', file), 'utf8')).uid);
+  for (const file of files) assert.equal(JSON.parse(dashboards.data[file]).uid, JSON.parse(fs.readFileSync(path.join(ROOT, 'monitoring', 'dashboards', file), 'utf8')).uid);
   assert.equal(dashboards.metadata.labels.grafana_dashboard, '1');
 });
 
@@ -238,7 +238,7 @@ test('the recording rules and alerts ship as a PrometheusRule, the native stack\
   assert.equal(rule.apiVersion, 'monitoring.coreos.com/v1');
   assert.equal(rule.metadata.labels.release, 'kube-prometheus');
   const rules = rule.spec.groups.flatMap((/** @type {any} */ group) => group.rules);
-  const native = fs.readFileSync(path.join(ROOT, 'infra/prometheus/rules/alerts.yml'), 'utf8');
+  const native = fs.readFileSync(path.join(ROOT, 'monitoring/rules/alerts.yml'), 'utf8');
   const alerts = rules.filter((/** @type {any} */ entry) => entry.alert);
   assert.equal(alerts.length, [...native.matchAll(/- alert: /g)].length);
   for (const alert of alerts) assert.match(alert.annotations.runbook_url, /^docs\/runbooks\.md#/, alert.alert);

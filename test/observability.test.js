@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
-import { DASHBOARDS } from '../dashboards/build.js';
+import { DASHBOARDS } from '../monitoring/dashboards/build.js';
 import { sign } from '../purge-service/src/signature.js';
 import { solid } from './support/images.js';
 import { waitFor } from './support/ports.js';
@@ -87,7 +87,7 @@ test('every panel of every dashboard returns data', async () => {
 });
 
 test('every recording rule returns data', async () => {
-  const rules = fs.readFileSync(path.join(root, 'infra/prometheus/rules/recording.yml'), 'utf8');
+  const rules = fs.readFileSync(path.join(root, 'monitoring/rules/recording.yml'), 'utf8');
   const records = [...rules.matchAll(/- record: (\S+)/g)].map((match) => match[1]);
   assert.ok(records.length >= 10);
   const empty = [];
@@ -97,8 +97,8 @@ test('every recording rule returns data', async () => {
 
 test('the dashboards are current, carry units and template variables, and fit the provisioning layout', async () => {
   for (const [file, board] of Object.entries(DASHBOARDS)) {
-    const onDisk = JSON.parse(fs.readFileSync(path.join(root, 'dashboards', file), 'utf8'));
-    assert.deepEqual(onDisk, JSON.parse(JSON.stringify(board)), `${file} is stale: node dashboards/build.js`);
+    const onDisk = JSON.parse(fs.readFileSync(path.join(root, 'monitoring', 'dashboards', file), 'utf8'));
+    assert.deepEqual(onDisk, JSON.parse(JSON.stringify(board)), `${file} is stale: node monitoring/dashboards/build.js`);
     assert.ok(onDisk.templating.list.some((/** @type {any} */ variable) => variable.type === 'datasource'), `${file}: datasource variable`);
     for (const panel of onDisk.panels) {
       assert.ok(panel.fieldConfig.defaults.unit, `${file} › ${panel.title}: unit`);
@@ -107,9 +107,9 @@ test('the dashboards are current, carry units and template variables, and fit th
   }
   const uids = Object.values(DASHBOARDS).map((board) => board.uid);
   assert.equal(new Set(uids).size, uids.length);
-  const provider = fs.readFileSync(path.join(root, 'dashboards/provisioning/dashboards/image-cdn-stack.yml'), 'utf8');
+  const provider = fs.readFileSync(path.join(root, 'monitoring/dashboards/provisioning/dashboards/image-cdn-stack.yml'), 'utf8');
   assert.match(provider, /path: \/var\/lib\/grafana\/dashboards/);
   const compose = fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
-  assert.match(compose, /\.\/dashboards:\/var\/lib\/grafana\/dashboards/);
-  assert.match(compose, /\.\/dashboards\/provisioning:\/etc\/grafana\/provisioning/);
+  assert.match(compose, /\.\/monitoring\/dashboards:\/var\/lib\/grafana\/dashboards/);
+  assert.match(compose, /\.\/monitoring\/dashboards\/provisioning:\/etc\/grafana\/provisioning/);
 });

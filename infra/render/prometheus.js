@@ -19,7 +19,7 @@ export function checkPrometheus(confDir) {
   execFileSync('promtool', ['check', 'config', path.join(prometheus, 'prometheus.yml')], { stdio: 'inherit' });
   const ruleFiles = fs.readdirSync(path.join(prometheus, 'rules')).filter((name) => name.endsWith('.yml') && !name.endsWith('.test.yml'));
   execFileSync('promtool', ['check', 'rules', ...ruleFiles.map((name) => path.join(prometheus, 'rules', name))], { stdio: 'inherit' });
-  const tests = path.join(ROOT, 'infra', 'prometheus', 'tests');
+  const tests = path.join(ROOT, 'monitoring', 'tests');
   const files = fs.readdirSync(tests).filter((name) => name.endsWith('.yml'));
   execFileSync('promtool', ['test', 'rules', ...files.map((name) => path.join(tests, name))], { stdio: 'inherit', cwd: tests });
 }

@@ -40,7 +40,7 @@ test('every link in README.md and docs/ resolves: the file exists, the anchor is
 });
 
 test('every alert has a description and a runbook: a section of docs/runbooks.md named after it', () => {
-  const alerts = fs.readFileSync(path.join(ROOT, 'infra/prometheus/rules/alerts.yml'), 'utf8');
+  const alerts = fs.readFileSync(path.join(ROOT, 'monitoring/rules/alerts.yml'), 'utf8');
   const rules = alerts.split(/^      - alert: /m).slice(1);
   assert.ok(rules.length >= 10, `${rules.length} alerts`);
   const sections = anchorsOf(path.join(ROOT, 'docs/runbooks.md'));

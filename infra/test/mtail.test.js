@@ -9,11 +9,11 @@ import { ROOT, resolveSettings } from '../resolve.js';
 
 /** Runs the mtail program over a log in one-shot mode and returns its metrics (Prometheus text). @param {string} log */
 function mtail(log) {
-  return execFileSync('mtail', ['-one_shot', '-one_shot_format', 'prometheus', '-progs', path.join(ROOT, 'infra/mtail'), '-logs', log, '-logtostderr'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return execFileSync('mtail', ['-one_shot', '-one_shot_format', 'prometheus', '-progs', path.join(ROOT, 'monitoring/mtail'), '-logs', log, '-logtostderr'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 test('mtail turns the access log sample into edge histograms by route, cache result and status class', () => {
-  const sample = path.join(ROOT, 'infra/mtail/testdata/access.log');
+  const sample = path.join(ROOT, 'monitoring/mtail/testdata/access.log');
   assert.ok(fs.existsSync(sample), 'the sample log is in the repository'); // mtail reads a missing file as an empty one
   const out = mtail(sample);
   const value = (/** @type {string} */ series) => Number(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(out)?.[1]);

@@ -1,4 +1,4 @@
-// Builds the Grafana dashboards (JSON, for provisioning) from short typed definitions: `node dashboards/build.js`.
+// Builds the Grafana dashboards (JSON, for provisioning) from short typed definitions: `node monitoring/dashboards/build.js`.
 // The type annotation checks each dashboard against Grafana's schema (@grafana/schema, the version of the
 // Grafana image docker-compose.yml pins) in `tsc`, and the JSON carries that schema's version;
 // a test checks the JSON files are current and that every panel's query returns data.
