@@ -8,8 +8,9 @@
 // condenser asks for them. The day
 // runs twice, the warmer off and on (WARM), and the report compares the first views' hit ratio and
 // latency and the other misses' p99. WARM_MAX_CPU_PRESSURE in the environment is given to the stack (the
-// warmer's CPU pressure gate), and the report is then day-psi<N>.
-//   [WARM_MAX_CPU_PRESSURE=N] node bench/day.js [--quick]
+// warmer's CPU pressure gate), and the report is then day-psi<N>; DAY_RATE (requests a second, default 150)
+// sets the readers' rate, to measure the warmer where the machine has idle CPU (report day-rate<N>).
+//   [WARM_MAX_CPU_PRESSURE=N] [DAY_RATE=N] node bench/day.js [--quick]
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { Redis } from 'ioredis';
@@ -24,6 +25,7 @@ import { machine, percentile, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const pressureGate = process.env.WARM_MAX_CPU_PRESSURE || '0';
+const dayRate = Number(process.env.DAY_RATE || 150);
 // the frontends' URLs (#40): condenser's /768x0/ and /256x512/ (their 301s' targets), ecency's body and
 // thumbnail; all format=match, negotiated by Accept
 const SIZES = ['format=match&mode=fit&width=768', 'format=match&mode=fit&width=256&height=512', 'format=match&mode=fit', 'format=match&mode=fit&width=640'];
@@ -142,7 +144,7 @@ export async function benchDay() {
 /** @param {{ warm: boolean }} options */
 async function measureDay({ warm }) {
   const seconds = quick ? 60 : 180;
-  const rate = 150;
+  const rate = dayRate;
   const next = random(20261122);
   const server = await startImageServer();
   const hive = await startHiveNode();
@@ -270,6 +272,9 @@ export function daySections(result) {
 if (import.meta.main) {
   const result = await benchDay();
   const gated = pressureGate !== '0';
-  const file = writeReport(gated ? `day-psi${pressureGate}` : 'day', { title: 'bench/day', command: `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}node bench/day.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const slower = dayRate !== 150;
+  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}`;
+  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}`;
+  const file = writeReport(name, { title: 'bench/day', command: `${environment}node bench/day.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }
