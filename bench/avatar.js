@@ -12,13 +12,19 @@ const quick = process.argv.includes('--quick');
 const script = path.join(import.meta.dirname, 'avatar-accounts.lua');
 
 export async function benchAvatar() {
-  const stack = await startStack({ NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn' });
+  const stack = await startStack({
+    NGINX_RATE_LIMIT: '1000000',
+    NGINX_RATE_BURST: '1000000',
+    VARNISH_MISS_LIMIT: '0',
+    LOG_LEVEL: 'warn',
+  });
   let direct;
   let edge;
   try {
     const redis = new Redis(stack.redisUrl);
     const pipeline = redis.pipeline();
-    for (let i = 0; i < 1000; i += 1) pipeline.hset(`avatar:local:bench-${i}`, 'avatar', `https://img.example/bench-${i}.png`);
+    for (let i = 0; i < 1000; i += 1)
+      pipeline.hset(`avatar:local:bench-${i}`, 'avatar', `https://img.example/bench-${i}.png`);
     await pipeline.exec();
     redis.disconnect();
     direct = [];
@@ -27,7 +33,14 @@ export async function benchAvatar() {
     wrk({ url: `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}`, connections: 32, seconds: 2, script });
     wrk({ url: stack.base, connections: 32, seconds: 2, script });
     for (let repeat = 0; repeat < (quick ? 1 : 3); repeat += 1) {
-      direct.push(wrk({ url: `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}`, connections: 32, seconds: quick ? 3 : 8, script }));
+      direct.push(
+        wrk({
+          url: `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}`,
+          connections: 32,
+          seconds: quick ? 3 : 8,
+          script,
+        }),
+      );
       edge.push(wrk({ url: stack.base, connections: 32, seconds: quick ? 3 : 8, script }));
     }
   } finally {
@@ -36,8 +49,15 @@ export async function benchAvatar() {
   const resolver = await startResolver({ AVATAR_SOURCE: 'hive', LOG_LEVEL: 'warn' });
   let misses;
   try {
-    for (let i = 0; i < 1000; i += 1) resolver.hive.setAccount(hiveAccount(`miss-${i}`, { profile: { profile_image: `https://img.example/m${i}.png` } }));
-    const result = await drive({ origin: resolver.base, concurrency: 64, paths: Array.from({ length: 1000 }, (_, i) => `/u/miss-${i}/avatar`) });
+    for (let i = 0; i < 1000; i += 1)
+      resolver.hive.setAccount(
+        hiveAccount(`miss-${i}`, { profile: { profile_image: `https://img.example/m${i}.png` } }),
+      );
+    const result = await drive({
+      origin: resolver.base,
+      concurrency: 64,
+      paths: Array.from({ length: 1000 }, (_, i) => `/u/miss-${i}/avatar`),
+    });
     misses = { ...result, upstream_calls: resolver.hive.calls.length };
   } finally {
     await resolver.stop();
@@ -45,21 +65,56 @@ export async function benchAvatar() {
   const row = (/** @type {string} */ name, /** @type {any[]} */ runs) => {
     const rps = spread(runs.map((run) => run.rps));
     const p99 = spread(runs.map((run) => run.p99_ms));
-    return [name, `${Math.round(rps.min)} / ${Math.round(rps.median)} / ${Math.round(rps.max)}`, spread(runs.map((run) => run.p50_ms)).median, `${p99.min} / ${p99.median} / ${p99.max}`, runs.reduce((sum, run) => sum + run.non2xx, 0)];
+    return [
+      name,
+      `${Math.round(rps.min)} / ${Math.round(rps.median)} / ${Math.round(rps.max)}`,
+      spread(runs.map((run) => run.p50_ms)).median,
+      `${p99.min} / ${p99.median} / ${p99.max}`,
+      runs.reduce((sum, run) => sum + run.non2xx, 0),
+    ];
   };
   return {
-    direct, edge, misses,
+    direct,
+    edge,
+    misses,
     sections: [
-      { heading: 'Redirects with the mapping known (targets: ≥ 5,000/s direct, p99 ≤ 10 ms)', text: `\`${direct[0].command}\`: 1,000 accounts in Redis (local source), random per wrk thread; 302s count as non-2xx in wrk.`,
-        table: { columns: ['path', 'redirects/s min / median / max', 'p50 ms', 'p99 ms min / median / max', '302s (wrk non-2xx)'], rows: [row('direct to the resolver (varnish bypassed)', direct), row('through nginx → varnish → haproxy', edge)] } },
-      { heading: 'Upstream calls per 1,000 distinct-account misses (target ≤ 50)', text: '1,000 accounts never seen, 64 concurrent clients, hive source against a local JSON-RPC node.',
-        table: { columns: ['misses', 'upstream calls', 'seconds', 'p99 ms'], rows: [[1000, misses.upstream_calls, misses.seconds, misses.p99_ms]] } },
+      {
+        heading: 'Redirects with the mapping known (targets: ≥ 5,000/s direct, p99 ≤ 10 ms)',
+        text: `\`${direct[0].command}\`: 1,000 accounts in Redis (local source), random per wrk thread; 302s count as non-2xx in wrk.`,
+        table: {
+          columns: [
+            'path',
+            'redirects/s min / median / max',
+            'p50 ms',
+            'p99 ms min / median / max',
+            '302s (wrk non-2xx)',
+          ],
+          rows: [
+            row('direct to the resolver (varnish bypassed)', direct),
+            row('through nginx → varnish → haproxy', edge),
+          ],
+        },
+      },
+      {
+        heading: 'Upstream calls per 1,000 distinct-account misses (target ≤ 50)',
+        text: '1,000 accounts never seen, 64 concurrent clients, hive source against a local JSON-RPC node.',
+        table: {
+          columns: ['misses', 'upstream calls', 'seconds', 'p99 ms'],
+          rows: [[1000, misses.upstream_calls, misses.seconds, misses.p99_ms]],
+        },
+      },
     ],
   };
 }
 
 if (import.meta.main) {
   const result = await benchAvatar();
-  const file = writeReport('avatar', { title: 'bench/avatar', command: `node bench/avatar.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const file = writeReport('avatar', {
+    title: 'bench/avatar',
+    command: `node bench/avatar.js${quick ? ' --quick' : ''}`,
+    machine: await machine(),
+    sections: result.sections,
+    data: result,
+  });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }

@@ -28,7 +28,8 @@ export async function startCorpusServer(cases, canaryPort) {
   const byName = new Map(cases.map((entry) => [entry.name, entry]));
   const server = http.createServer((req, res) => {
     const name = decodeURIComponent((req.url || '/').slice(1));
-    if (name === 'redirect-to-canary') return res.writeHead(302, { location: `http://127.0.0.1:${canaryPort}/x.jpg` }).end();
+    if (name === 'redirect-to-canary')
+      return res.writeHead(302, { location: `http://127.0.0.1:${canaryPort}/x.jpg` }).end();
     const entry = byName.get(name);
     if (!entry) return res.writeHead(404).end();
     return res.writeHead(200, { 'content-type': entry.type, 'content-length': entry.body.length }).end(entry.body);
@@ -66,7 +67,8 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
     entry.cases += 1;
     const body = Buffer.from(await response.arrayBuffer());
     const type = response.headers.get('content-type') || '';
-    if (response.status >= 500) return entry.problems.push(`${label}: ${response.status} ${body.toString().slice(0, 120)}`);
+    if (response.status >= 500)
+      return entry.problems.push(`${label}: ${response.status} ${body.toString().slice(0, 120)}`);
     if (response.status >= 400) {
       let name;
       try {
@@ -74,75 +76,168 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
       } catch {
         name = null;
       }
-      if (!type.startsWith('application/json') || !name) return entry.problems.push(`${label}: ${response.status} without a JSON error`);
-      if (want.expect === 'image') return entry.problems.push(`${label}: expected an image, got ${response.status} ${name}`);
+      if (!type.startsWith('application/json') || !name)
+        return entry.problems.push(`${label}: ${response.status} without a JSON error`);
+      if (want.expect === 'image')
+        return entry.problems.push(`${label}: expected an image, got ${response.status} ${name}`);
       entry.errors4xx += 1;
       return undefined;
     }
     if (want.expect === 'error') return entry.problems.push(`${label}: expected a 4xx, got ${response.status}`);
-    if (want.expect === 'image' && !(response.status === 200 && type.startsWith('image/'))) return entry.problems.push(`${label}: expected an image, got ${response.status} ${type}`);
+    if (want.expect === 'image' && !(response.status === 200 && type.startsWith('image/')))
+      return entry.problems.push(`${label}: expected an image, got ${response.status} ${type}`);
     if (response.status === 200 && type.startsWith('image/')) {
-      if (want.bytes && !body.equals(want.bytes)) return entry.problems.push(`${label}: not the bytes that were uploaded`);
+      if (want.bytes && !body.equals(want.bytes))
+        return entry.problems.push(`${label}: not the bytes that were uploaded`);
       const info = await decode(body).catch(() => null);
       if (!info) return entry.problems.push(`${label}: a ${type} that does not decode`);
-      if (want.width && (info.width !== want.width || info.height !== want.height)) return entry.problems.push(`${label}: ${info.width}×${info.height}, expected ${want.width}×${want.height}`);
+      if (want.width && (info.width !== want.width || info.height !== want.height))
+        return entry.problems.push(`${label}: ${info.width}×${info.height}, expected ${want.width}×${want.height}`);
       entry.images += 1;
     }
     return undefined;
   }
-  const get = (/** @type {string} */ path, /** @type {RequestInit} */ init = {}) => fetch(base + path, { redirect: 'manual', ...init });
-  const proxied = (/** @type {string} */ url, query = 'width=1000&height=1000&mode=fit') => `/p/${base58Url.encode(url)}?${query}`;
+  const get = (/** @type {string} */ path, /** @type {RequestInit} */ init = {}) =>
+    fetch(base + path, { redirect: 'manual', ...init });
+  const proxied = (/** @type {string} */ url, query = 'width=1000&height=1000&mode=fit') =>
+    `/p/${base58Url.encode(url)}?${query}`;
 
   for (const entry of corpus) {
     await judge(entry.class, `proxy ${entry.name}`, await get(proxied(`${corpusBase}/${entry.name}`)), entry);
     const form = new FormData();
     form.append('image_file', new Blob([new Uint8Array(entry.body)]), `${entry.name}.bin`);
-    const upload = await get('/upload', { method: 'POST', headers: { authorization: `Bearer ${uploadToken}` }, body: form });
+    const upload = await get('/upload', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${uploadToken}` },
+      body: form,
+    });
     // an upload is JSON ({"url"}), not an image: valid ones must be accepted, broken ones refused
     if (entry.upload) {
       await judge(`upload ${entry.class}`, `upload ${entry.name}`, upload.clone(), { expect: entry.upload });
     } else if (entry.expect === 'image' && upload.status !== 200) {
       await judge(`upload ${entry.class}`, `upload ${entry.name}`, upload.clone(), { expect: 'image' });
     } else {
-      await judge(`upload ${entry.class}`, `upload ${entry.name}`, upload.clone(), { expect: entry.expect === 'error' ? 'error' : 'any' });
+      await judge(`upload ${entry.class}`, `upload ${entry.name}`, upload.clone(), {
+        expect: entry.expect === 'error' ? 'error' : 'any',
+      });
     }
     if (upload.status === 200) {
       const { url } = /** @type {any} */ (await upload.json());
-      await judge(`upload ${entry.class}`, `served ${entry.name}`, await fetch(url), { expect: 'image', bytes: entry.body });
+      await judge(`upload ${entry.class}`, `served ${entry.name}`, await fetch(url), {
+        expect: 'image',
+        bytes: entry.body,
+      });
     }
   }
 
   const alphabet58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
-  for (let seed = 1; seed <= 40; seed += 1) await judge('fuzz /p/ base58', `/p/random ${seed}`, await get(`/p/${randomText(seed, 5 + (seed % 60), alphabet58)}?width=${seed}`));
+  for (let seed = 1; seed <= 40; seed += 1)
+    await judge(
+      'fuzz /p/ base58',
+      `/p/random ${seed}`,
+      await get(`/p/${randomText(seed, 5 + (seed % 60), alphabet58)}?width=${seed}`),
+    );
   for (let seed = 1; seed <= 40; seed += 1) {
-    const bytes = randomText(seed * 7, 1 + (seed % 40), '%0123456789abcdefABCDEF/._-~?&=#;:@!$\'()*+,');
+    const bytes = randomText(seed * 7, 1 + (seed % 40), "%0123456789abcdefABCDEF/._-~?&=#;:@!$'()*+,");
     await judge('fuzz paths', `path ${seed}`, await get(`/${bytes.replace(/#/g, '%23')}`));
   }
-  for (const length of [2000, 7000, 20_000, 100_000]) await judge('fuzz overlong', `overlong ${length}`, await get(`/p/${'z'.repeat(length)}`));
+  for (const length of [2000, 7000, 20_000, 100_000])
+    await judge('fuzz overlong', `overlong ${length}`, await get(`/p/${'z'.repeat(length)}`));
   const valid = `${corpusBase}/exif-orientation-1`;
-  for (const value of ['0', '-1', '1', '8000', '8001', '99999999', '999999999999', '1e3', 'NaN', '0x10', ' 5', '５', '', '1.5', '%00']) {
-    await judge('fuzz dimensions', `width=${value}`, await get(`/p/${base58Url.encode(valid)}?width=${encodeURIComponent(value)}&height=${encodeURIComponent(value)}`));
+  for (const value of [
+    '0',
+    '-1',
+    '1',
+    '8000',
+    '8001',
+    '99999999',
+    '999999999999',
+    '1e3',
+    'NaN',
+    '0x10',
+    ' 5',
+    '５',
+    '',
+    '1.5',
+    '%00',
+  ]) {
+    await judge(
+      'fuzz dimensions',
+      `width=${value}`,
+      await get(`/p/${base58Url.encode(valid)}?width=${encodeURIComponent(value)}&height=${encodeURIComponent(value)}`),
+    );
   }
-  for (const query of ['mode=zoom', 'mode=', 'format=bmp', 'format=AVIF', 'format[]=png', 'width=10&width=20', 'mode=cover&mode=fit']) {
+  for (const query of [
+    'mode=zoom',
+    'mode=',
+    'format=bmp',
+    'format=AVIF',
+    'format[]=png',
+    'width=10&width=20',
+    'mode=cover&mode=fit',
+  ]) {
     await judge('fuzz parameters', query, await get(`/p/${base58Url.encode(valid)}?${query}`));
   }
-  for (const path of ['/0x0/', '/99999x99999/http://x', '/1x1/javascript:alert(1)', '/10x10/%00', '/u/../avatar', '/u/alice/avatar/../../etc', '/u/alice/avatar/huge', `/u/${'a'.repeat(300)}/avatar`, '/u/%00/cover',
-    '/..%2f..%2fetc%2fpasswd', '/%2e%2e/%2e%2e/', '/DQm%00', '/.env', '/.git/config', '/healthz/../admin']) {
+  for (const path of [
+    '/0x0/',
+    '/99999x99999/http://x',
+    '/1x1/javascript:alert(1)',
+    '/10x10/%00',
+    '/u/../avatar',
+    '/u/alice/avatar/../../etc',
+    '/u/alice/avatar/huge',
+    `/u/${'a'.repeat(300)}/avatar`,
+    '/u/%00/cover',
+    '/..%2f..%2fetc%2fpasswd',
+    '/%2e%2e/%2e%2e/',
+    '/DQm%00',
+    '/.env',
+    '/.git/config',
+    '/healthz/../admin',
+  ]) {
     await judge('fuzz routes', path, await get(path));
   }
 
   const port = canaryPort;
-  const ssrf = [`http://127.0.0.1:${port}/`, `http://127.1:${port}/`, `http://0x7f000001:${port}/`, `http://2130706433:${port}/`, `http://0177.0.0.1:${port}/`,
-    `http://127.000.000.001:${port}/`, `http://[::ffff:127.0.0.1]:${port}/`, `http://[::ffff:7f00:1]:${port}/`, `http://[0:0:0:0:0:ffff:127.0.0.1]:${port}/`, `http://[::1]:${port}/`,
-    `http://0.0.0.0:${port}/`, `http://0:${port}/`, `http://localhost.:${port}/`, `http://LOCALHOST.:${port}/`, `http://169.254.169.254/latest/meta-data/`, `http://[fd00:ec2::254]/`,
-    `http://100.100.100.200/`, `http://10.0.0.1/`, `http://192.168.1.1/`, `http://[fe80::1]/`, `http://[64:ff9b::7f00:1]:${port}/`, `${corpusBase}/redirect-to-canary`,
-    `http://user:pass@127.0.0.1:${port}/`, `file:///etc/passwd`, `gopher://127.0.0.1:${port}/`, `ftp://127.0.0.1:${port}/`];
+  const ssrf = [
+    `http://127.0.0.1:${port}/`,
+    `http://127.1:${port}/`,
+    `http://0x7f000001:${port}/`,
+    `http://2130706433:${port}/`,
+    `http://0177.0.0.1:${port}/`,
+    `http://127.000.000.001:${port}/`,
+    `http://[::ffff:127.0.0.1]:${port}/`,
+    `http://[::ffff:7f00:1]:${port}/`,
+    `http://[0:0:0:0:0:ffff:127.0.0.1]:${port}/`,
+    `http://[::1]:${port}/`,
+    `http://0.0.0.0:${port}/`,
+    `http://0:${port}/`,
+    `http://localhost.:${port}/`,
+    `http://LOCALHOST.:${port}/`,
+    `http://169.254.169.254/latest/meta-data/`,
+    `http://[fd00:ec2::254]/`,
+    `http://100.100.100.200/`,
+    `http://10.0.0.1/`,
+    `http://192.168.1.1/`,
+    `http://[fe80::1]/`,
+    `http://[64:ff9b::7f00:1]:${port}/`,
+    `${corpusBase}/redirect-to-canary`,
+    `http://user:pass@127.0.0.1:${port}/`,
+    `file:///etc/passwd`,
+    `gopher://127.0.0.1:${port}/`,
+    `ftp://127.0.0.1:${port}/`,
+  ];
   for (const target of ssrf) {
     await judge('ssrf', target, await get(proxied(target, 'width=10')), { expect: 'error' });
     // a legacy URL is a 301 to the /p/ form: the target is judged where the redirect leads
     const legacy = await get(`/10x10/${target}`);
     const location = legacy.status === 301 ? legacy.headers.get('location') : null;
-    await judge('ssrf', `legacy ${target}`, location ? await get(new URL(location, base).pathname + new URL(location, base).search) : legacy, { expect: 'error' });
+    await judge(
+      'ssrf',
+      `legacy ${target}`,
+      location ? await get(new URL(location, base).pathname + new URL(location, base).search) : legacy,
+      { expect: 'error' },
+    );
   }
 
   const image = corpus.find((entry) => entry.name === 'exif-orientation-1')?.body || Buffer.alloc(0);
@@ -153,21 +248,46 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
     copy[at] ^= 0x01;
     return copy.toString('hex');
   };
-  for (const [label, signature] of [['flipped r', tamper(5)], ['flipped s', tamper(40)], ['bad recovery byte', `00${signed.subarray(1).toString('hex')}`], ['short', signed.toString('hex').slice(0, 128)], ['not hex', 'zz'.repeat(65)], ['empty-ish', '0'.repeat(130)]]) {
+  for (const [label, signature] of [
+    ['flipped r', tamper(5)],
+    ['flipped s', tamper(40)],
+    ['bad recovery byte', `00${signed.subarray(1).toString('hex')}`],
+    ['short', signed.toString('hex').slice(0, 128)],
+    ['not hex', 'zz'.repeat(65)],
+    ['empty-ish', '0'.repeat(130)],
+  ]) {
     const form = new FormData();
     form.append('image_file', new Blob([new Uint8Array(image)]), 'x.jpg');
-    await judge('signature tampering', label, await get(`/${account}/${signature}`, { method: 'POST', body: form }), { expect: 'error' });
+    await judge('signature tampering', label, await get(`/${account}/${signature}`, { method: 'POST', body: form }), {
+      expect: 'error',
+    });
   }
   const body = JSON.stringify({ account });
   const timestamp = String(Math.floor(Date.now() / 1000));
   const mac = sign(hmacKey, timestamp, Buffer.from(body));
-  const hook = (/** @type {string} */ sent, /** @type {Record<string, string>} */ headers) => get('/hooks/avatar', { method: 'POST', body: sent, headers: { 'content-type': 'application/json', ...headers } });
+  const hook = (/** @type {string} */ sent, /** @type {Record<string, string>} */ headers) =>
+    get('/hooks/avatar', { method: 'POST', body: sent, headers: { 'content-type': 'application/json', ...headers } });
   for (const [label, sent, headers] of /** @type {Array<[string, string, Record<string, string>]>} */ ([
     ['no signature', body, { 'x-timestamp': timestamp }],
-    ['flipped body', body.replace(account, `${account.slice(0, -1)}x`), { 'x-timestamp': timestamp, 'x-signature': `sha256=${mac}` }],
-    ['flipped mac', body, { 'x-timestamp': timestamp, 'x-signature': `sha256=${mac.replace(/^./, (c) => (c === '0' ? '1' : '0'))}` }],
+    [
+      'flipped body',
+      body.replace(account, `${account.slice(0, -1)}x`),
+      { 'x-timestamp': timestamp, 'x-signature': `sha256=${mac}` },
+    ],
+    [
+      'flipped mac',
+      body,
+      { 'x-timestamp': timestamp, 'x-signature': `sha256=${mac.replace(/^./, (c) => (c === '0' ? '1' : '0'))}` },
+    ],
     ['moved timestamp', body, { 'x-timestamp': String(Number(timestamp) + 1), 'x-signature': `sha256=${mac}` }],
-    ['old timestamp', body, { 'x-timestamp': String(Number(timestamp) - 86400), 'x-signature': `sha256=${sign(hmacKey, String(Number(timestamp) - 86400), Buffer.from(body))}` }],
+    [
+      'old timestamp',
+      body,
+      {
+        'x-timestamp': String(Number(timestamp) - 86400),
+        'x-signature': `sha256=${sign(hmacKey, String(Number(timestamp) - 86400), Buffer.from(body))}`,
+      },
+    ],
     ['sha1 label', body, { 'x-timestamp': timestamp, 'x-signature': `sha1=${mac}` }],
     ['huge body', 'x'.repeat(100_000), { 'x-timestamp': timestamp, 'x-signature': `sha256=${mac}` }],
   ])) {
@@ -186,15 +306,37 @@ export async function startCampaign() {
   const site = await startCorpusServer(corpus, canary.port);
   const hive = await startHiveNode();
   const authority = keyAuthority(key.publicKey);
-  hive.setAccount({ name: 'campaign', posting: authority, active: authority, json_metadata: '', posting_json_metadata: '' });
+  hive.setAccount({
+    name: 'campaign',
+    posting: authority,
+    active: authority,
+    json_metadata: '',
+    posting_json_metadata: '',
+  });
   const stack = await startStack({
-    UPLOAD_TOKENS: 'campaign', PURGE_HMAC_KEYS: 'campaign-key', HIVE_API_URLS: hive.url, LOG_LEVEL: 'warn',
-    FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0',
+    UPLOAD_TOKENS: 'campaign',
+    PURGE_HMAC_KEYS: 'campaign-key',
+    HIVE_API_URLS: hive.url,
+    LOG_LEVEL: 'warn',
+    FETCH_ALLOW_PRIVATE_HOSTS: 'localhost',
+    NGINX_RATE_LIMIT: '100000',
+    NGINX_RATE_BURST: '100000',
+    VARNISH_MISS_LIMIT: '0',
   });
   return {
     stack,
     canary,
-    run: () => runCampaign({ base: stack.base, corpus, corpusBase: site.base, canaryPort: canary.port, uploadToken: 'campaign', hmacKey: 'campaign-key', hiveKey: key.secretKey, account: 'campaign' }),
+    run: () =>
+      runCampaign({
+        base: stack.base,
+        corpus,
+        corpusBase: site.base,
+        canaryPort: canary.port,
+        uploadToken: 'campaign',
+        hmacKey: 'campaign-key',
+        hiveKey: key.secretKey,
+        account: 'campaign',
+      }),
     async stop() {
       await stack.stop();
       await Promise.all([canary.close(), site.close(), hive.close()]);
@@ -206,12 +348,24 @@ export async function benchBadInput() {
   const campaign = await startCampaign();
   try {
     const classes = await campaign.run();
-    const rows = Object.entries(classes).map(([name, entry]) => [name, entry.cases, entry.images, entry.errors4xx, entry.problems.length]);
+    const rows = Object.entries(classes).map(([name, entry]) => [
+      name,
+      entry.cases,
+      entry.images,
+      entry.errors4xx,
+      entry.problems.length,
+    ]);
     return {
-      classes, canaryHits: campaign.canary.hits(),
-      sections: [{ heading: 'Bad-input campaign (expectation: a 4xx JSON error or a correct image; never a 5xx, a crash or a forbidden request)',
-        text: `Requests that reached the canary (forbidden addresses): ${campaign.canary.hits()}.`,
-        table: { columns: ['class', 'cases', 'correct images', '4xx JSON errors', 'problems'], rows } }],
+      classes,
+      canaryHits: campaign.canary.hits(),
+      sections: [
+        {
+          heading:
+            'Bad-input campaign (expectation: a 4xx JSON error or a correct image; never a 5xx, a crash or a forbidden request)',
+          text: `Requests that reached the canary (forbidden addresses): ${campaign.canary.hits()}.`,
+          table: { columns: ['class', 'cases', 'correct images', '4xx JSON errors', 'problems'], rows },
+        },
+      ],
     };
   } finally {
     await campaign.stop();

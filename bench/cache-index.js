@@ -75,7 +75,11 @@ async function child(modulePath, dir) {
  * @returns {{ serving: number, built: number, stallMs: number, entries: number, memory: number, table: number | null }}
  */
 function measure(modulePath, dir) {
-  const run = spawnSync(process.execPath, ['--expose-gc', '--max-old-space-size=16384', import.meta.filename, '--child', modulePath, dir], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  const run = spawnSync(
+    process.execPath,
+    ['--expose-gc', '--max-old-space-size=16384', import.meta.filename, '--child', modulePath, dir],
+    { encoding: 'utf8', maxBuffer: 1 << 20 },
+  );
   if (run.status !== 0) throw new Error(`child failed: ${run.stderr}`);
   return JSON.parse(run.stdout);
 }
@@ -83,7 +87,10 @@ function measure(modulePath, dir) {
 /** The previous PackCache (before the compact index), from git, in a file of its own. @param {string} dir */
 function previousModule(dir) {
   const file = path.join(dir, 'previous-pack-cache.js');
-  fs.writeFileSync(file, execFileSync('git', ['-C', REPO, 'show', 'ab0f14d:origin/src/cache/pack-cache.js'], { encoding: 'utf8' }));
+  fs.writeFileSync(
+    file,
+    execFileSync('git', ['-C', REPO, 'show', 'ab0f14d:origin/src/cache/pack-cache.js'], { encoding: 'utf8' }),
+  );
   return file;
 }
 
@@ -142,21 +149,46 @@ export async function benchCacheIndex() {
   return {
     rows,
     growths,
-    sections: [{
-      heading: `Result cache index: memory and start-up at ${SIZES.map((n) => n.toLocaleString('en')).join(' and ')} variants`,
-      text: `Memory: V8 heap + array buffers after a full GC, less the process's before, ÷ variants indexed (the index's own table in brackets). Serving: until init() returns (the origin listens); built: until the whole index is (misses are transformed meanwhile). Longest stall: the event loop's longest delay from init to built (includes init itself). Extrapolated to 1 TB of 25 KB variants (${(TERABYTE_VARIANTS / 1e6).toFixed(0)} million): ${((perVariant * TERABYTE_VARIANTS) / 1024 ** 3).toFixed(1)} GiB of index and ${seconds(buildPerVariant * TERABYTE_VARIANTS)} to build it from index files (page cache warm; a cold disk reads ${((TERABYTE_VARIANTS * 28) / 1024 ** 3).toFixed(1)} GiB of index files first), serving from the first millisecond.`,
-      table: {
-        columns: ['index', 'variants', 'built from', 'bytes per variant', 'serving after', 'built after', 'longest event-loop stall'],
-        rows: rows.map((row) => [row.index, row.entries.toLocaleString('en'), row.from, `${(row.memory / row.entries).toFixed(1)}${row.table ? ` (${(row.table / row.entries).toFixed(1)})` : ''}`, seconds(row.serving), seconds(row.built), `${row.stallMs.toFixed(0)} ms`]),
+    sections: [
+      {
+        heading: `Result cache index: memory and start-up at ${SIZES.map((n) => n.toLocaleString('en')).join(' and ')} variants`,
+        text: `Memory: V8 heap + array buffers after a full GC, less the process's before, ÷ variants indexed (the index's own table in brackets). Serving: until init() returns (the origin listens); built: until the whole index is (misses are transformed meanwhile). Longest stall: the event loop's longest delay from init to built (includes init itself). Extrapolated to 1 TB of 25 KB variants (${(TERABYTE_VARIANTS / 1e6).toFixed(0)} million): ${((perVariant * TERABYTE_VARIANTS) / 1024 ** 3).toFixed(1)} GiB of index and ${seconds(buildPerVariant * TERABYTE_VARIANTS)} to build it from index files (page cache warm; a cold disk reads ${((TERABYTE_VARIANTS * 28) / 1024 ** 3).toFixed(1)} GiB of index files first), serving from the first millisecond.`,
+        table: {
+          columns: [
+            'index',
+            'variants',
+            'built from',
+            'bytes per variant',
+            'serving after',
+            'built after',
+            'longest event-loop stall',
+          ],
+          rows: rows.map((row) => [
+            row.index,
+            row.entries.toLocaleString('en'),
+            row.from,
+            `${(row.memory / row.entries).toFixed(1)}${row.table ? ` (${(row.table / row.entries).toFixed(1)})` : ''}`,
+            seconds(row.serving),
+            seconds(row.built),
+            `${row.stallMs.toFixed(0)} ms`,
+          ]),
+        },
       },
-    }, {
-      heading: 'The index growing while the cache fills: the longest single set()',
-      text: 'A fresh index filled from empty, one set() at a time, in one process: each time it is 80 % full it grows by half. "Whole copy": every entry copied to the larger table at once, as before 2026-11-24; "incremental": the entries move 256 slots at each get or set.',
-      table: {
-        columns: ['variants', 'growth', 'growths', 'longest set()', 'all the sets'],
-        rows: growths.map((row) => [row.count.toLocaleString('en'), row.wholeCopy ? 'whole copy' : 'incremental', row.grew, `${row.longest.toFixed(1)} ms`, seconds(row.total)]),
+      {
+        heading: 'The index growing while the cache fills: the longest single set()',
+        text: 'A fresh index filled from empty, one set() at a time, in one process: each time it is 80 % full it grows by half. "Whole copy": every entry copied to the larger table at once, as before 2026-11-24; "incremental": the entries move 256 slots at each get or set.',
+        table: {
+          columns: ['variants', 'growth', 'growths', 'longest set()', 'all the sets'],
+          rows: growths.map((row) => [
+            row.count.toLocaleString('en'),
+            row.wholeCopy ? 'whole copy' : 'incremental',
+            row.grew,
+            `${row.longest.toFixed(1)} ms`,
+            seconds(row.total),
+          ]),
+        },
       },
-    }],
+    ],
   };
 }
 
@@ -164,6 +196,12 @@ if (process.argv[2] === '--child') {
   await child(process.argv[3], process.argv[4]);
 } else if (import.meta.main) {
   const result = await benchCacheIndex();
-  const file = writeReport('cache-index', { title: 'bench/cache-index', command: `node bench/cache-index.js${QUICK ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const file = writeReport('cache-index', {
+    title: 'bench/cache-index',
+    command: `node bench/cache-index.js${QUICK ? ' --quick' : ''}`,
+    machine: await machine(),
+    sections: result.sections,
+    data: result,
+  });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }

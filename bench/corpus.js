@@ -38,27 +38,126 @@ export async function buildCorpus() {
   /** @type {Case[]} */
   const cases = [];
   const add = (/** @type {Case} */ entry) => cases.push(entry);
-  for (const [format, data, type] of /** @type {Array<[string, Buffer, string]>} */ ([['jpeg', jpeg, 'image/jpeg'], ['png', png, 'image/png'], ['webp', webp, 'image/webp'], ['gif', gif, 'image/gif']])) {
-    for (const fraction of [0.1, 0.5, 0.9]) add({ name: `truncated-${format}-${fraction}`, class: 'truncated', body: data.subarray(0, Math.floor(data.length * fraction)), type, expect: 'error' });
-    for (const seed of [1, 2, 3]) add({ name: `flipped-${format}-${seed}`, class: 'bit-flipped', body: flip(data, seed), type, expect: 'either' });
+  for (const [format, data, type] of /** @type {Array<[string, Buffer, string]>} */ ([
+    ['jpeg', jpeg, 'image/jpeg'],
+    ['png', png, 'image/png'],
+    ['webp', webp, 'image/webp'],
+    ['gif', gif, 'image/gif'],
+  ])) {
+    for (const fraction of [0.1, 0.5, 0.9])
+      add({
+        name: `truncated-${format}-${fraction}`,
+        class: 'truncated',
+        body: data.subarray(0, Math.floor(data.length * fraction)),
+        type,
+        expect: 'error',
+      });
+    for (const seed of [1, 2, 3])
+      add({ name: `flipped-${format}-${seed}`, class: 'bit-flipped', body: flip(data, seed), type, expect: 'either' });
   }
   add({ name: 'zero-bytes', class: 'empty', body: Buffer.alloc(0), type: 'image/jpeg', expect: 'error' });
-  add({ name: 'html', class: 'not-an-image', body: Buffer.from('<!doctype html><title>x</title><script>alert(1)</script>'), type: 'image/png', expect: 'error' });
-  add({ name: 'text', class: 'not-an-image', body: Buffer.from('just some text, not pixels'), type: 'image/jpeg', expect: 'error' });
-  add({ name: 'gif-html-polyglot', class: 'polyglot', body: Buffer.concat([Buffer.from('GIF89a/*'), Buffer.from('*/=1;<script>alert(1)</script>')]), type: 'image/gif', expect: 'error' });
-  add({ name: 'jpeg-zip-polyglot', class: 'polyglot', body: Buffer.concat([jpeg, zlib.deflateRawSync(Buffer.from('PK\x03\x04 payload'))]), type: 'image/jpeg', expect: 'image', width: 320, height: 240 });
-  add({ name: 'cmyk-jpeg', class: 'colour', body: await sharp({ create: { width: 200, height: 100, channels: 3, background: '#3366cc' } }).toColourspace('cmyk').jpeg().toBuffer(), type: 'image/jpeg', expect: 'image', width: 200, height: 100 });
-  add({ name: '16-bit-png', class: 'colour', body: await sharp({ create: { width: 120, height: 90, channels: 3, background: '#884422' } }).toColourspace('rgb16').png().toBuffer(), type: 'image/png', expect: 'image', width: 120, height: 90 });
-  add({ name: 'png-50000x50000', class: 'dimension-bomb', body: await pngBomb(50000, 50000), type: 'image/png', expect: 'error' });
-  add({ name: 'png-100000x1', class: 'dimension-bomb', body: await pngBomb(100000, 1000), type: 'image/png', expect: 'error' });
+  add({
+    name: 'html',
+    class: 'not-an-image',
+    body: Buffer.from('<!doctype html><title>x</title><script>alert(1)</script>'),
+    type: 'image/png',
+    expect: 'error',
+  });
+  add({
+    name: 'text',
+    class: 'not-an-image',
+    body: Buffer.from('just some text, not pixels'),
+    type: 'image/jpeg',
+    expect: 'error',
+  });
+  add({
+    name: 'gif-html-polyglot',
+    class: 'polyglot',
+    body: Buffer.concat([Buffer.from('GIF89a/*'), Buffer.from('*/=1;<script>alert(1)</script>')]),
+    type: 'image/gif',
+    expect: 'error',
+  });
+  add({
+    name: 'jpeg-zip-polyglot',
+    class: 'polyglot',
+    body: Buffer.concat([jpeg, zlib.deflateRawSync(Buffer.from('PK\x03\x04 payload'))]),
+    type: 'image/jpeg',
+    expect: 'image',
+    width: 320,
+    height: 240,
+  });
+  add({
+    name: 'cmyk-jpeg',
+    class: 'colour',
+    body: await sharp({ create: { width: 200, height: 100, channels: 3, background: '#3366cc' } })
+      .toColourspace('cmyk')
+      .jpeg()
+      .toBuffer(),
+    type: 'image/jpeg',
+    expect: 'image',
+    width: 200,
+    height: 100,
+  });
+  add({
+    name: '16-bit-png',
+    class: 'colour',
+    body: await sharp({ create: { width: 120, height: 90, channels: 3, background: '#884422' } })
+      .toColourspace('rgb16')
+      .png()
+      .toBuffer(),
+    type: 'image/png',
+    expect: 'image',
+    width: 120,
+    height: 90,
+  });
+  add({
+    name: 'png-50000x50000',
+    class: 'dimension-bomb',
+    body: await pngBomb(50000, 50000),
+    type: 'image/png',
+    expect: 'error',
+  });
+  add({
+    name: 'png-100000x1',
+    class: 'dimension-bomb',
+    body: await pngBomb(100000, 1000),
+    type: 'image/png',
+    expect: 'error',
+  });
   add({ name: 'gif-65535', class: 'dimension-bomb', body: gifBomb(), type: 'image/gif', expect: 'error' });
   // served: its first frames within the budgets (an animation is never refused, #40); uploaded: refused
-  add({ name: 'gif-1000-frames', class: 'frame-bomb', body: await animated(8, 8, 1000, 'gif'), type: 'image/gif', expect: 'image', width: 8, height: 8, upload: 'error' });
-  const xxe = '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>&x;</text></svg>';
+  add({
+    name: 'gif-1000-frames',
+    class: 'frame-bomb',
+    body: await animated(8, 8, 1000, 'gif'),
+    type: 'image/gif',
+    expect: 'image',
+    width: 8,
+    height: 8,
+    upload: 'error',
+  });
+  const xxe =
+    '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>&x;</text></svg>';
   add({ name: 'svg-xxe', class: 'svg', body: Buffer.from(xxe), type: 'image/svg+xml', expect: 'error' });
-  add({ name: 'svg-script', class: 'svg', body: Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>alert(2)</script><image href="http://169.254.169.254/"/></svg>'), type: 'image/svg+xml', expect: 'error' });
+  add({
+    name: 'svg-script',
+    class: 'svg',
+    body: Buffer.from(
+      '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>alert(2)</script><image href="http://169.254.169.254/"/></svg>',
+    ),
+    type: 'image/svg+xml',
+    expect: 'error',
+  });
   for (let orientation = 1; orientation <= 8; orientation += 1) {
-    add({ name: `exif-orientation-${orientation}`, class: 'exif-orientation', body: await oriented(300, 200, orientation), type: 'image/jpeg', expect: 'image', width: orientation >= 5 ? 200 : 300, height: orientation >= 5 ? 300 : 200 });
+    add({
+      name: `exif-orientation-${orientation}`,
+      class: 'exif-orientation',
+      body: await oriented(300, 200, orientation),
+      type: 'image/jpeg',
+      expect: 'image',
+      width: orientation >= 5 ? 200 : 300,
+      height: orientation >= 5 ? 300 : 200,
+    });
   }
   return cases;
 }

@@ -28,7 +28,12 @@ const pressureGate = process.env.WARM_MAX_CPU_PRESSURE || '0';
 const dayRate = Number(process.env.DAY_RATE || 150);
 // the frontends' URLs (#40): condenser's /768x0/ and /256x512/ (their 301s' targets), ecency's body and
 // thumbnail; all format=match, negotiated by Accept
-const SIZES = ['format=match&mode=fit&width=768', 'format=match&mode=fit&width=256&height=512', 'format=match&mode=fit', 'format=match&mode=fit&width=640'];
+const SIZES = [
+  'format=match&mode=fit&width=768',
+  'format=match&mode=fit&width=256&height=512',
+  'format=match&mode=fit',
+  'format=match&mode=fit&width=640',
+];
 // the browsers of the day, by what they accept (about 2026's shares: AVIF everywhere but old Safari and Edge)
 const BROWSERS = [
   { share: 0.85, accept: 'image/avif,image/webp,image/apng,*/*;q=0.8' },
@@ -67,14 +72,22 @@ function zipf(n, s, next) {
 
 /** `count` distinct photographs: crops of the wallpapers at different offsets and sizes. @param {number} count @param {number} [first] the first crop's number */
 async function photographs(count, first = 0) {
-  const sources = fs.readdirSync(WALLPAPERS).map((name) => `${WALLPAPERS}/${name}/contents/images/1920x1080.jpg`).filter((file) => fs.existsSync(file));
+  const sources = fs
+    .readdirSync(WALLPAPERS)
+    .map((name) => `${WALLPAPERS}/${name}/contents/images/1920x1080.jpg`)
+    .filter((file) => fs.existsSync(file));
   const images = [];
   for (let i = first; i < first + count; i += 1) {
     const width = 1200 + ((i * 37) % 600);
     const height = 800 + ((i * 53) % 280);
     const left = (i * 13) % (1920 - width + 1);
     const top = (i * 7) % (1080 - height + 1);
-    images.push(await sharp(sources[i % sources.length]).extract({ left, top, width, height }).jpeg({ quality: 88 }).toBuffer());
+    images.push(
+      await sharp(sources[i % sources.length])
+        .extract({ left, top, width, height })
+        .jpeg({ quality: 88 })
+        .toBuffer(),
+    );
   }
   return images;
 }
@@ -100,7 +113,13 @@ function dayOfRequests({ images, accounts, requests, next }) {
     const draw = next();
     if (draw < 0.015) day.push({ kind: 'upload', upload: uploads++ });
     else if (draw < 0.3) day.push({ kind: 'avatar', account: account() });
-    else day.push({ kind: 'image', image: image(), size: SIZES[Math.floor(next() * SIZES.length)], accept: browser(next()) });
+    else
+      day.push({
+        kind: 'image',
+        image: image(),
+        size: SIZES[Math.floor(next() * SIZES.length)],
+        accept: browser(next()),
+      });
   }
   return { day, uploads };
 }
@@ -126,11 +145,18 @@ function publishStream({ seconds, rate, next }) {
     // a feed shows the post's thumbnail; a reader opens it and sees each image at condenser's body width
     const readAt = at + READ_AFTER_S[0] + next() * (READ_AFTER_S[1] - READ_AFTER_S[0]);
     firstViews.push({ index: Math.floor((readAt - 3) * rate), image: images[0], thumbnail: true });
-    for (const one of images) firstViews.push({ index: Math.floor((readAt + next() * 3) * rate), image: one, thumbnail: false });
+    for (const one of images)
+      firstViews.push({ index: Math.floor((readAt + next() * 3) * rate), image: one, thumbnail: false });
   }
   // half-way the warmer gets busy: a post of 200 images and a burst of 50 posts (not read: load only)
   const middle = Math.floor(seconds / 2);
-  blocks.push({ at: middle, posts: [{ author: 'gallery', images: Array.from({ length: 200 }, () => image++) }, ...Array.from({ length: 50 }, (_, i) => ({ author: `burst-${i}`, images: [image++] }))] });
+  blocks.push({
+    at: middle,
+    posts: [
+      { author: 'gallery', images: Array.from({ length: 200 }, () => image++) },
+      ...Array.from({ length: 50 }, (_, i) => ({ author: `burst-${i}`, images: [image++] })),
+    ],
+  });
   return { blocks: blocks.sort((a, b) => a.at - b.at), firstViews, images: image };
 }
 
@@ -154,8 +180,17 @@ async function measureDay({ warm }) {
   hive.methods['condenser_api.get_dynamic_global_properties'] = () => ({ head_block_number: head });
   hive.methods['condenser_api.get_ops_in_block'] = ([block]) => chain.get(block) || [];
   const stack = await startStack({
-    UPLOAD_TOKENS: 'day', FETCH_ALLOW_PRIVATE_HOSTS: 'localhost', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn',
-    HIVE_API_URLS: hive.url, HIVE_FOLLOW: 'true', HIVE_FOLLOW_START_BLOCK: '1001', WARM: String(warm), WARM_MAX_CPU_PRESSURE: pressureGate,
+    UPLOAD_TOKENS: 'day',
+    FETCH_ALLOW_PRIVATE_HOSTS: 'localhost',
+    NGINX_RATE_LIMIT: '100000',
+    NGINX_RATE_BURST: '100000',
+    VARNISH_MISS_LIMIT: '0',
+    LOG_LEVEL: 'warn',
+    HIVE_API_URLS: hive.url,
+    HIVE_FOLLOW: 'true',
+    HIVE_FOLLOW_START_BLOCK: '1001',
+    WARM: String(warm),
+    WARM_MAX_CPU_PRESSURE: pressureGate,
   });
   /** @type {NodeJS.Timeout[]} */
   const timers = [];
@@ -169,51 +204,142 @@ async function measureDay({ warm }) {
     for (let i = 0; i < accountCount; i += 1) pipeline.hset(`avatar:local:user-${i}`, 'avatar', urls[i % urls.length]);
     await pipeline.exec();
     redis.disconnect();
-    const { day, uploads } = dayOfRequests({ images: imageCount, accounts: accountCount, requests: seconds * rate, next });
+    const { day, uploads } = dayOfRequests({
+      images: imageCount,
+      accounts: accountCount,
+      requests: seconds * rate,
+      next,
+    });
     // the new posts' photographs: crops no other request names
     const stream = publishStream({ seconds, rate, next });
     const fresh = await photographs(stream.images, imageCount);
     const freshUrls = fresh.map((body, i) => server.add(`new-${i}.jpg`, body).replace('127.0.0.1', 'localhost'));
-    const uploadBodies = await Promise.all(Array.from({ length: uploads }, (_, i) => sharp({ create: { width: 640, height: 480, channels: 3, background: { r: i % 256, g: (i >> 8) % 256, b: 99 } } }).jpeg().toBuffer()));
+    const uploadBodies = await Promise.all(
+      Array.from({ length: uploads }, (_, i) =>
+        sharp({
+          create: { width: 640, height: 480, channels: 3, background: { r: i % 256, g: (i >> 8) % 256, b: 99 } },
+        })
+          .jpeg()
+          .toBuffer(),
+      ),
+    );
     const requests = day.map((entry) => {
       if (entry.kind === 'upload') return { kind: 'upload', path: '/upload', upload: entry.upload };
       if (entry.kind === 'avatar') return { kind: 'avatar', path: `/u/user-${entry.account}/avatar` };
-      return { kind: 'image', path: `/p/${base58Url.encode(urls[/** @type {number} */ (entry.image)])}?${entry.size}`, accept: entry.accept };
+      return {
+        kind: 'image',
+        path: `/p/${base58Url.encode(urls[/** @type {number} */ (entry.image)])}?${entry.size}`,
+        accept: entry.accept,
+      };
     });
     for (const view of stream.firstViews) {
       const size = view.thumbnail ? 'width=256&height=512' : 'width=768';
-      requests[view.index] = { kind: 'new post, first view', path: `/p/${base58Url.encode(freshUrls[view.image])}?format=match&mode=fit&${size}`, accept: BROWSERS[0].accept };
+      requests[view.index] = {
+        kind: 'new post, first view',
+        path: `/p/${base58Url.encode(freshUrls[view.image])}?format=match&mode=fit&${size}`,
+        accept: BROWSERS[0].accept,
+      };
     }
     const publishedAt = performance.now();
     for (const block of stream.blocks) {
-      timers.push(setTimeout(() => {
-        chain.set(head + 1, block.posts.map((post, i) => ({ op: ['comment', {
-          parent_author: '', parent_permlink: 'photography', author: post.author, permlink: `post-${block.at}-${i}`, title: 'new',
-          json_metadata: JSON.stringify({ image: post.images.slice(0, 1).map((n) => freshUrls[n]) }),
-          body: post.images.map((n) => `![photo](${freshUrls[n]})`).join('\n\n'),
-        }] })));
-        head += 1;
-      }, block.at * 1000 - (performance.now() - publishedAt)));
+      timers.push(
+        setTimeout(
+          () => {
+            chain.set(
+              head + 1,
+              block.posts.map((post, i) => ({
+                op: [
+                  'comment',
+                  {
+                    parent_author: '',
+                    parent_permlink: 'photography',
+                    author: post.author,
+                    permlink: `post-${block.at}-${i}`,
+                    title: 'new',
+                    json_metadata: JSON.stringify({ image: post.images.slice(0, 1).map((n) => freshUrls[n]) }),
+                    body: post.images.map((n) => `![photo](${freshUrls[n]})`).join('\n\n'),
+                  },
+                ],
+              })),
+            );
+            head += 1;
+          },
+          block.at * 1000 - (performance.now() - publishedAt),
+        ),
+      );
     }
     const origin = `http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`;
     const resolver = `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_METRICS_PORT}/metrics`;
     const transformsBefore = await metricValue(origin, 'origin_transforms_total');
     const started = performance.now();
-    const byKind = await runChild({ mode: 'mix', base: stack.base, requests, uploads: uploadBodies.map((body) => body.toString('base64')), token: 'day', rate, accept: 'image/avif,image/webp,*/*' });
+    const byKind = await runChild({
+      mode: 'mix',
+      base: stack.base,
+      requests,
+      uploads: uploadBodies.map((body) => body.toString('base64')),
+      token: 'day',
+      rate,
+      accept: 'image/avif,image/webp,*/*',
+    });
     const elapsed = (performance.now() - started) / 1000;
     const varnish = await stack.varnishStats();
     const layers = {
       varnish: { hits: varnish('MAIN.cache_hit'), misses: varnish('MAIN.cache_miss'), passes: varnish('MAIN.s_pass') },
-      originVariants: { hits: await metricValue(origin, 'origin_cache_requests_total', { level: 'variant', result: 'hit' }), misses: await metricValue(origin, 'origin_cache_requests_total', { level: 'variant', result: 'miss' }) },
-      originOriginals: { hits: await metricValue(origin, 'origin_cache_requests_total', { level: 'original', result: 'hit' }), misses: await metricValue(origin, 'origin_cache_requests_total', { level: 'original', result: 'miss' }) },
-      resolver: Object.fromEntries(await Promise.all(['memory', 'redis', 'upstream', 'stale', 'default'].map(async (source) => [source, await metricValue(resolver, 'resolver_lookups_total', { source })]))),
+      originVariants: {
+        hits: await metricValue(origin, 'origin_cache_requests_total', { level: 'variant', result: 'hit' }),
+        misses: await metricValue(origin, 'origin_cache_requests_total', { level: 'variant', result: 'miss' }),
+      },
+      originOriginals: {
+        hits: await metricValue(origin, 'origin_cache_requests_total', { level: 'original', result: 'hit' }),
+        misses: await metricValue(origin, 'origin_cache_requests_total', { level: 'original', result: 'miss' }),
+      },
+      resolver: Object.fromEntries(
+        await Promise.all(
+          ['memory', 'redis', 'upstream', 'stale', 'default'].map(async (source) => [
+            source,
+            await metricValue(resolver, 'resolver_lookups_total', { source }),
+          ]),
+        ),
+      ),
     };
     const transforms = (await metricValue(origin, 'origin_transforms_total')) - transformsBefore;
     const fetches = server.hitsTotal();
-    const classes = Object.fromEntries(Object.entries(byKind).map(([kind, entry]) => [kind, { requests: entry.ms.length, statuses: entry.statuses, hits: entry.hits, p50: percentile(entry.ms, 0.5), p99: percentile(entry.ms, 0.99) }]));
+    const classes = Object.fromEntries(
+      Object.entries(byKind).map(([kind, entry]) => [
+        kind,
+        {
+          requests: entry.ms.length,
+          statuses: entry.statuses,
+          hits: entry.hits,
+          p50: percentile(entry.ms, 0.5),
+          p99: percentile(entry.ms, 0.99),
+        },
+      ]),
+    );
     const purge = `http://127.0.0.1:${stack.env.PURGE_SERVICE_METRICS_PORT}/metrics`;
-    const warmer = Object.fromEntries(await Promise.all(['warmed', 'skipped', 'failed'].map(async (result) => [result, await metricValue(purge, 'purge_warm_images_total', { result })])));
-    return { warm, seconds: elapsed, rate, requests: requests.length, images: imageCount, accounts: accountCount, uploads, layers, transforms, fetches, classes, warmer, posts: stream.blocks.length };
+    const warmer = Object.fromEntries(
+      await Promise.all(
+        ['warmed', 'skipped', 'failed'].map(async (result) => [
+          result,
+          await metricValue(purge, 'purge_warm_images_total', { result }),
+        ]),
+      ),
+    );
+    return {
+      warm,
+      seconds: elapsed,
+      rate,
+      requests: requests.length,
+      images: imageCount,
+      accounts: accountCount,
+      uploads,
+      layers,
+      transforms,
+      fetches,
+      classes,
+      warmer,
+      posts: stream.blocks.length,
+    };
   } finally {
     timers.forEach((timer) => clearTimeout(timer));
     await stack.stop();
@@ -226,47 +352,80 @@ function warmSections(off, on) {
   const row = (/** @type {any} */ run, /** @type {string} */ name) => {
     const first = run.classes['new post, first view'] || { requests: 0, hits: 0, p50: 0, p99: 0 };
     const misses = run.classes['image miss, all'] || { p99: 0 };
-    return [name, first.requests, `${((100 * first.hits) / Math.max(1, first.requests)).toFixed(1)} %`, first.p50, first.p99, misses.p99, run.classes.image?.p99 ?? 0, `${run.warmer.warmed} / ${run.warmer.skipped} / ${run.warmer.failed}`];
+    return [
+      name,
+      first.requests,
+      `${((100 * first.hits) / Math.max(1, first.requests)).toFixed(1)} %`,
+      first.p50,
+      first.p99,
+      misses.p99,
+      run.classes.image?.p99 ?? 0,
+      `${run.warmer.warmed} / ${run.warmer.skipped} / ${run.warmer.failed}`,
+    ];
   };
   const offMiss = off.classes['image miss, all']?.p99 || 0;
   const onMiss = on.classes['image miss, all']?.p99 || 0;
-  return [{
-    heading: `New posts read as they are published (a post of three new photographs every ${POST_EVERY_S} s, its feed thumbnail and each image first viewed ${READ_AFTER_S[0]}–${READ_AFTER_S[1]} s after its block at condenser's /256x512/ and /768x0/ in an AVIF browser; half-way one post of 200 images and a burst of 50 posts), the warmer off and on (target: at least 95 % of first views cache hits; other misses' p99 within 10 % of the run without the warmer)`,
-    text: `Other image misses' p99 with the warmer on: ${Math.round(onMiss)} ms against ${Math.round(offMiss)} ms without (${offMiss ? `${(((onMiss - offMiss) / offMiss) * 100).toFixed(1)} %` : 'n/a'}).`,
-    table: {
-      columns: ['warmer', 'first views', 'cache hits', 'first view p50 ms', 'first view p99 ms', 'other misses p99 ms', 'all images p99 ms', 'images warmed / skipped / failed'],
-      rows: [row(off, 'off'), row(on, 'on')],
+  return [
+    {
+      heading: `New posts read as they are published (a post of three new photographs every ${POST_EVERY_S} s, its feed thumbnail and each image first viewed ${READ_AFTER_S[0]}–${READ_AFTER_S[1]} s after its block at condenser's /256x512/ and /768x0/ in an AVIF browser; half-way one post of 200 images and a burst of 50 posts), the warmer off and on (target: at least 95 % of first views cache hits; other misses' p99 within 10 % of the run without the warmer)`,
+      text: `Other image misses' p99 with the warmer on: ${Math.round(onMiss)} ms against ${Math.round(offMiss)} ms without (${offMiss ? `${(((onMiss - offMiss) / offMiss) * 100).toFixed(1)} %` : 'n/a'}).`,
+      table: {
+        columns: [
+          'warmer',
+          'first views',
+          'cache hits',
+          'first view p50 ms',
+          'first view p99 ms',
+          'other misses p99 ms',
+          'all images p99 ms',
+          'images warmed / skipped / failed',
+        ],
+        rows: [row(off, 'off'), row(on, 'on')],
+      },
     },
-  }];
+  ];
 }
 
 /** @param {{ hits: number, misses: number }} layer */
-const ratio = (layer) => `${((100 * layer.hits) / Math.max(1, layer.hits + layer.misses)).toFixed(1)}% (${layer.hits} / ${layer.hits + layer.misses})`;
+const ratio = (layer) =>
+  `${((100 * layer.hits) / Math.max(1, layer.hits + layer.misses)).toFixed(1)}% (${layer.hits} / ${layer.hits + layer.misses})`;
 
 /** @param {Awaited<ReturnType<typeof measureDay>>} result */
 export function daySections(result) {
   const { layers } = result;
   const resolverTotal = Object.values(layers.resolver).reduce((sum, value) => sum + value, 0);
-  return [{
-    heading: `A realistic day: ${result.requests} requests in ${result.seconds.toFixed(0)} s (${result.rate}/s), ${result.images} photographs × ${SIZES.length} sizes (Zipf s=1.0), ${result.accounts} accounts (Zipf s=1.1), 1.5% uploads, the frontends' format=match URLs from browsers ${BROWSERS.map((b) => `${Math.round(b.share * 100)} % \`${b.accept.split(',')[0]}\``).join(', ')}`,
-    table: {
-      columns: ['layer', 'hit ratio (hits / lookups)'],
-      rows: [
-        ['varnish', ratio(layers.varnish)],
-        ['origin variant cache (disk)', ratio(layers.originVariants)],
-        ['origin original cache (disk)', ratio(layers.originOriginals)],
-        // what varnish passes on: each account's first request and each expiry (the local source is a Redis hash)
-        ['avatar resolver caches (in-process, then Redis)', `${((100 * (layers.resolver.memory + layers.resolver.redis)) / Math.max(1, resolverTotal)).toFixed(1)}% (in-process ${layers.resolver.memory}, Redis ${layers.resolver.redis}, source ${layers.resolver.upstream}, default ${layers.resolver.default})`],
-      ],
+  return [
+    {
+      heading: `A realistic day: ${result.requests} requests in ${result.seconds.toFixed(0)} s (${result.rate}/s), ${result.images} photographs × ${SIZES.length} sizes (Zipf s=1.0), ${result.accounts} accounts (Zipf s=1.1), 1.5% uploads, the frontends' format=match URLs from browsers ${BROWSERS.map((b) => `${Math.round(b.share * 100)} % \`${b.accept.split(',')[0]}\``).join(', ')}`,
+      table: {
+        columns: ['layer', 'hit ratio (hits / lookups)'],
+        rows: [
+          ['varnish', ratio(layers.varnish)],
+          ['origin variant cache (disk)', ratio(layers.originVariants)],
+          ['origin original cache (disk)', ratio(layers.originOriginals)],
+          // what varnish passes on: each account's first request and each expiry (the local source is a Redis hash)
+          [
+            'avatar resolver caches (in-process, then Redis)',
+            `${((100 * (layers.resolver.memory + layers.resolver.redis)) / Math.max(1, resolverTotal)).toFixed(1)}% (in-process ${layers.resolver.memory}, Redis ${layers.resolver.redis}, source ${layers.resolver.upstream}, default ${layers.resolver.default})`,
+          ],
+        ],
+      },
     },
-  }, {
-    heading: 'Per route class at the edge (as the client saw it; target for images: 503s < 0.1 %, p99 < 1 s)',
-    text: `Origin transforms: ${result.transforms} (${(result.transforms / result.seconds).toFixed(1)}/s); remote fetches of originals: ${result.fetches}. "image miss, <format>": the image requests varnish did not have (X-Cache not HIT), by the format they were answered in: the cold-miss latency of each output format (a first answer to an AVIF browser is WebP while its AVIF is made in the background).`,
-    table: {
-      columns: ['class', 'requests', 'statuses', 'p50 ms', 'p99 ms'],
-      rows: Object.entries(result.classes).map(([kind, entry]) => [kind, entry.requests, JSON.stringify(entry.statuses), entry.p50, entry.p99]),
+    {
+      heading: 'Per route class at the edge (as the client saw it; target for images: 503s < 0.1 %, p99 < 1 s)',
+      text: `Origin transforms: ${result.transforms} (${(result.transforms / result.seconds).toFixed(1)}/s); remote fetches of originals: ${result.fetches}. "image miss, <format>": the image requests varnish did not have (X-Cache not HIT), by the format they were answered in: the cold-miss latency of each output format (a first answer to an AVIF browser is WebP while its AVIF is made in the background).`,
+      table: {
+        columns: ['class', 'requests', 'statuses', 'p50 ms', 'p99 ms'],
+        rows: Object.entries(result.classes).map(([kind, entry]) => [
+          kind,
+          entry.requests,
+          JSON.stringify(entry.statuses),
+          entry.p50,
+          entry.p99,
+        ]),
+      },
     },
-  }];
+  ];
 }
 
 if (import.meta.main) {
@@ -275,6 +434,12 @@ if (import.meta.main) {
   const slower = dayRate !== 150;
   const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}`;
   const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}`;
-  const file = writeReport(name, { title: 'bench/day', command: `${environment}node bench/day.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const file = writeReport(name, {
+    title: 'bench/day',
+    command: `${environment}node bench/day.js${quick ? ' --quick' : ''}`,
+    machine: await machine(),
+    sections: result.sections,
+    data: result,
+  });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }

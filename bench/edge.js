@@ -11,17 +11,27 @@ const quick = process.argv.includes('--quick');
 
 export async function benchEdge() {
   // the per-client rate limit would throttle a load generator on one address: lifted for the measurement
-  const stack = await startStack({ UPLOAD_TOKENS: 'bench', NGINX_RATE_LIMIT: '1000000', NGINX_RATE_BURST: '1000000', VARNISH_MISS_LIMIT: '0', LOG_LEVEL: 'warn' });
+  const stack = await startStack({
+    UPLOAD_TOKENS: 'bench',
+    NGINX_RATE_LIMIT: '1000000',
+    NGINX_RATE_BURST: '1000000',
+    VARNISH_MISS_LIMIT: '0',
+    LOG_LEVEL: 'warn',
+  });
   try {
     const form = new FormData();
     form.append('image_file', new Blob([new Uint8Array(await solid(64, 64, 'png'))]), 'hit.png');
-    const { url } = /** @type {any} */ (await (await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer bench' }, body: form })).json());
+    const { url } = /** @type {any} */ (
+      await (
+        await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer bench' }, body: form })
+      ).json()
+    );
     const path = new URL(url).pathname;
     await fetch(url);
     const mtail = `http://127.0.0.1:${stack.env.MTAIL_PORT}/metrics`;
     const modes = [
       { name: 'wrk in a session of its own (half the CPU each, like two machines)', sharedSession: false },
-      { name: 'wrk in the stack\'s session (one scheduling group)', sharedSession: true },
+      { name: "wrk in the stack's session (one scheduling group)", sharedSession: true },
     ];
     const results = [];
     for (const { name, sharedSession } of modes) {
@@ -30,29 +40,64 @@ export async function benchEdge() {
         runs.edge.push(wrk({ url: `${stack.base}${path}`, connections: 64, seconds: quick ? 3 : 8, sharedSession }));
         // mtail (niced) falls behind during a saturating run: let it catch up, or its backlog would load the next one
         await caughtUp(mtail);
-        runs.varnish.push(wrk({ url: `http://127.0.0.1:${stack.env.VARNISH_PORT}${path}`, connections: 64, seconds: quick ? 3 : 8, sharedSession }));
+        runs.varnish.push(
+          wrk({
+            url: `http://127.0.0.1:${stack.env.VARNISH_PORT}${path}`,
+            connections: 64,
+            seconds: quick ? 3 : 8,
+            sharedSession,
+          }),
+        );
       }
       const edge = spread(runs.edge.map((run) => run.rps));
       const varnish = spread(runs.varnish.map((run) => run.rps));
-      results.push({ name, runs, edge, varnish, ratio: edge.median / varnish.median, edgeP99: spread(runs.edge.map((run) => run.p99_ms)) });
+      results.push({
+        name,
+        runs,
+        edge,
+        varnish,
+        ratio: edge.median / varnish.median,
+        edgeP99: spread(runs.edge.map((run) => run.p99_ms)),
+      });
     }
     /** @param {string} name @param {any[]} runs */
     const row = (name, runs) => {
       const rps = spread(runs.map((run) => run.rps));
       const p99 = spread(runs.map((run) => run.p99_ms));
-      return [name, `${Math.round(rps.min)} / ${Math.round(rps.median)} / ${Math.round(rps.max)}`, spread(runs.map((run) => run.p50_ms)).median, `${p99.min} / ${p99.median} / ${p99.max}`, runs.reduce((sum, run) => sum + run.non2xx, 0)];
+      return [
+        name,
+        `${Math.round(rps.min)} / ${Math.round(rps.median)} / ${Math.round(rps.max)}`,
+        spread(runs.map((run) => run.p50_ms)).median,
+        `${p99.min} / ${p99.median} / ${p99.max}`,
+        runs.reduce((sum, run) => sum + run.non2xx, 0),
+      ];
     };
     return {
-      upMs: stack.upMs, results,
+      upMs: stack.upMs,
+      results,
       sections: [
         ...results.map((result) => ({
           heading: `Cache hits at 64 connections, ${result.name}: full edge vs varnish alone (target: ≥ 60%, edge p99 < 5 ms)`,
           text: `Commands: \`${result.runs.edge[0].command}\` and \`${result.runs.varnish[0].command}\`, alternating; the object is a 64×64 PNG already in varnish.`,
-          table: { columns: ['path', 'req/s min / median / max', 'p50 ms (median run)', 'p99 ms min / median / max', 'non-2xx'], rows: [
-            row('nginx → varnish', result.runs.edge), row('varnish alone', result.runs.varnish), ['ratio (medians)', `${Math.round(result.ratio * 100)}%`, '', '', ''],
-          ] },
+          table: {
+            columns: [
+              'path',
+              'req/s min / median / max',
+              'p50 ms (median run)',
+              'p99 ms min / median / max',
+              'non-2xx',
+            ],
+            rows: [
+              row('nginx → varnish', result.runs.edge),
+              row('varnish alone', result.runs.varnish),
+              ['ratio (medians)', `${Math.round(result.ratio * 100)}%`, '', '', ''],
+            ],
+          },
         })),
-        { heading: 'Time from `./infra/stack up` to every health check green', text: `${(stack.upMs / 1000).toFixed(1)} s (packages and node_modules already installed).` },
+        {
+          heading: 'Time from `./infra/stack up` to every health check green',
+          text: `${(stack.upMs / 1000).toFixed(1)} s (packages and node_modules already installed).`,
+        },
       ],
     };
   } finally {
@@ -67,12 +112,20 @@ async function caughtUp(url) {
     const count = await metricValue(url, 'edge_requests_total');
     if (count === last) return;
     last = count;
-    await new Promise((resolve) => { setTimeout(resolve, 500); });
+    await new Promise((resolve) => {
+      setTimeout(resolve, 500);
+    });
   }
 }
 
 if (import.meta.main) {
   const result = await benchEdge();
-  const file = writeReport('edge', { title: 'bench/edge', command: `node bench/edge.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const file = writeReport('edge', {
+    title: 'bench/edge',
+    command: `node bench/edge.js${quick ? ' --quick' : ''}`,
+    machine: await machine(),
+    sections: result.sections,
+    data: result,
+  });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }

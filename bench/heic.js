@@ -37,7 +37,10 @@ export async function benchHeic() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-heic-'));
   try {
     // 12 megapixels (4240 × 2830), as a phone takes them
-    const jpeg = await sharp(photo('Path', '1280x800')).resize(4240, 2830, { fit: 'fill' }).jpeg({ quality: 92 }).toBuffer();
+    const jpeg = await sharp(photo('Path', '1280x800'))
+      .resize(4240, 2830, { fit: 'fill' })
+      .jpeg({ quality: 92 })
+      .toBuffer();
     const jpegFile = path.join(dir, 'photo.jpg');
     fs.writeFileSync(jpegFile, jpeg);
     const heicFile = path.join(dir, 'photo.heic');
@@ -46,14 +49,20 @@ export async function benchHeic() {
     /** @type {Record<string, { cpuMs: number[], extraRssMb: number[] }>} */
     const measured = { heic: { cpuMs: [], extraRssMb: [] }, jpeg: { cpuMs: [], extraRssMb: [] } };
     for (let i = 0; i < runs; i += 1) {
-      for (const [format, file] of [['heic', heicFile], ['jpeg', jpegFile]]) {
+      for (const [format, file] of [
+        ['heic', heicFile],
+        ['jpeg', jpegFile],
+      ]) {
         const { cpuMs, extraRssMb } = variantInChild(file, format);
         measured[format].cpuMs.push(cpuMs);
         measured[format].extraRssMb.push(extraRssMb);
       }
     }
     // the scrub of a 5 MB phone JPEG: read, edited, written (what the upload adds)
-    const big = withMetadata(await sharp(photo('Path', '1280x800')).resize(4000, 2500, { fit: 'fill' }).jpeg({ quality: 97 }).toBuffer(), 'jpg');
+    const big = withMetadata(
+      await sharp(photo('Path', '1280x800')).resize(4000, 2500, { fit: 'fill' }).jpeg({ quality: 97 }).toBuffer(),
+      'jpg',
+    );
     const bigFile = path.join(dir, 'upload.jpg');
     fs.writeFileSync(bigFile, big);
     const scrubMs = [];
@@ -70,14 +79,24 @@ export async function benchHeic() {
     };
     const scrub = spread(scrubMs);
     return {
-      measured, scrubMs, uploadBytes: big.length,
-      sections: [{
-        heading: `A 512 px JPEG variant from a 12-megapixel photograph (4240 × 2830), ${runs} runs each in a fresh process (targets for HEIC: CPU < 400 ms, extra RSS < 150 MB)`,
-        table: { columns: ['source', 'CPU ms min / median / max', 'extra RSS MB min / median / max'], rows: [row('heic'), row('jpeg')].map((cells) => cells.map((cell) => (typeof cell === 'string' ? cell.replace(/(\d+\.\d)\d+/g, '$1') : cell))) },
-      }, {
-        heading: `The upload scrub of a ${(big.length / 1e6).toFixed(1)} MB phone JPEG (GPS, serials, XMP): read, edited, written (target < 5 ms)`,
-        table: { columns: ['ms min', 'ms median', 'ms max'], rows: [[scrub.min, scrub.median, scrub.max]] },
-      }],
+      measured,
+      scrubMs,
+      uploadBytes: big.length,
+      sections: [
+        {
+          heading: `A 512 px JPEG variant from a 12-megapixel photograph (4240 × 2830), ${runs} runs each in a fresh process (targets for HEIC: CPU < 400 ms, extra RSS < 150 MB)`,
+          table: {
+            columns: ['source', 'CPU ms min / median / max', 'extra RSS MB min / median / max'],
+            rows: [row('heic'), row('jpeg')].map((cells) =>
+              cells.map((cell) => (typeof cell === 'string' ? cell.replace(/(\d+\.\d)\d+/g, '$1') : cell)),
+            ),
+          },
+        },
+        {
+          heading: `The upload scrub of a ${(big.length / 1e6).toFixed(1)} MB phone JPEG (GPS, serials, XMP): read, edited, written (target < 5 ms)`,
+          table: { columns: ['ms min', 'ms median', 'ms max'], rows: [[scrub.min, scrub.median, scrub.max]] },
+        },
+      ],
     };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
@@ -86,6 +105,12 @@ export async function benchHeic() {
 
 if (import.meta.main) {
   const result = await benchHeic();
-  const file = writeReport('heic', { title: 'bench/heic', command: `node bench/heic.js${quick ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const file = writeReport('heic', {
+    title: 'bench/heic',
+    command: `node bench/heic.js${quick ? ' --quick' : ''}`,
+    machine: await machine(),
+    sections: result.sections,
+    data: result,
+  });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }

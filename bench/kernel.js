@@ -10,12 +10,26 @@ import { ONE_THREAD, measureTransforms, photoFiles } from './quality.js';
 
 const QUICK = process.argv.includes('--quick');
 const KERNELS = /** @type {const} */ (['lanczos3', 'lanczos2', 'cubic', 'mitchell', 'linear']);
-const CASES = /** @type {const} */ ([['jpeg', 80], ['jpeg', 76], ['webp', 80]]);
+const CASES = /** @type {const} */ ([
+  ['jpeg', 80],
+  ['jpeg', 76],
+  ['webp', 80],
+]);
 const REPEATS = QUICK ? 1 : 5;
 
 /** The origin's transform with `kernel`. @param {'jpeg' | 'webp'} format @param {number} quality @param {typeof KERNELS[number]} kernel @param {string[]} files */
 async function measure(format, quality, kernel, files) {
-  return { format, quality, kernel, ...await measureTransforms(files, format, { ...ONE_THREAD, jpegQuality: quality, webpQuality: quality, kernel }, REPEATS) };
+  return {
+    format,
+    quality,
+    kernel,
+    ...(await measureTransforms(
+      files,
+      format,
+      { ...ONE_THREAD, jpegQuality: quality, webpQuality: quality, kernel },
+      REPEATS,
+    )),
+  };
 }
 
 export async function benchKernel() {
@@ -28,25 +42,43 @@ export async function benchKernel() {
   for (const [format, quality] of CASES) {
     for (const kernel of KERNELS) {
       const result = await measure(format, quality, kernel, files);
-      process.stderr.write(`${format} q${quality} ${kernel}: ${result.cpuMs.median.toFixed(1)} CPU ms, ${result.kb.toFixed(2)} KB, SSIM ${result.ssim.toFixed(4)}\n`);
+      process.stderr.write(
+        `${format} q${quality} ${kernel}: ${result.cpuMs.median.toFixed(1)} CPU ms, ${result.kb.toFixed(2)} KB, SSIM ${result.ssim.toFixed(4)}\n`,
+      );
       rows.push(result);
     }
   }
   return {
     rows,
-    sections: [{
-      heading: 'Resize kernel: CPU ms per variant, bytes and SSIM (512×512 fit of six 2560×1600 photographs; one libvips thread)',
-      text: `CPU ms: process CPU time over the six transforms ÷ 6, min / median / max of ${REPEATS} runs. SSIM against the photograph decoded whole and resized with lanczos3 (bench/quality.js).`,
-      table: {
-        columns: ['format', 'quality', 'kernel', 'CPU ms per variant', 'mean KB', 'mean SSIM'],
-        rows: rows.map((row) => [row.format, row.quality, row.kernel, `${row.cpuMs.min.toFixed(1)} / ${row.cpuMs.median.toFixed(1)} / ${row.cpuMs.max.toFixed(1)}`, row.kb.toFixed(2), row.ssim.toFixed(4)]),
+    sections: [
+      {
+        heading:
+          'Resize kernel: CPU ms per variant, bytes and SSIM (512×512 fit of six 2560×1600 photographs; one libvips thread)',
+        text: `CPU ms: process CPU time over the six transforms ÷ 6, min / median / max of ${REPEATS} runs. SSIM against the photograph decoded whole and resized with lanczos3 (bench/quality.js).`,
+        table: {
+          columns: ['format', 'quality', 'kernel', 'CPU ms per variant', 'mean KB', 'mean SSIM'],
+          rows: rows.map((row) => [
+            row.format,
+            row.quality,
+            row.kernel,
+            `${row.cpuMs.min.toFixed(1)} / ${row.cpuMs.median.toFixed(1)} / ${row.cpuMs.max.toFixed(1)}`,
+            row.kb.toFixed(2),
+            row.ssim.toFixed(4),
+          ]),
+        },
       },
-    }],
+    ],
   };
 }
 
 if (import.meta.main) {
   const result = await benchKernel();
-  const file = writeReport('kernel', { title: 'bench/kernel', command: `node bench/kernel.js${QUICK ? ' --quick' : ''}`, machine: await machine(), sections: result.sections, data: result });
+  const file = writeReport('kernel', {
+    title: 'bench/kernel',
+    command: `node bench/kernel.js${QUICK ? ' --quick' : ''}`,
+    machine: await machine(),
+    sections: result.sections,
+    data: result,
+  });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
 }

@@ -20,9 +20,17 @@ function version(command, args) {
 export async function machine() {
   const sharp = (await import('sharp')).default;
   return {
-    cpu: os.cpus()[0]?.model, cores: os.availableParallelism(), memory_gib: Math.round(os.totalmem() / 2 ** 30), os: `${os.type()} ${os.release()}`,
-    node: process.version, sharp: sharp.versions.sharp, libvips: sharp.versions.vips,
-    nginx: version('nginx', ['-v']), varnish: version('varnishd', ['-V']), haproxy: version('haproxy', ['-v']), redis: version('redis-server', ['--version']),
+    cpu: os.cpus()[0]?.model,
+    cores: os.availableParallelism(),
+    memory_gib: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()}`,
+    node: process.version,
+    sharp: sharp.versions.sharp,
+    libvips: sharp.versions.vips,
+    nginx: version('nginx', ['-v']),
+    varnish: version('varnishd', ['-V']),
+    haproxy: version('haproxy', ['-v']),
+    redis: version('redis-server', ['--version']),
   };
 }
 
@@ -38,7 +46,8 @@ export function filesystem(dir) {
   if (type !== 'ext4') return { dir, type, source };
   // jbd2 names a journal after the kernel's device name (/dev/mapper/vg-root is dm-0 there)
   const device = path.basename(fs.existsSync(source) ? fs.realpathSync(source) : source);
-  const journal = fs.existsSync('/proc/fs/jbd2') && fs.readdirSync('/proc/fs/jbd2').some((name) => name.startsWith(`${device}-`));
+  const journal =
+    fs.existsSync('/proc/fs/jbd2') && fs.readdirSync('/proc/fs/jbd2').some((name) => name.startsWith(`${device}-`));
   return { dir, type, source, journal };
 }
 
@@ -99,19 +108,30 @@ export async function drive({ origin, paths, concurrency, headers = {} }) {
   let next = 0;
   let bytes = 0;
   const started = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < paths.length) {
-      const requestPath = paths[next++];
-      const sent = performance.now();
-      const response = await pool.request({ method: 'GET', path: requestPath, headers });
-      for await (const chunk of response.body) bytes += chunk.length;
-      latencies.push(performance.now() - sent);
-      statuses[response.statusCode] = (statuses[response.statusCode] || 0) + 1;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < paths.length) {
+        const requestPath = paths[next++];
+        const sent = performance.now();
+        const response = await pool.request({ method: 'GET', path: requestPath, headers });
+        for await (const chunk of response.body) bytes += chunk.length;
+        latencies.push(performance.now() - sent);
+        statuses[response.statusCode] = (statuses[response.statusCode] || 0) + 1;
+      }
+    }),
+  );
   const seconds = (performance.now() - started) / 1000;
   await pool.close();
-  return { requests: paths.length, seconds, rps: paths.length / seconds, p50_ms: percentile(latencies, 0.5), p99_ms: percentile(latencies, 0.99), bytes, statuses, latencies };
+  return {
+    requests: paths.length,
+    seconds,
+    rps: paths.length / seconds,
+    p50_ms: percentile(latencies, 0.5),
+    p99_ms: percentile(latencies, 0.99),
+    bytes,
+    statuses,
+    latencies,
+  };
 }
 
 /** Samples a process's resident memory (with its children) until stopped; returns the peak in MB. @param {number} pid */
@@ -128,7 +148,17 @@ export function sampleRss(pid) {
   read();
   const start = Math.round(peak);
   const timer = setInterval(read, 20);
-  return { start, stop: () => { clearInterval(timer); read(); return Math.round(peak); }, reset: () => { peak = 0; } };
+  return {
+    start,
+    stop: () => {
+      clearInterval(timer);
+      read();
+      return Math.round(peak);
+    },
+    reset: () => {
+      peak = 0;
+    },
+  };
 }
 
 /**
@@ -157,7 +187,18 @@ export async function wrkAsync(options) {
  * @param {WrkOptions} options
  */
 function wrkCommand({ url, connections, seconds, threads = 2, script, scriptArgs = [], sharedSession = false }) {
-  const args = ['-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url, ...(scriptArgs.length ? ['--', ...scriptArgs] : [])];
+  const args = [
+    '-t',
+    String(threads),
+    '-c',
+    String(connections),
+    '-d',
+    `${seconds}s`,
+    '--latency',
+    ...(script ? ['-s', script] : []),
+    url,
+    ...(scriptArgs.length ? ['--', ...scriptArgs] : []),
+  ];
   return sharedSession ? ['wrk', ...args] : ['setsid', '--wait', 'wrk', ...args];
 }
 
@@ -173,8 +214,14 @@ function wrkSummary(command, out) {
   const errors = (/Socket errors: (.*)/.exec(out) || [])[1] || 'none';
   const [, requests, read] = /(\d+) requests in [\d.]+\w+, ([\d.]+\w+) read/.exec(out) || [];
   return {
-    command: command.join(' '), rps: Number((/Requests\/sec:\s+([\d.]+)/.exec(out) || [])[1]), p50_ms: unit(line('50%')), p99_ms: unit(line('99%')), non2xx, errors,
-    requests: Number(requests || 0), bytes: bytesOf(read || '0B'),
+    command: command.join(' '),
+    rps: Number((/Requests\/sec:\s+([\d.]+)/.exec(out) || [])[1]),
+    p50_ms: unit(line('50%')),
+    p99_ms: unit(line('99%')),
+    non2xx,
+    errors,
+    requests: Number(requests || 0),
+    bytes: bytesOf(read || '0B'),
   };
 }
 
@@ -191,19 +238,34 @@ function bytesOf(text) {
 export function writeReport(name, report) {
   fs.mkdirSync(REPORTS, { recursive: true });
   const date = new Date().toISOString().slice(0, 10);
-  const lines = [`# ${report.title}`, '', `Run ${new Date().toISOString()} with \`${report.command}\`.`, '', '## Machine', '', '```', JSON.stringify(report.machine, null, 2), '```', ''];
+  const lines = [
+    `# ${report.title}`,
+    '',
+    `Run ${new Date().toISOString()} with \`${report.command}\`.`,
+    '',
+    '## Machine',
+    '',
+    '```',
+    JSON.stringify(report.machine, null, 2),
+    '```',
+    '',
+  ];
   for (const section of report.sections) {
     lines.push(`## ${section.heading}`, '');
     if (section.text) lines.push(section.text, '');
     if (section.table) {
       lines.push(`| ${section.table.columns.join(' | ')} |`, `|${section.table.columns.map(() => '---').join('|')}|`);
-      for (const row of section.table.rows) lines.push(`| ${row.map((cell) => (typeof cell === 'number' ? round(cell) : cell)).join(' | ')} |`);
+      for (const row of section.table.rows)
+        lines.push(`| ${row.map((cell) => (typeof cell === 'number' ? round(cell) : cell)).join(' | ')} |`);
       lines.push('');
     }
   }
   const base = path.join(REPORTS, `${date}-${name}`);
   fs.writeFileSync(`${base}.md`, lines.join('\n'));
-  fs.writeFileSync(`${base}.json`, `${JSON.stringify({ ...report, date }, (key, value) => (key === 'latencies' ? undefined : value), 2)}\n`);
+  fs.writeFileSync(
+    `${base}.json`,
+    `${JSON.stringify({ ...report, date }, (key, value) => (key === 'latencies' ? undefined : value), 2)}\n`,
+  );
   return `${base}.md`;
 }
 

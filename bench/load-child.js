@@ -39,7 +39,15 @@ async function send(pool, path, init = {}) {
     reason = 'not json';
   }
   const header = (/** @type {string} */ name) => /** @type {string | undefined} */ (response.headers[name]);
-  return { status: response.statusCode, ms, at: Math.round(sent - STARTED), reason, retryAfter: header('retry-after'), type: header('content-type'), cache: header('x-cache') };
+  return {
+    status: response.statusCode,
+    ms,
+    at: Math.round(sent - STARTED),
+    reason,
+    retryAfter: header('retry-after'),
+    type: header('content-type'),
+    cache: header('x-cache'),
+  };
 }
 
 /**
@@ -66,8 +74,11 @@ async function paced(rate, done, start) {
 /** @param {OpenSpec} spec */
 async function open(spec) {
   const pool = new Pool(spec.base, { connections: 512 });
-  const answers = await paced(spec.rate, (_i, elapsedMs) => elapsedMs >= spec.seconds * 1000,
-    (i) => send(pool, spec.templates[i % spec.templates.length].replace('{n}', String(spec.first + (i % spec.span)))));
+  const answers = await paced(
+    spec.rate,
+    (_i, elapsedMs) => elapsedMs >= spec.seconds * 1000,
+    (i) => send(pool, spec.templates[i % spec.templates.length].replace('{n}', String(spec.first + (i % spec.span)))),
+  );
   await pool.close();
   return answers;
 }
@@ -96,10 +107,21 @@ async function probe(spec) {
 function multipart(body, token) {
   const boundary = `----bench${Math.random().toString(16).slice(2)}`;
   const data = Buffer.concat([
-    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="upload.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`),
-    body, Buffer.from(`\r\n--${boundary}--\r\n`),
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="upload.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`,
+    ),
+    body,
+    Buffer.from(`\r\n--${boundary}--\r\n`),
   ]);
-  return { method: /** @type {const} */ ('POST'), body: data, headers: { authorization: `Bearer ${token}`, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(data.length) } };
+  return {
+    method: /** @type {const} */ ('POST'),
+    body: data,
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': `multipart/form-data; boundary=${boundary}`,
+      'content-length': String(data.length),
+    },
+  };
 }
 
 /** @param {MixSpec} spec @returns {Promise<Record<string, { ms: number[], statuses: Record<string, number>, hits: number }>>} */
@@ -114,18 +136,25 @@ async function mix(spec) {
     entry.statuses[answer.status] = (entry.statuses[answer.status] || 0) + 1;
     if (answer.cache === 'HIT') entry.hits += 1;
   };
-  await paced(spec.rate, (i) => i >= spec.requests.length, (i) => {
-    const request = spec.requests[i];
-    const init = request.upload === undefined ? { headers: { accept: request.accept ?? spec.accept } } : multipart(uploads[request.upload], spec.token);
-    return send(pool, request.path, init).then((answer) => {
-      record(request.kind, answer);
-      // an image varnish did not have, by the format it was answered in (or the status)
-      if (request.kind === 'image' && answer.cache !== 'HIT') {
-        record(`image miss, ${answer.status === 200 ? answer.type?.replace('image/', '') : answer.status}`, answer);
-        record('image miss, all', answer);
-      }
-    });
-  });
+  await paced(
+    spec.rate,
+    (i) => i >= spec.requests.length,
+    (i) => {
+      const request = spec.requests[i];
+      const init =
+        request.upload === undefined
+          ? { headers: { accept: request.accept ?? spec.accept } }
+          : multipart(uploads[request.upload], spec.token);
+      return send(pool, request.path, init).then((answer) => {
+        record(request.kind, answer);
+        // an image varnish did not have, by the format it was answered in (or the status)
+        if (request.kind === 'image' && answer.cache !== 'HIT') {
+          record(`image miss, ${answer.status === 200 ? answer.type?.replace('image/', '') : answer.status}`, answer);
+          record('image miss, all', answer);
+        }
+      });
+    },
+  );
   await pool.close();
   return byKind;
 }
@@ -141,9 +170,13 @@ export function runChild(spec) {
     const child = spawn(process.execPath, [import.meta.filename], { stdio: ['pipe', 'pipe', 'inherit'] });
     child.stdin.end(JSON.stringify(spec));
     let output = '';
-    child.stdout.on('data', (chunk) => { output += chunk; });
+    child.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(output)) : reject(new Error(`load generator exited with ${code}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(output)) : reject(new Error(`load generator exited with ${code}`)),
+    );
   });
 }
 

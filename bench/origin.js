@@ -50,24 +50,46 @@ export async function benchOrigin() {
           first += BLOCK;
           // the same number of the same transforms, in-process
           const count = Math.max(service[service.length - 1].requests, 20);
-          const out = execFileSync('node', ['bench/sharp-inprocess.js', format, String(concurrency), String(count), ...files], { env: { ...process.env, ...env }, encoding: 'utf8' });
+          const out = execFileSync(
+            'node',
+            ['bench/sharp-inprocess.js', format, String(concurrency), String(count), ...files],
+            { env: { ...process.env, ...env }, encoding: 'utf8' },
+          );
           inProcess.push(JSON.parse(out));
         }
         uncached.push({ format, concurrency, service, inProcess });
       }
     }
-    const cachedPaths = encoded.flatMap((source) => [1, 2, 3, 4, 5].map((i) => `/p/${source}?width=400&height=${400 + i}&mode=fit&format=webp`));
+    const cachedPaths = encoded.flatMap((source) =>
+      [1, 2, 3, 4, 5].map((i) => `/p/${source}?width=400&height=${400 + i}&mode=fit&format=webp`),
+    );
     await drive({ origin: origin.base, paths: cachedPaths, concurrency: 4 });
     // every answer from the result cache: wrk, since a Node client tops out below the origin here
-    const repeated = wrk({ url: origin.base, connections: 16, threads: 2, seconds: SECONDS, script: PATHS_SCRIPT, scriptArgs: cachedPaths, sharedSession: true });
-    if (repeated.non2xx || repeated.errors !== 'none') throw new Error(`bench/origin: repeated variants: ${repeated.non2xx} not 2xx, socket errors ${repeated.errors}`);
+    const repeated = wrk({
+      url: origin.base,
+      connections: 16,
+      threads: 2,
+      seconds: SECONDS,
+      script: PATHS_SCRIPT,
+      scriptArgs: cachedPaths,
+      sharedSession: true,
+    });
+    if (repeated.non2xx || repeated.errors !== 'none')
+      throw new Error(`bench/origin: repeated variants: ${repeated.non2xx} not 2xx, socket errors ${repeated.errors}`);
 
     // 24-megapixel sources, 64 concurrent distinct requests: memory must stay flat
     const big = await sharp(files[0]).resize(6000, 4000, { fit: 'fill' }).jpeg({ quality: 90 }).toBuffer();
     const bigSources = Array.from({ length: 8 }, (_, i) => origin.site.add(`big-${i}.jpg`, big));
     for (const source of bigSources) await fetch(origin.proxied(source, { width: 8 })).then((r) => r.arrayBuffer());
     rss.reset();
-    const memory = await drive({ origin: origin.base, concurrency: 64, paths: Array.from({ length: 64 }, (_, i) => `/p/${base58Url.encode(bigSources[i % 8])}?width=512&height=${600 + i}&mode=fit&format=jpeg`) });
+    const memory = await drive({
+      origin: origin.base,
+      concurrency: 64,
+      paths: Array.from(
+        { length: 64 },
+        (_, i) => `/p/${base58Url.encode(bigSources[i % 8])}?width=512&height=${600 + i}&mode=fit&format=jpeg`,
+      ),
+    });
     const memoryPeak = rss.stop();
     return summarise(uncached, repeated, memory, memoryPeak);
   } finally {
@@ -90,12 +112,31 @@ export async function uncachedRun(origin, rss, { format, concurrency, first, enc
   const threads = Math.min(2, concurrency);
   rss.reset();
   // wrkAsync: the RSS sampler (a timer in this process) keeps sampling while wrk runs
-  const result = await wrkAsync({ url: origin.base, connections: concurrency, threads, seconds: SECONDS, script: SCRIPT, scriptArgs: [`/p/{source}?width={width}&height={height}&mode=fit&format=${format}`, String(BLOCK / threads), String(first), ...encoded], sharedSession: true });
+  const result = await wrkAsync({
+    url: origin.base,
+    connections: concurrency,
+    threads,
+    seconds: SECONDS,
+    script: SCRIPT,
+    scriptArgs: [
+      `/p/{source}?width={width}&height={height}&mode=fit&format=${format}`,
+      String(BLOCK / threads),
+      String(first),
+      ...encoded,
+    ],
+    sharedSession: true,
+  });
   const peak = rss.stop();
-  await waitFor(async () => (await metricValue(origin.metricsUrl, 'origin_transforms_in_flight')) === 0, 30_000, 'the transforms wrk left behind');
+  await waitFor(
+    async () => (await metricValue(origin.metricsUrl, 'origin_transforms_in_flight')) === 0,
+    30_000,
+    'the transforms wrk left behind',
+  );
   const transforms = (await made()) - before;
   if (result.requests >= BLOCK / threads || transforms < result.requests || result.non2xx) {
-    throw new Error(`bench/origin: ${result.requests} answers (${result.non2xx} not 2xx) but ${transforms} transforms: not all new variants`);
+    throw new Error(
+      `bench/origin: ${result.requests} answers (${result.non2xx} not 2xx) but ${transforms} transforms: not all new variants`,
+    );
   }
   return { ...result, transforms, peak_rss_mb: peak };
 }
@@ -105,28 +146,87 @@ function summarise(uncached, repeated, memory, memoryPeak) {
   const rows = uncached.map(({ format, concurrency, service, inProcess }) => {
     const s = spread(service.map((/** @type {any} */ r) => r.rps));
     const p = spread(inProcess.map((/** @type {any} */ r) => r.rps));
-    return [format, concurrency, `${round(s.min)} / ${round(s.median)} / ${round(s.max)}`, percentile(service.map((/** @type {any} */ r) => r.p50_ms), 0.5), percentile(service.map((/** @type {any} */ r) => r.p99_ms), 0.5),
-      Math.max(...service.map((/** @type {any} */ r) => r.peak_rss_mb)), Math.round(service[0].bytes / service[0].requests / 1024), `${round(p.min)} / ${round(p.median)} / ${round(p.max)}`, s.median / p.median];
+    return [
+      format,
+      concurrency,
+      `${round(s.min)} / ${round(s.median)} / ${round(s.max)}`,
+      percentile(
+        service.map((/** @type {any} */ r) => r.p50_ms),
+        0.5,
+      ),
+      percentile(
+        service.map((/** @type {any} */ r) => r.p99_ms),
+        0.5,
+      ),
+      Math.max(...service.map((/** @type {any} */ r) => r.peak_rss_mb)),
+      Math.round(service[0].bytes / service[0].requests / 1024),
+      `${round(p.min)} / ${round(p.median)} / ${round(p.max)}`,
+      s.median / p.median,
+    ];
   });
   /** @type {Record<string, { service: number, inProcess: number, ratio: number }>} */
   const best = {};
   for (const format of FORMATS) {
     const mine = uncached.filter((entry) => entry.format === format);
     const service = Math.max(...mine.map((entry) => spread(entry.service.map((/** @type {any} */ r) => r.rps)).median));
-    const inProcess = Math.max(...mine.map((entry) => spread(entry.inProcess.map((/** @type {any} */ r) => r.rps)).median));
+    const inProcess = Math.max(
+      ...mine.map((entry) => spread(entry.inProcess.map((/** @type {any} */ r) => r.rps)).median),
+    );
     best[format] = { service, inProcess, ratio: service / inProcess };
   }
   const data = filesystem(DATA_PARENT);
   const journal = data.journal === undefined ? '' : data.journal ? ', with a journal' : ', without a journal';
   return {
-    best, repeated, memory: { ...memory, peak_rss_mb: memoryPeak }, data,
+    best,
+    repeated,
+    memory: { ...memory, peak_rss_mb: memoryPeak },
+    data,
     sections: [
-      { heading: 'Uncached variants: service vs in-process sharp (same run, alternating)', text: `Service: wrk for ${SECONDS} s per run (\`${uncached[0].service[0].command.replace(/ -- .*/, ' -- …')}\`), every answer a new variant (checked on the origin's transform counter); in-process: the same number of the same transforms. ${REPEATS} runs each; req/s as min / median / max; originals cached (the second level of the store). The origin's store and caches under ${data.dir} (${data.type} on ${data.source}${journal}): each new variant is appended to a segment file there.`,
-        table: { columns: ['format', 'concurrency', 'service req/s', 'p50 ms', 'p99 ms', 'peak RSS MB', 'KB per answer', 'in-process req/s', 'ratio (median)'], rows } },
-      { heading: 'Best concurrency: service / in-process (target ≥ 90%)', table: { columns: ['format', 'service req/s', 'in-process req/s', 'ratio'], rows: Object.entries(best).map(([format, b]) => [format, b.service, b.inProcess, `${Math.round(b.ratio * 100)}%`]) } },
-      { heading: 'Repeated variants (result cache)', text: `wrk for ${SECONDS} s, 16 connections, 30 variants in turn (\`${repeated.command.replace(/ -- .*/, ' -- …')}\`).`,
-        table: { columns: ['requests', 'concurrency', 'req/s', 'p50 ms', 'p99 ms'], rows: [[repeated.requests, 16, repeated.rps, repeated.p50_ms, repeated.p99_ms]] } },
-      { heading: '64 concurrent requests for 24-megapixel images (target: peak RSS < 512 MB)', table: { columns: ['answers', 'seconds', 'p99 ms', 'peak RSS MB'], rows: [[JSON.stringify(memory.statuses), memory.seconds, memory.p99_ms, memoryPeak]] } },
+      {
+        heading: 'Uncached variants: service vs in-process sharp (same run, alternating)',
+        text: `Service: wrk for ${SECONDS} s per run (\`${uncached[0].service[0].command.replace(/ -- .*/, ' -- …')}\`), every answer a new variant (checked on the origin's transform counter); in-process: the same number of the same transforms. ${REPEATS} runs each; req/s as min / median / max; originals cached (the second level of the store). The origin's store and caches under ${data.dir} (${data.type} on ${data.source}${journal}): each new variant is appended to a segment file there.`,
+        table: {
+          columns: [
+            'format',
+            'concurrency',
+            'service req/s',
+            'p50 ms',
+            'p99 ms',
+            'peak RSS MB',
+            'KB per answer',
+            'in-process req/s',
+            'ratio (median)',
+          ],
+          rows,
+        },
+      },
+      {
+        heading: 'Best concurrency: service / in-process (target ≥ 90%)',
+        table: {
+          columns: ['format', 'service req/s', 'in-process req/s', 'ratio'],
+          rows: Object.entries(best).map(([format, b]) => [
+            format,
+            b.service,
+            b.inProcess,
+            `${Math.round(b.ratio * 100)}%`,
+          ]),
+        },
+      },
+      {
+        heading: 'Repeated variants (result cache)',
+        text: `wrk for ${SECONDS} s, 16 connections, 30 variants in turn (\`${repeated.command.replace(/ -- .*/, ' -- …')}\`).`,
+        table: {
+          columns: ['requests', 'concurrency', 'req/s', 'p50 ms', 'p99 ms'],
+          rows: [[repeated.requests, 16, repeated.rps, repeated.p50_ms, repeated.p99_ms]],
+        },
+      },
+      {
+        heading: '64 concurrent requests for 24-megapixel images (target: peak RSS < 512 MB)',
+        table: {
+          columns: ['answers', 'seconds', 'p99 ms', 'peak RSS MB'],
+          rows: [[JSON.stringify(memory.statuses), memory.seconds, memory.p99_ms, memoryPeak]],
+        },
+      },
     ],
   };
 }
@@ -138,11 +238,16 @@ if (import.meta.main) {
   const slots = process.env.TRANSFORM_CONCURRENCY;
   const elsewhere = process.env.BENCH_DATA_DIR ? result.data.type : '';
   const settings = `${slots ? `TRANSFORM_CONCURRENCY=${slots} ` : ''}${elsewhere ? `BENCH_DATA_DIR=${process.env.BENCH_DATA_DIR} ` : ''}`;
-  const file = writeReport(['origin', slots && `slots-${slots}`, elsewhere && `data-${elsewhere}`].filter(Boolean).join('-'), {
-    title: settings ? `bench/origin with ${settings.trim()}` : 'bench/origin',
-    command: `${settings}node bench/origin.js${quick ? ' --quick' : ''}`,
-    machine: await machine(), sections: result.sections, data: result,
-  });
+  const file = writeReport(
+    ['origin', slots && `slots-${slots}`, elsewhere && `data-${elsewhere}`].filter(Boolean).join('-'),
+    {
+      title: settings ? `bench/origin with ${settings.trim()}` : 'bench/origin',
+      command: `${settings}node bench/origin.js${quick ? ' --quick' : ''}`,
+      machine: await machine(),
+      sections: result.sections,
+      data: result,
+    },
+  );
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
   process.exit(0);
 }

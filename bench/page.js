@@ -15,7 +15,8 @@ import { PHOTOS, meanSsim } from './quality.js';
 
 const BROWSERS = {
   chrome: 'image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8',
-  safari: 'image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5',
+  safari:
+    'image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5',
   firefox: 'image/avif,image/webp,*/*',
 };
 
@@ -29,15 +30,46 @@ async function sources(dir) {
   };
   for (let i = 0; i < 20; i += 1) {
     const width = [1920, 1600, 1280, 2400][i % 4];
-    write(`photo-${i}.jpg`, await sharp(photo(PHOTOS[i % PHOTOS.length], '1920x1080')).resize(width).jpeg({ quality: [88, 92, 85, 95][i % 4] }).toBuffer());
+    write(
+      `photo-${i}.jpg`,
+      await sharp(photo(PHOTOS[i % PHOTOS.length], '1920x1080'))
+        .resize(width)
+        .jpeg({ quality: [88, 92, 85, 95][i % 4] })
+        .toBuffer(),
+    );
   }
   for (let i = 0; i < 7; i += 1) {
-    const text = Array.from({ length: 18 }, (_, line) => `<text x="24" y="${60 + line * 24}" font-family="sans-serif" font-size="16" fill="#222">${i}.${line}: a screenshot of settings, a chart, code and menus — 0123456789</text>`).join('');
-    write(`screenshot-${i}.png`, await sharp(Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="1100" height="520"><rect width="1100" height="520" fill="${['#ffffff', '#f4f4f4', '#1e1e1e'][i % 3]}"/><rect width="1100" height="36" fill="#2b5797"/>${text}</svg>`)).png().toBuffer());
+    const text = Array.from(
+      { length: 18 },
+      (_, line) =>
+        `<text x="24" y="${60 + line * 24}" font-family="sans-serif" font-size="16" fill="#222">${i}.${line}: a screenshot of settings, a chart, code and menus — 0123456789</text>`,
+    ).join('');
+    write(
+      `screenshot-${i}.png`,
+      await sharp(
+        Buffer.from(
+          `<svg xmlns="http://www.w3.org/2000/svg" width="1100" height="520"><rect width="1100" height="520" fill="${['#ffffff', '#f4f4f4', '#1e1e1e'][i % 3]}"/><rect width="1100" height="36" fill="#2b5797"/>${text}</svg>`,
+        ),
+      )
+        .png()
+        .toBuffer(),
+    );
   }
   for (let i = 0; i < 3; i += 1) {
-    const frames = await Promise.all(Array.from({ length: 16 }, (_, f) => sharp(photo(PHOTOS[(i + f) % PHOTOS.length], '1920x1080')).resize(480, 270).png().toBuffer()));
-    write(`anim-${i}.gif`, await sharp(frames, { join: { animated: true } }).gif({ loop: 0, delay: Array(16).fill(100) }).toBuffer());
+    const frames = await Promise.all(
+      Array.from({ length: 16 }, (_, f) =>
+        sharp(photo(PHOTOS[(i + f) % PHOTOS.length], '1920x1080'))
+          .resize(480, 270)
+          .png()
+          .toBuffer(),
+      ),
+    );
+    write(
+      `anim-${i}.gif`,
+      await sharp(frames, { join: { animated: true } })
+        .gif({ loop: 0, delay: Array(16).fill(100) })
+        .toBuffer(),
+    );
   }
   return files;
 }
@@ -66,21 +98,49 @@ async function page(origin, urls, accept) {
  */
 async function byClass(files, old, now) {
   const rows = [];
-  for (const [kind, prefix] of [['photograph', 'photo-'], ['screenshot', 'screenshot-'], ['animation', 'anim-']]) {
+  for (const [kind, prefix] of [
+    ['photograph', 'photo-'],
+    ['screenshot', 'screenshot-'],
+    ['animation', 'anim-'],
+  ]) {
     const at = files.flatMap(([, name], i) => (name.startsWith(prefix) ? [i] : []));
     const paths = at.map((i) => files[i][0]);
-    const kb = (/** @type {Buffer[]} */ answers) => Math.round(at.reduce((sum, i) => sum + answers[i].length, 0) / 1024);
-    rows.push([kind, at.length, kb(old), kb(now), (await meanSsim(paths, at.map((i) => old[i]))).toFixed(4), (await meanSsim(paths, at.map((i) => now[i]))).toFixed(4)]);
+    const kb = (/** @type {Buffer[]} */ answers) =>
+      Math.round(at.reduce((sum, i) => sum + answers[i].length, 0) / 1024);
+    rows.push([
+      kind,
+      at.length,
+      kb(old),
+      kb(now),
+      (
+        await meanSsim(
+          paths,
+          at.map((i) => old[i]),
+        )
+      ).toFixed(4),
+      (
+        await meanSsim(
+          paths,
+          at.map((i) => now[i]),
+        )
+      ).toFixed(4),
+    ]);
   }
   return rows;
 }
 
 export async function benchPage() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-page-'));
-  const [before, after] = await Promise.all([startOrigin({ NEGOTIATE_MATCH: 'false' }), startOrigin({ AUTO_AVIF_FIRST_ANSWER: 'false' })]);
+  const [before, after] = await Promise.all([
+    startOrigin({ NEGOTIATE_MATCH: 'false' }),
+    startOrigin({ AUTO_AVIF_FIRST_ANSWER: 'false' }),
+  ]);
   try {
     const files = await sources(dir);
-    const urls = { before: files.map(([file, name]) => before.site.add(name, fs.readFileSync(file))), after: files.map(([file, name]) => after.site.add(name, fs.readFileSync(file))) };
+    const urls = {
+      before: files.map(([file, name]) => before.site.add(name, fs.readFileSync(file))),
+      after: files.map(([file, name]) => after.site.add(name, fs.readFileSync(file))),
+    };
     const rows = [];
     /** @type {any[][]} */
     const classRows = [];
@@ -88,22 +148,73 @@ export async function benchPage() {
     for (const [browser, accept] of Object.entries(BROWSERS)) {
       const old = await page(before, urls.before, accept);
       const now = await page(after, urls.after, accept);
-      if (browser === 'chrome') classRows.push(...await byClass(files, old.answers, now.answers));
-      const formats = [...new Set(await Promise.all(now.answers.map(async (answer) => (await sharp(answer).metadata()).format)))].join(', ');
-      const [ssimBefore, ssimAfter] = await Promise.all([meanSsim(files.map(([file]) => file), old.answers), meanSsim(files.map(([file]) => file), now.answers)]);
+      if (browser === 'chrome') classRows.push(...(await byClass(files, old.answers, now.answers)));
+      const formats = [
+        ...new Set(await Promise.all(now.answers.map(async (answer) => (await sharp(answer).metadata()).format))),
+      ].join(', ');
+      const [ssimBefore, ssimAfter] = await Promise.all([
+        meanSsim(
+          files.map(([file]) => file),
+          old.answers,
+        ),
+        meanSsim(
+          files.map(([file]) => file),
+          now.answers,
+        ),
+      ]);
       const saving = 1 - now.bytes / old.bytes;
-      results[browser] = { bytesBefore: old.bytes, bytesAfter: now.bytes, saving, ssimBefore, ssimAfter, cpuBefore: old.cpuMs, cpuAfter: now.cpuMs, formats };
-      rows.push([browser, Math.round(old.bytes / 1024), Math.round(now.bytes / 1024), `${(saving * 100).toFixed(1)} %`, ssimBefore.toFixed(4), ssimAfter.toFixed(4), Math.round(old.cpuMs), Math.round(now.cpuMs), formats]);
+      results[browser] = {
+        bytesBefore: old.bytes,
+        bytesAfter: now.bytes,
+        saving,
+        ssimBefore,
+        ssimAfter,
+        cpuBefore: old.cpuMs,
+        cpuAfter: now.cpuMs,
+        formats,
+      };
+      rows.push([
+        browser,
+        Math.round(old.bytes / 1024),
+        Math.round(now.bytes / 1024),
+        `${(saving * 100).toFixed(1)} %`,
+        ssimBefore.toFixed(4),
+        ssimAfter.toFixed(4),
+        Math.round(old.cpuMs),
+        Math.round(now.cpuMs),
+        formats,
+      ]);
     }
     return {
       ...results,
-      sections: [{
-        heading: 'A page of 30 images (20 photographs, 7 screenshots, 3 animated GIFs) at condenser\'s 768 and ecency\'s 640 px, format=match: before (the source\'s formats) and after negotiation, each browser (target: Chrome at least 25 % fewer bytes at equal or better SSIM)',
-        table: { columns: ['browser', 'KB before', 'KB after', 'fewer bytes', 'mean SSIM before', 'mean SSIM after', 'origin CPU ms before', 'origin CPU ms after', 'formats after'], rows },
-      }, {
-        heading: 'Chrome\'s page by kind of image (SSIM against the source decoded and resized unencoded: an animation at its own size is compared with the GIF\'s own pixels)',
-        table: { columns: ['kind', 'images', 'KB before', 'KB after', 'mean SSIM before', 'mean SSIM after'], rows: classRows },
-      }],
+      sections: [
+        {
+          heading:
+            "A page of 30 images (20 photographs, 7 screenshots, 3 animated GIFs) at condenser's 768 and ecency's 640 px, format=match: before (the source's formats) and after negotiation, each browser (target: Chrome at least 25 % fewer bytes at equal or better SSIM)",
+          table: {
+            columns: [
+              'browser',
+              'KB before',
+              'KB after',
+              'fewer bytes',
+              'mean SSIM before',
+              'mean SSIM after',
+              'origin CPU ms before',
+              'origin CPU ms after',
+              'formats after',
+            ],
+            rows,
+          },
+        },
+        {
+          heading:
+            "Chrome's page by kind of image (SSIM against the source decoded and resized unencoded: an animation at its own size is compared with the GIF's own pixels)",
+          table: {
+            columns: ['kind', 'images', 'KB before', 'KB after', 'mean SSIM before', 'mean SSIM after'],
+            rows: classRows,
+          },
+        },
+      ],
     };
   } finally {
     await Promise.all([before.stop(), after.stop()]);
@@ -113,7 +224,13 @@ export async function benchPage() {
 
 if (import.meta.main) {
   const result = await benchPage();
-  const file = writeReport('page', { title: 'bench/page', command: 'node bench/page.js', machine: await machine(), sections: result.sections, data: result });
+  const file = writeReport('page', {
+    title: 'bench/page',
+    command: 'node bench/page.js',
+    machine: await machine(),
+    sections: result.sections,
+    data: result,
+  });
   process.stdout.write(`${fs.readFileSync(file, 'utf8')}\n`);
   process.exit(0);
 }

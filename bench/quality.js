@@ -15,7 +15,18 @@ export const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'Fa
 export const photoFiles = () => PHOTOS.map((name) => photo(name, '1920x1080'));
 
 /** The origin's transform options on one libvips thread, with the defaults the benchmarks vary from. */
-export const ONE_THREAD = { maxPixels: 50_000_000, timeoutS: 600, threads: 1, jpegQuality: 80, jpegProgressive: false, jpegTrellis: false, webpQuality: 80, webpEffort: 4, avifQuality: 68, avifEffort: 4 };
+export const ONE_THREAD = {
+  maxPixels: 50_000_000,
+  timeoutS: 600,
+  threads: 1,
+  jpegQuality: 80,
+  jpegProgressive: false,
+  jpegTrellis: false,
+  webpQuality: 80,
+  webpEffort: 4,
+  avifQuality: 68,
+  avifEffort: 4,
+};
 
 /**
  * Mean SSIM of encoded outputs against each source resized to the output's size, unencoded. The reference is
@@ -29,15 +40,30 @@ export async function meanSsim(files, outputs) {
     const decoded = await sharp(outputs[i]).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
     const { width, height } = decoded.info;
     const full = await sharp(file).rotate().raw().toBuffer({ resolveWithObject: true });
-    const reference = await sharp(full.data, { raw: full.info }).resize(width, height, { fit: 'fill', kernel: 'lanczos3' }).ensureAlpha().raw().toBuffer();
-    sum += ssim({ data: new Uint8ClampedArray(reference), width, height }, { data: new Uint8ClampedArray(decoded.data), width, height }).mssim;
+    const reference = await sharp(full.data, { raw: full.info })
+      .resize(width, height, { fit: 'fill', kernel: 'lanczos3' })
+      .ensureAlpha()
+      .raw()
+      .toBuffer();
+    sum += ssim(
+      { data: new Uint8ClampedArray(reference), width, height },
+      { data: new Uint8ClampedArray(decoded.data), width, height },
+    ).mssim;
   }
   return sum / files.length;
 }
 
 /** @param {string[]} files @param {'jpeg' | 'webp' | 'avif'} format @param {number} maxPixels */
 async function plansOf(files, format, maxPixels) {
-  return Promise.all(files.map(async (file) => plan(await probe(file, { maxPixels, maxFrames: 300 }), { width: 512, height: 512, mode: 'fit', format, accept: '' }, false)));
+  return Promise.all(
+    files.map(async (file) =>
+      plan(
+        await probe(file, { maxPixels, maxFrames: 300 }),
+        { width: 512, height: 512, mode: 'fit', format, accept: '' },
+        false,
+      ),
+    ),
+  );
 }
 
 /**
@@ -55,7 +81,10 @@ async function pass(files, plans, options) {
 
 /** @param {string[]} files @param {Buffer[]} outputs */
 async function sizeAndQuality(files, outputs) {
-  return { kb: outputs.reduce((sum, output) => sum + output.length, 0) / files.length / 1024, ssim: await meanSsim(files, outputs) };
+  return {
+    kb: outputs.reduce((sum, output) => sum + output.length, 0) / files.length / 1024,
+    ssim: await meanSsim(files, outputs),
+  };
 }
 
 /**
@@ -74,7 +103,7 @@ export async function measureTransforms(files, format, options, repeats) {
     cpuMs.push(result.cpuMs);
     outputs = result.outputs;
   }
-  return { cpuMs: spread(cpuMs), ...await sizeAndQuality(files, outputs) };
+  return { cpuMs: spread(cpuMs), ...(await sizeAndQuality(files, outputs)) };
 }
 
 /**
@@ -93,7 +122,11 @@ export async function compareInTurn(files, format, settings, rounds) {
   for (let round = 0; round < rounds; round += 1) {
     for (const [i, options] of settings.entries()) cpu[i].push((await pass(files, plans, options)).cpuMs);
   }
-  return Promise.all(settings.map(async (_, i) => ({
-    cpuMs: spread(cpu[i]), ratio: spread(cpu[i].map((ms, round) => ms / cpu[0][round])), ...await sizeAndQuality(files, outputs[i]),
-  })));
+  return Promise.all(
+    settings.map(async (_, i) => ({
+      cpuMs: spread(cpu[i]),
+      ratio: spread(cpu[i].map((ms, round) => ms / cpu[0][round])),
+      ...(await sizeAndQuality(files, outputs[i])),
+    })),
+  );
 }

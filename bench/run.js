@@ -19,7 +19,22 @@ import { REPORTS, machine } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
-const SCENARIOS = { origin: benchOrigin, effort: benchEffort, kernel: benchKernel, peers: benchPeers, edge: benchEdge, avatar: benchAvatar, day: benchDay, purge: benchPurge, store: benchStore, 'cache-index': benchCacheIndex, overload: benchOverload, 'bad-input': benchBadInput, heic: benchHeic, page: benchPage };
+const SCENARIOS = {
+  origin: benchOrigin,
+  effort: benchEffort,
+  kernel: benchKernel,
+  peers: benchPeers,
+  edge: benchEdge,
+  avatar: benchAvatar,
+  day: benchDay,
+  purge: benchPurge,
+  store: benchStore,
+  'cache-index': benchCacheIndex,
+  overload: benchOverload,
+  'bad-input': benchBadInput,
+  heic: benchHeic,
+  page: benchPage,
+};
 
 const results = {};
 const sections = [];
@@ -28,10 +43,18 @@ for (const [name, run] of Object.entries(SCENARIOS)) {
   process.stderr.write(`bench ${name}…\n`);
   const result = await run();
   results[name] = result;
-  sections.push(...result.sections.map((/** @type {any} */ section) => ({ ...section, heading: `${name}: ${section.heading}` })));
+  sections.push(
+    ...result.sections.map((/** @type {any} */ section) => ({ ...section, heading: `${name}: ${section.heading}` })),
+  );
 }
 const { writeReport } = await import('./lib.js');
-const file = writeReport('all', { title: 'Benchmarks', command: `npm run bench${quick ? ' -- --quick' : ''}${only.length ? ` ${only.join(' ')}` : ''}`, machine: await machine(), sections, data: results });
+const file = writeReport('all', {
+  title: 'Benchmarks',
+  command: `npm run bench${quick ? ' -- --quick' : ''}${only.length ? ` ${only.join(' ')}` : ''}`,
+  machine: await machine(),
+  sections,
+  data: results,
+});
 const dated = path.join(REPORTS, `${new Date().toISOString().slice(0, 10)}.md`);
 fs.renameSync(file, dated);
 fs.renameSync(file.replace(/\.md$/, '.json'), dated.replace(/\.md$/, '.json'));

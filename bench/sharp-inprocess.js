@@ -14,7 +14,18 @@ const concurrency = Number(concurrencyText);
 const count = Number(countText);
 // the origin's system codecs too (SYSTEM_CODECS, as the service reads it: auto unless set)
 const codecs = loadSystemCodecs(/** @type {'auto' | 'on' | 'off'} */ (process.env.SYSTEM_CODECS || 'auto'));
-const OPTIONS = { maxPixels: 50_000_000, timeoutS: 30, jpegQuality: 80, jpegProgressive: false, jpegTrellis: process.env.JPEG_TRELLIS === 'true', webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 4, codecs };
+const OPTIONS = {
+  maxPixels: 50_000_000,
+  timeoutS: 30,
+  jpegQuality: 80,
+  jpegProgressive: false,
+  jpegTrellis: process.env.JPEG_TRELLIS === 'true',
+  webpQuality: 80,
+  webpEffort: 4,
+  avifQuality: 50,
+  avifEffort: 4,
+  codecs,
+};
 
 const plans = new Map();
 for (const file of files) {
@@ -31,14 +42,25 @@ const latencies = [];
 let next = 0;
 let bytes = 0;
 const started = performance.now();
-await Promise.all(Array.from({ length: concurrency }, async () => {
-  while (next < count) {
-    const file = files[next++ % files.length];
-    const sent = performance.now();
-    const out = await work(file);
-    bytes += out.length;
-    latencies.push(performance.now() - sent);
-  }
-}));
+await Promise.all(
+  Array.from({ length: concurrency }, async () => {
+    while (next < count) {
+      const file = files[next++ % files.length];
+      const sent = performance.now();
+      const out = await work(file);
+      bytes += out.length;
+      latencies.push(performance.now() - sent);
+    }
+  }),
+);
 const seconds = (performance.now() - started) / 1000;
-process.stdout.write(JSON.stringify({ requests: count, seconds, rps: count / seconds, p50_ms: percentile(latencies, 0.5), p99_ms: percentile(latencies, 0.99), bytes }));
+process.stdout.write(
+  JSON.stringify({
+    requests: count,
+    seconds,
+    rps: count / seconds,
+    p50_ms: percentile(latencies, 0.5),
+    p99_ms: percentile(latencies, 0.99),
+    bytes,
+  }),
+);

@@ -33,5 +33,7 @@ export function repairSharedRoot(root) {
   const mode = fs.statSync(root).mode & 0o777;
   if ((mode & 0o555) === 0o555) return;
   fs.chmodSync(root, 0o755);
-  process.stderr.write(`${root} was ${mode.toString(8).padStart(4, '0')} (the stack's users could not reach their files): set to 0755\n`);
+  process.stderr.write(
+    `${root} was ${mode.toString(8).padStart(4, '0')} (the stack's users could not reach their files): set to 0755\n`,
+  );
 }

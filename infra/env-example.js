@@ -26,8 +26,9 @@ async function sections() {
 }
 
 export async function renderEnvExample() {
-  let text = '# Every setting of the stack, with its default. Copy to .env and change what you need.\n'
-    + '# Generated from the declarations in infra/settings.js and */src/config.js: npm run env-example\n\n';
+  let text =
+    '# Every setting of the stack, with its default. Copy to .env and change what you need.\n' +
+    '# Generated from the declarations in infra/settings.js and */src/config.js: npm run env-example\n\n';
   for (const [title, settings] of await sections()) text += `${envExample(title, settings)}\n`;
   return text;
 }
@@ -38,11 +39,13 @@ export async function renderSettingsTable() {
     rows.push(`| **${title}** | | |`);
     for (const setting of settings) {
       const value = setting.secret ? '*(secret, from the environment)*' : `\`${setting.default || '(empty)'}\``;
-      rows.push(`| \`${setting.name}\` | ${value} | ${setting.doc.replace(/\|/g, '\\|')}${setting.choices ? ` (${setting.choices.join(', ')})` : ''} |`);
+      rows.push(
+        `| \`${setting.name}\` | ${value} | ${setting.doc.replace(/\|/g, '\\|')}${setting.choices ? ` (${setting.choices.join(', ')})` : ''} |`,
+      );
     }
   }
   // the rules between settings (lib/src/rules.js), checked at render and at each service's start-up
-  rows.push('', 'Rules between settings (`lib/src/rules.js`), checked at render and at each service\'s start-up:', '');
+  rows.push('', "Rules between settings (`lib/src/rules.js`), checked at render and at each service's start-up:", '');
   for (const rule of RULES) rows.push(`- ${rule.names.map((name) => `\`${name}\``).join(', ')}: ${rule.why}.`);
   return rows.join('\n');
 }
@@ -101,7 +104,11 @@ export const CONFIG_TYPES = path.join(ROOT, 'lib', 'src', 'config-types.d.ts');
 /** A setting's value as loadConfig gives it. @param {import('../lib/src/config.js').Setting} setting */
 function typeOf(setting) {
   if (setting.choices) return setting.choices.map((choice) => JSON.stringify(choice)).join(' | ');
-  return { int: 'number', number: 'number', bytes: 'number', bool: 'boolean', list: 'string[]', urls: 'string[]' }[setting.type] || 'string';
+  return (
+    { int: 'number', number: 'number', bytes: 'number', bool: 'boolean', list: 'string[]', urls: 'string[]' }[
+      setting.type
+    ] || 'string'
+  );
 }
 
 /**
@@ -109,12 +116,19 @@ function typeOf(setting) {
  * the typecheck refuses a misspelt setting (`config.UPLOAD_MAX_BYTE`) where a module names its config's type.
  */
 export async function renderConfigTypes() {
-  const lines = ['// Generated from the declarations by npm run env-example: each service\'s settings as loadConfig gives them.', ''];
+  const lines = [
+    "// Generated from the declarations by npm run env-example: each service's settings as loadConfig gives them.",
+    '',
+  ];
   for (const [title, settings] of await allSections()) {
     if (title === 'stack') continue;
-    const name = `${title.split('-').map((word) => word[0].toUpperCase() + word.slice(1)).join('')}Config`;
+    const name = `${title
+      .split('-')
+      .map((word) => word[0].toUpperCase() + word.slice(1))
+      .join('')}Config`;
     lines.push(`export type ${name} = {`);
-    for (const setting of settings) lines.push(`  /** ${setting.doc.replace(/\*\//g, '* /')} */`, `  ${setting.name}: ${typeOf(setting)};`);
+    for (const setting of settings)
+      lines.push(`  /** ${setting.doc.replace(/\*\//g, '* /')} */`, `  ${setting.name}: ${typeOf(setting)};`);
     lines.push('};', '');
   }
   return lines.join('\n');
@@ -135,7 +149,9 @@ function schemaOfValue(value, key) {
   if (value === null || value === undefined) return {};
   if (typeof value === 'object') {
     if (FREE_MAPS.has(key)) return { type: 'object' };
-    const properties = Object.fromEntries(Object.entries(value).map(([name, inner]) => [name, schemaOfValue(inner, name)]));
+    const properties = Object.fromEntries(
+      Object.entries(value).map(([name, inner]) => [name, schemaOfValue(inner, name)]),
+    );
     return { type: 'object', properties, additionalProperties: false };
   }
   if (typeof value === 'number') return { type: Number.isInteger(value) ? 'integer' : 'number' };
@@ -147,18 +163,45 @@ function schemaOfValue(value, key) {
  * @param {import('../lib/src/config.js').Setting} setting @returns {Record<string, unknown>}
  */
 function schemaOfSetting(setting) {
-  const bounds = { ...(setting.min !== undefined ? { minimum: setting.min } : {}), ...(setting.max !== undefined ? { maximum: setting.max } : {}) };
+  const bounds = {
+    ...(setting.min !== undefined ? { minimum: setting.min } : {}),
+    ...(setting.max !== undefined ? { maximum: setting.max } : {}),
+  };
   const doc = { description: setting.doc };
   if (setting.choices) return { ...doc, enum: setting.choices };
   switch (setting.type) {
     case 'int':
-      return { ...doc, anyOf: [{ type: 'integer', ...bounds }, { type: 'string', pattern: '^\\s*(-?[0-9]+)?\\s*$' }] };
+      return {
+        ...doc,
+        anyOf: [
+          { type: 'integer', ...bounds },
+          { type: 'string', pattern: '^\\s*(-?[0-9]+)?\\s*$' },
+        ],
+      };
     case 'number':
-      return { ...doc, anyOf: [{ type: 'number', ...bounds }, { type: 'string', pattern: '^\\s*(-?[0-9]*\\.?[0-9]+([eE][-+]?[0-9]+)?)?\\s*$' }] };
+      return {
+        ...doc,
+        anyOf: [
+          { type: 'number', ...bounds },
+          { type: 'string', pattern: '^\\s*(-?[0-9]*\\.?[0-9]+([eE][-+]?[0-9]+)?)?\\s*$' },
+        ],
+      };
     case 'bytes':
-      return { ...doc, anyOf: [{ type: 'integer', ...bounds }, { type: 'string', pattern: '^\\s*([0-9]+(\\.[0-9]+)?\\s*([bBkKmMgG]|[kKmMgG][bB])?)?\\s*$' }] };
+      return {
+        ...doc,
+        anyOf: [
+          { type: 'integer', ...bounds },
+          { type: 'string', pattern: '^\\s*([0-9]+(\\.[0-9]+)?\\s*([bBkKmMgG]|[kKmMgG][bB])?)?\\s*$' },
+        ],
+      };
     case 'bool':
-      return { ...doc, anyOf: [{ type: 'boolean' }, { type: 'string', pattern: '^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|1|0|[Yy][Ee][Ss]|[Nn][Oo])?$' }] };
+      return {
+        ...doc,
+        anyOf: [
+          { type: 'boolean' },
+          { type: 'string', pattern: '^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|1|0|[Yy][Ee][Ss]|[Nn][Oo])?$' },
+        ],
+      };
     default:
       return { ...doc, type: ['string', 'number', 'boolean'] };
   }
@@ -173,7 +216,10 @@ export async function renderValuesSchema() {
   const values = YAML.parse(fs.readFileSync(path.join(path.dirname(VALUES_SCHEMA), 'values.yaml'), 'utf8'));
   const schema = /** @type {any} */ (schemaOfValue(values, ''));
   const settings = (await sections()).flatMap(([, list]) => list);
-  schema.properties.settings = { type: 'object', properties: Object.fromEntries(settings.map((setting) => [setting.name, schemaOfSetting(setting)])) };
+  schema.properties.settings = {
+    type: 'object',
+    properties: Object.fromEntries(settings.map((setting) => [setting.name, schemaOfSetting(setting)])),
+  };
   return `${JSON.stringify({ $schema: 'https://json-schema.org/draft-07/schema#', title: 'image-cdn-stack values (generated by npm run env-example)', ...schema }, null, 2)}\n`;
 }
 

@@ -38,8 +38,18 @@ export function fleetSettings(hosts, secrets, dir) {
   const [a, b, c] = hosts;
   const both = (/** @type {number} */ port) => `${a}:${port},${b}:${port}`;
   const loopback = hosts.every((host) => host.startsWith('127.'));
-  const scrape = [['origin', 9800], ['avatar-resolver', 9801], ['purge-service', 9802], ['varnish', 9131], ['nginx', 9113], ['redis', 9121], ['mtail', 3903], ['haproxy', 8404]]
-    .flatMap(([job, port]) => [a, b].map((host) => `${job}=${host}:${port}`)).join(',');
+  const scrape = [
+    ['origin', 9800],
+    ['avatar-resolver', 9801],
+    ['purge-service', 9802],
+    ['varnish', 9131],
+    ['nginx', 9113],
+    ['redis', 9121],
+    ['mtail', 3903],
+    ['haproxy', 8404],
+  ]
+    .flatMap(([job, port]) => [a, b].map((host) => `${job}=${host}:${port}`))
+    .join(',');
   const shared = {
     STORE: 's3',
     ...secrets,
@@ -57,14 +67,30 @@ export function fleetSettings(hosts, secrets, dir) {
   /** @param {string} host @param {string} name */
   const machine = (host, name) => ({
     ...(loopback ? { STACK_DIR: path.join(dir, name) } : {}),
-    LISTEN_ADDRESS: host, NGINX_BIND: host, HAPROXY_STATS_BIND: host, VARNISH_IDENTITY: name, PURGE_CONSUMER: name,
+    LISTEN_ADDRESS: host,
+    NGINX_BIND: host,
+    HAPROXY_STATS_BIND: host,
+    VARNISH_IDENTITY: name,
+    PURGE_CONSUMER: name,
     REDIS_URL: `redis://${host}:6379/0`,
   });
   const edge = PROGRAMS.filter((program) => !['versitygw', 'prometheus'].includes(program));
   return {
-    a: { ...shared, ...machine(a, 'a'), STACK_PROGRAMS: [...edge, 'versitygw', 'prometheus'].join(','), PROMETHEUS_SCRAPE: scrape },
+    a: {
+      ...shared,
+      ...machine(a, 'a'),
+      STACK_PROGRAMS: [...edge, 'versitygw', 'prometheus'].join(','),
+      PROMETHEUS_SCRAPE: scrape,
+    },
     // one host's loopback: varnish's admin port is on 127.0.0.1 for each, so b takes the next one
-    b: { ...shared, ...machine(b, 'b'), STACK_PROGRAMS: edge.join(','), REDIS_REPLICA_OF: `${a}:6379`, S3_ENDPOINT: `http://${a}:7070`, ...(loopback ? { VARNISH_ADMIN_PORT: '6083' } : {}) },
+    b: {
+      ...shared,
+      ...machine(b, 'b'),
+      STACK_PROGRAMS: edge.join(','),
+      REDIS_REPLICA_OF: `${a}:6379`,
+      S3_ENDPOINT: `http://${a}:7070`,
+      ...(loopback ? { VARNISH_ADMIN_PORT: '6083' } : {}),
+    },
     c: { ...shared, ...machine(c, 'c'), STACK_PROGRAMS: 'redis-sentinel', REDIS_SENTINEL_MONITOR: `${a}:6379` },
   };
 }
@@ -84,10 +110,19 @@ function sharedSecrets(dir) {
   const file = path.join(dir, 'secrets.env');
   const kept = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : [];
   /** @type {Record<string, string>} */
-  const secrets = Object.fromEntries(kept.map((line) => /** @type {[string, string]} */ (line.split(/=(.*)/s).slice(0, 2))));
+  const secrets = Object.fromEntries(
+    kept.map((line) => /** @type {[string, string]} */ (line.split(/=(.*)/s).slice(0, 2))),
+  );
   const missing = SHARED_SECRETS.filter(([name]) => !(name in secrets));
   for (const [name, make] of missing) secrets[name] = make();
-  if (missing.length) fs.writeFileSync(file, `${Object.entries(secrets).map(([name, value]) => `${name}=${value}`).join('\n')}\n`, { mode: 0o600 });
+  if (missing.length)
+    fs.writeFileSync(
+      file,
+      `${Object.entries(secrets)
+        .map(([name, value]) => `${name}=${value}`)
+        .join('\n')}\n`,
+      { mode: 0o600 },
+    );
   return secrets;
 }
 
@@ -104,25 +139,48 @@ async function sentinelsReady(hosts, password) {
   /** @type {string[]} */
   let waiting = hosts;
   while (Date.now() < deadline) {
-    const views = await Promise.all(hosts.map((host) => run('redis-cli', ['-h', host, '-p', '26379', '--raw', 'sentinel', 'master', 'images'], { env }).then(({ stdout }) => stdout, () => '')));
-    waiting = hosts.filter((_, i) => !/\bnum-slaves\n[1-9]/.test(views[i]) || !/\bnum-other-sentinels\n2\b/.test(views[i]));
+    const views = await Promise.all(
+      hosts.map((host) =>
+        run('redis-cli', ['-h', host, '-p', '26379', '--raw', 'sentinel', 'master', 'images'], { env }).then(
+          ({ stdout }) => stdout,
+          () => '',
+        ),
+      ),
+    );
+    waiting = hosts.filter(
+      (_, i) => !/\bnum-slaves\n[1-9]/.test(views[i]) || !/\bnum-other-sentinels\n2\b/.test(views[i]),
+    );
     if (!waiting.length) return;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
-  throw new Error(`the sentinels of ${waiting.join(', ')} do not know the replica and the two other sentinels after 60 s`);
+  throw new Error(
+    `the sentinels of ${waiting.join(', ')} do not know the replica and the two other sentinels after 60 s`,
+  );
 }
 
 async function main() {
-  const { values } = parseArgs({ options: { hosts: { type: 'string', default: '127.0.1.1,127.0.1.2,127.0.1.3' }, dir: { type: 'string' }, ready: { type: 'boolean' } } });
+  const { values } = parseArgs({
+    options: {
+      hosts: { type: 'string', default: '127.0.1.1,127.0.1.2,127.0.1.3' },
+      dir: { type: 'string' },
+      ready: { type: 'boolean' },
+    },
+  });
   const hosts = String(values.hosts).split(',');
   if (hosts.length !== 3) throw new Error('--hosts: three addresses, for a, b and c');
   // beside the default run directory (which moves out of a private checkout for root)
-  const dir = path.resolve(values.dir || `${(await resolveSettings({ ...process.env, STACK_DIR: '' })).STACK_DIR}-fleet`);
+  const dir = path.resolve(
+    values.dir || `${(await resolveSettings({ ...process.env, STACK_DIR: '' })).STACK_DIR}-fleet`,
+  );
   makeDir(dir, 0o755);
   if (values.ready) return sentinelsReady(hosts, sharedSecrets(dir).REDIS_PASSWORD);
   for (const [name, settings] of Object.entries(fleetSettings(hosts, sharedSecrets(dir), dir))) {
     const lines = Object.entries(settings).map(([key, value]) => `${key}=${value}`);
-    fs.writeFileSync(path.join(dir, `${name}.env`), `# machine ${name} of the fleet (infra/fleet.js)\n${lines.join('\n')}\n`, { mode: 0o600 });
+    fs.writeFileSync(
+      path.join(dir, `${name}.env`),
+      `# machine ${name} of the fleet (infra/fleet.js)\n${lines.join('\n')}\n`,
+      { mode: 0o600 },
+    );
   }
   process.stdout.write(`${dir}\n`);
 }

@@ -25,10 +25,17 @@ import { ROLES, giveToStackUsers, programDirs, stackUsers } from './users.js';
  * derives for its own template. @param {Record<string, any>} config @returns {Record<string, string>}
  */
 export function templateValues(config) {
-  const dirs = { ROOT, CONF_DIR: path.join(config.STACK_DIR, 'conf'), RUN_DIR: path.join(config.STACK_DIR, 'run'), LOG_DIR: path.join(config.STACK_DIR, 'logs'), DATA_ROOT: path.join(config.STACK_DIR, 'data') };
+  const dirs = {
+    ROOT,
+    CONF_DIR: path.join(config.STACK_DIR, 'conf'),
+    RUN_DIR: path.join(config.STACK_DIR, 'run'),
+    LOG_DIR: path.join(config.STACK_DIR, 'logs'),
+    DATA_ROOT: path.join(config.STACK_DIR, 'data'),
+  };
   /** @type {Record<string, string>} */
   const values = {};
-  for (const [name, value] of Object.entries(config)) values[name] = Array.isArray(value) ? value.join(',') : String(value);
+  for (const [name, value] of Object.entries(config))
+    values[name] = Array.isArray(value) ? value.join(',') : String(value);
   return {
     ...values,
     ...dirs,
@@ -79,7 +86,13 @@ export function renderAll(config, settings = []) {
   embeddedS3Credentials(config);
   config.REDIS_PASSWORD = redisPassword(config);
   const values = templateValues(config);
-  for (const dir of [values.CONF_DIR, values.RUN_DIR, values.LOG_DIR, values.DATA_ROOT, ...programDirs(config, values).map(([dir]) => dir)]) {
+  for (const dir of [
+    values.CONF_DIR,
+    values.RUN_DIR,
+    values.LOG_DIR,
+    values.DATA_ROOT,
+    ...programDirs(config, values).map(([dir]) => dir),
+  ]) {
     makeDir(dir, 0o755);
   }
   // searchable by varnish's users (its workdir is in run/, its VCL in conf/varnish) whatever the umask
@@ -94,7 +107,9 @@ export function renderAll(config, settings = []) {
     // a config that holds a secret (haproxy.cfg: the stats password) is the stack user's alone, from its creation
     const secret = SECRET_CONFIGS.includes(target);
     const text = substitute(fs.readFileSync(source, 'utf8'), values, template);
-    fs.writeFileSync(output, target === 'supervisord.conf' ? keepPrograms(text, config.STACK_PROGRAMS) : text, { mode: secret ? 0o600 : 0o644 });
+    fs.writeFileSync(output, target === 'supervisord.conf' ? keepPrograms(text, config.STACK_PROGRAMS) : text, {
+      mode: secret ? 0o600 : 0o644,
+    });
     if (secret) fs.chmodSync(output, 0o600);
   }
   // nginx's Lua beside nginx.conf, readable by nginx's user whatever the umask
@@ -111,7 +126,8 @@ export function renderAll(config, settings = []) {
     fs.copyFileSync(path.join(ROOT, 'vcl', file), path.join(values.CONF_DIR, 'varnish', file));
   }
   fs.chmodSync(path.join(values.CONF_DIR, 'varnish'), 0o755);
-  for (const file of fs.readdirSync(path.join(values.CONF_DIR, 'varnish'))) fs.chmodSync(path.join(values.CONF_DIR, 'varnish', file), 0o644);
+  for (const file of fs.readdirSync(path.join(values.CONF_DIR, 'varnish')))
+    fs.chmodSync(path.join(values.CONF_DIR, 'varnish', file), 0o644);
   // mtail's programs beside the configs (a container of the components image has no checkout)
   fs.cpSync(path.join(ROOT, 'monitoring', 'mtail'), path.join(values.CONF_DIR, 'mtail'), { recursive: true });
   const rules = path.join(ROOT, 'monitoring', 'rules');
@@ -119,16 +135,20 @@ export function renderAll(config, settings = []) {
   // every setting but the secrets, which each program gets apart (infra/secrets.js)
   const secrets = secretNames(settings);
   config.HAPROXY_STATS_PASSWORD = values.HAPROXY_STATS_PASSWORD;
-  fs.writeFileSync(path.join(config.STACK_DIR, 'env'), shellLines(Object.entries(config).filter(([name]) => !secrets.includes(name))), { mode: 0o600 });
+  fs.writeFileSync(
+    path.join(config.STACK_DIR, 'env'),
+    shellLines(Object.entries(config).filter(([name]) => !secrets.includes(name))),
+    { mode: 0o600 },
+  );
   writeSecrets(config, secrets, stackUsers(config), values.CONF_DIR, values.REDIS_EXPORTER_ADDR);
   return values;
 }
 
-
 async function main() {
   const config = await resolveSettings();
   if (process.argv.includes('--stack-users')) {
-    if (process.getuid?.() === 0 && config.STACK_USER_PREFIX) process.stdout.write(`${ROLES.map((role) => `${config.STACK_USER_PREFIX}${role}`).join('\n')}\n`);
+    if (process.getuid?.() === 0 && config.STACK_USER_PREFIX)
+      process.stdout.write(`${ROLES.map((role) => `${config.STACK_USER_PREFIX}${role}`).join('\n')}\n`);
     return;
   }
   if (process.argv.includes('--secret-names')) {
@@ -142,8 +162,16 @@ async function main() {
   const vclDir = process.argv[process.argv.indexOf('--vcl-parts') + 1];
   if (process.argv.includes('--vcl-parts')) {
     // varnishtest's copy of the VCL has no rendered files: these, from the settings
-    const values = { VARNISH_SIZE_LINES: varnishSizes(config), VARNISH_MISS_LIMIT: String(config.VARNISH_MISS_LIMIT), VARNISH_MISS_PERIOD_S: String(config.VARNISH_MISS_PERIOD_S) };
-    for (const part of ['sizes', 'limits']) fs.writeFileSync(path.join(vclDir, `${part}.vcl`), substitute(fs.readFileSync(path.join(ROOT, 'vcl', `${part}.vcl.template`), 'utf8'), values, `${part}.vcl`));
+    const values = {
+      VARNISH_SIZE_LINES: varnishSizes(config),
+      VARNISH_MISS_LIMIT: String(config.VARNISH_MISS_LIMIT),
+      VARNISH_MISS_PERIOD_S: String(config.VARNISH_MISS_PERIOD_S),
+    };
+    for (const part of ['sizes', 'limits'])
+      fs.writeFileSync(
+        path.join(vclDir, `${part}.vcl`),
+        substitute(fs.readFileSync(path.join(ROOT, 'vcl', `${part}.vcl.template`), 'utf8'), values, `${part}.vcl`),
+      );
     return;
   }
   if (process.argv.includes('--check-prometheus')) {

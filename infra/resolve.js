@@ -25,8 +25,16 @@ export function readEnvFile(file) {
 }
 
 /** What else an .env may name: the compose file's own variables and the SDKs' (read outside the settings). */
-const FILE_ONLY = ['NGINX_PUBLISH', 'GRAFANA_ADMIN_PASSWORD', 'S3_BUCKET', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_REGION', 'AWS_PROFILE']
-  .map((name) => ({ name, type: /** @type {const} */ ('string'), default: '', doc: '' }));
+const FILE_ONLY = [
+  'NGINX_PUBLISH',
+  'GRAFANA_ADMIN_PASSWORD',
+  'S3_BUCKET',
+  'AWS_ACCESS_KEY_ID',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+  'AWS_REGION',
+  'AWS_PROFILE',
+].map((name) => ({ name, type: /** @type {const} */ ('string'), default: '', doc: '' }));
 
 /** How to reach a program bound to `address` from this machine: loopback when it listens on every address. @param {string} address */
 export const reachable = (address) => (address === '0.0.0.0' ? '127.0.0.1' : address);
@@ -48,7 +56,8 @@ export async function resolveSettings(env = process.env) {
   const listen = config.LISTEN_ADDRESS;
   const reach = reachable(listen);
   config.STACK_DIR = runDirectory(path.resolve(ROOT, config.STACK_DIR), given('STACK_DIR'));
-  for (const service of ['ORIGIN', 'AVATAR_RESOLVER', 'PURGE_SERVICE']) if (!given(`${service}_HOST`)) config[`${service}_HOST`] = listen;
+  for (const service of ['ORIGIN', 'AVATAR_RESOLVER', 'PURGE_SERVICE'])
+    if (!given(`${service}_HOST`)) config[`${service}_HOST`] = listen;
   if (!given('VARNISH_HOST')) config.VARNISH_HOST = reach;
   if (!given('HAPROXY_HOST')) config.HAPROXY_HOST = reach;
   if (!given('PURGE_SERVICE_UPSTREAM')) config.PURGE_SERVICE_UPSTREAM = `${reach}:${config.PURGE_SERVICE_PORT}`;
@@ -61,15 +70,20 @@ export async function resolveSettings(env = process.env) {
   config.STACK_PROGRAMS = stackPrograms(config);
   // this stack's varnish is purged on its purge socket (only the purge service's user may purge there); a
   // cluster's nodes over TCP, from the addresses in their VARNISH_PURGERS
-  if (!given('PURGE_VARNISH_NODES')) config.PURGE_VARNISH_NODES = config.EDGE_VARNISH_NODES.length ? config.EDGE_VARNISH_NODES : [purgeSocketNode(config)];
+  if (!given('PURGE_VARNISH_NODES'))
+    config.PURGE_VARNISH_NODES = config.EDGE_VARNISH_NODES.length
+      ? config.EDGE_VARNISH_NODES
+      : [purgeSocketNode(config)];
   // stable per node, telling nodes apart in X-Served-By without naming the host
-  if (!given('VARNISH_IDENTITY')) config.VARNISH_IDENTITY = `node-${createHash('sha256').update(`${os.hostname()}:${config.VARNISH_PORT}`).digest('hex').slice(0, 8)}`;
+  if (!given('VARNISH_IDENTITY'))
+    config.VARNISH_IDENTITY = `node-${createHash('sha256').update(`${os.hostname()}:${config.VARNISH_PORT}`).digest('hex').slice(0, 8)}`;
   if (!config.ORIGIN_SERVERS.length) config.ORIGIN_SERVERS = [`${reach}:${config.ORIGIN_PORT}`];
   if (!config.AVATAR_SERVERS.length) config.AVATAR_SERVERS = [`${reach}:${config.AVATAR_RESOLVER_PORT}`];
   // haproxy admits what the origin can hold (its slots and its own queue) plus room for cache hits, so the
   // origin's queue decides: small requests first, degraded encodings, and an immediate 503 past it
   checkRules(config);
-  if (!config.HAPROXY_ORIGIN_MAXCONN) config.HAPROXY_ORIGIN_MAXCONN = transformSlots(config) + config.TRANSFORM_QUEUE_MAX + 32;
+  if (!config.HAPROXY_ORIGIN_MAXCONN)
+    config.HAPROXY_ORIGIN_MAXCONN = transformSlots(config) + config.TRANSFORM_QUEUE_MAX + 32;
   return config;
 }
 
@@ -83,8 +97,23 @@ function purgeSocketNode(config) {
 }
 
 /** Every program a machine of the stack can run (its supervisord program names). */
-export const PROGRAMS = ['redis', 'redis-sentinel', 'versitygw', 'origin', 'avatar-resolver', 'purge-service', 'haproxy', 'varnish', 'nginx',
-  'prometheus', 'varnish-exporter', 'nginx-exporter', 'redis-exporter', 'mtail', 'rotate-logs'];
+export const PROGRAMS = [
+  'redis',
+  'redis-sentinel',
+  'versitygw',
+  'origin',
+  'avatar-resolver',
+  'purge-service',
+  'haproxy',
+  'varnish',
+  'nginx',
+  'prometheus',
+  'varnish-exporter',
+  'nginx-exporter',
+  'redis-exporter',
+  'mtail',
+  'rotate-logs',
+];
 
 /**
  * The programs this machine runs: STACK_PROGRAMS, or every one but the sentinel (one box); versitygw only
@@ -94,7 +123,9 @@ export const PROGRAMS = ['redis', 'redis-sentinel', 'versitygw', 'origin', 'avat
 function stackPrograms(config) {
   const unknown = config.STACK_PROGRAMS.filter((/** @type {string} */ name) => !PROGRAMS.includes(name));
   if (unknown.length) throw new Error(`STACK_PROGRAMS: ${unknown.join(', ')} is not one of ${PROGRAMS.join(', ')}`);
-  const chosen = config.STACK_PROGRAMS.length ? config.STACK_PROGRAMS : PROGRAMS.filter((name) => name !== 'redis-sentinel');
+  const chosen = config.STACK_PROGRAMS.length
+    ? config.STACK_PROGRAMS
+    : PROGRAMS.filter((name) => name !== 'redis-sentinel');
   return chosen.filter((/** @type {string} */ name) => name !== 'versitygw' || config.S3_EMBEDDED);
 }
 
@@ -134,7 +165,10 @@ export function reachableByOthers(dir) {
 function runDirectory(dir, explicit) {
   // the run directory itself is made searchable when rendered: what matters is the way to it
   if (process.getuid?.() !== 0 || reachableByOthers(path.dirname(dir))) return dir;
-  if (explicit) throw new Error(`STACK_DIR=${dir}: varnish and nginx's workers run as their own users and cannot reach it (a directory on its path is not searchable by others); choose another STACK_DIR`);
+  if (explicit)
+    throw new Error(
+      `STACK_DIR=${dir}: varnish and nginx's workers run as their own users and cannot reach it (a directory on its path is not searchable by others); choose another STACK_DIR`,
+    );
   const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
   repairSharedRoot(SHARED_RUN_ROOT);
   return path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`);
@@ -142,6 +176,7 @@ function runDirectory(dir, explicit) {
 
 /** @param {Record<string, string | undefined>} env */
 function definedOnly(env) {
-  return /** @type {Record<string, string>} */ (Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined)));
+  return /** @type {Record<string, string>} */ (
+    Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined))
+  );
 }
-

@@ -8,13 +8,20 @@ import { parseArgs } from 'node:util';
 
 const { values, positionals: logs } = parseArgs({
   allowPositionals: true,
-  options: { 'pid-file': { type: 'string' }, 'max-bytes': { type: 'string' }, keep: { type: 'string' }, every: { type: 'string' } },
+  options: {
+    'pid-file': { type: 'string' },
+    'max-bytes': { type: 'string' },
+    keep: { type: 'string' },
+    every: { type: 'string' },
+  },
 });
 const maxBytes = Number(values['max-bytes']);
 const keep = Math.max(1, Number(values.keep));
 const everyMs = Number(values.every) * 1000;
 if (!values['pid-file'] || !(maxBytes > 0) || !(everyMs > 0) || !logs.length) {
-  process.stderr.write('usage: rotate-logs.js --pid-file <file> --max-bytes <n> --keep <n> --every <seconds> <log>...\n');
+  process.stderr.write(
+    'usage: rotate-logs.js --pid-file <file> --max-bytes <n> --keep <n> --every <seconds> <log>...\n',
+  );
   process.exit(2);
 }
 
@@ -44,7 +51,9 @@ function check() {
     process.stdout.write(`${new Date().toISOString()} rotated ${due.join(', ')}\n`);
   } catch (err) {
     // nginx not running (restarting): it opens fresh files when it starts
-    process.stdout.write(`${new Date().toISOString()} rotated ${due.join(', ')}; nginx not told: ${/** @type {Error} */ (err).message}\n`);
+    process.stdout.write(
+      `${new Date().toISOString()} rotated ${due.join(', ')}; nginx not told: ${/** @type {Error} */ (err).message}\n`,
+    );
   }
 }
 

@@ -13,18 +13,28 @@ import { makeDir } from './dirs.js';
 /** What each program receives besides the settings everyone has: its secrets, and its Redis user. */
 /** @type {Record<string, { settings: string[], redisUser: string, role: string }>} */
 export const PROGRAM_SECRETS = {
-  origin: { settings: ['UPLOAD_TOKENS', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY'], redisUser: 'origin', role: 'origin' },
+  origin: {
+    settings: ['UPLOAD_TOKENS', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY'],
+    redisUser: 'origin',
+    role: 'origin',
+  },
   'avatar-resolver': { settings: ['AVATAR_ADMIN_TOKEN'], redisUser: 'resolver', role: 'resolver' },
-  'purge-service': { settings: ['PURGE_HMAC_KEYS', 'PURGE_ADMIN_TOKEN', 'CLOUDFLARE_API_TOKEN'], redisUser: 'purge', role: 'purge' },
+  'purge-service': {
+    settings: ['PURGE_HMAC_KEYS', 'PURGE_ADMIN_TOKEN', 'CLOUDFLARE_API_TOKEN'],
+    redisUser: 'purge',
+    role: 'purge',
+  },
 };
 
 /** The Redis ACL users of the services (`+@all -@dangerous`: no CONFIG, MODULE, ACL, DEBUG, FLUSHALL, KEYS…). */
 const SERVICE_ACL = '~* &* +@all -@dangerous +info +role';
 // the exporter: what redis_exporter sends (INFO, SLOWLOG, LATENCY, CLIENT SETNAME), and no key, no
 // CONFIG GET (it would read Redis' own password back)
-const EXPORTER_ACL = 'resetkeys resetchannels -@all +ping +info +client|setname +latency|latest +slowlog|len +slowlog|get +select';
+const EXPORTER_ACL =
+  'resetkeys resetchannels -@all +ping +info +client|setname +latency|latest +slowlog|len +slowlog|get +select';
 // a service asks the sentinels where the master is, nothing else
-const SENTINEL_CLIENT_ACL = '-@all +@connection +sentinel|get-master-addr-by-name +sentinel|sentinels +sentinel|master +role';
+const SENTINEL_CLIENT_ACL =
+  '-@all +@connection +sentinel|get-master-addr-by-name +sentinel|sentinels +sentinel|master +role';
 
 /**
  * A secret generated once and kept in STACK_DIR/secrets (0600, root's: the directory, 0711, lets the
@@ -53,22 +63,31 @@ export function redisPassword(config) {
 }
 
 /** Whether this stack runs the Redis its services use (its own, or a fleet's sentinels and replicas). @param {Record<string, any>} config */
-export const ownsRedis = (config) => ['redis', 'redis-sentinel'].some((program) => config.STACK_PROGRAMS.includes(program));
+export const ownsRedis = (config) =>
+  ['redis', 'redis-sentinel'].some((program) => config.STACK_PROGRAMS.includes(program));
 
 /** The stats password: from the environment, else generated once and kept in STACK_DIR/secrets. @param {Record<string, any>} config */
 export function statsPassword(config) {
-  return config.HAPROXY_STATS_PASSWORD || keptSecret(config, 'haproxy-stats-password', () => randomBytes(18).toString('base64url'));
+  return (
+    config.HAPROXY_STATS_PASSWORD ||
+    keptSecret(config, 'haproxy-stats-password', () => randomBytes(18).toString('base64url'))
+  );
 }
 
 /** The embedded S3 server's credentials, when not given: generated once into STACK_DIR/secrets. @param {Record<string, any>} config */
 export function embeddedS3Credentials(config) {
   if (!config.S3_EMBEDDED) return;
-  if (!config.S3_ACCESS_KEY_ID) config.S3_ACCESS_KEY_ID = keptSecret(config, 's3-access-key-id', () => `stack${randomBytes(8).toString('hex')}`);
-  if (!config.S3_SECRET_ACCESS_KEY) config.S3_SECRET_ACCESS_KEY = keptSecret(config, 's3-secret-access-key', () => randomBytes(24).toString('base64url'));
+  if (!config.S3_ACCESS_KEY_ID)
+    config.S3_ACCESS_KEY_ID = keptSecret(config, 's3-access-key-id', () => `stack${randomBytes(8).toString('hex')}`);
+  if (!config.S3_SECRET_ACCESS_KEY)
+    config.S3_SECRET_ACCESS_KEY = keptSecret(config, 's3-secret-access-key', () =>
+      randomBytes(24).toString('base64url'),
+    );
 }
 
 /** An ACL user's password, derived from Redis' own. @param {string} admin @param {string} user */
-export const redisUserPassword = (admin, user) => createHmac('sha256', admin).update(`image-cdn-stack redis user ${user}`).digest('base64url');
+export const redisUserPassword = (admin, user) =>
+  createHmac('sha256', admin).update(`image-cdn-stack redis user ${user}`).digest('base64url');
 
 /**
  * The password of this Redis' ACL user `user`: REDIS_ACL_PASSWORDS' (the chart hands them out from a Secret
@@ -84,21 +103,31 @@ const aclHash = (password) => `#${createHash('sha256').update(password).digest('
 
 /** The users every Redis of this stack knows (its redis.conf): one per service and the exporter's. @param {Record<string, any>} config */
 export function redisAclLines(config) {
-  if (!config.REDIS_PASSWORD || !ownsRedis(config)) return '# no ACL users: not this stack\'s Redis';
-  const services = Object.values(PROGRAM_SECRETS).map(({ redisUser }) => `user ${redisUser} on ${aclHash(aclPassword(config, redisUser))} ${SERVICE_ACL}`);
+  if (!config.REDIS_PASSWORD || !ownsRedis(config)) return "# no ACL users: not this stack's Redis";
+  const services = Object.values(PROGRAM_SECRETS).map(
+    ({ redisUser }) => `user ${redisUser} on ${aclHash(aclPassword(config, redisUser))} ${SERVICE_ACL}`,
+  );
   return [...services, `user exporter on ${aclHash(aclPassword(config, 'exporter'))} ${EXPORTER_ACL}`].join('\n');
 }
 
 /** The sentinels' users for the services (ask where the master is). @param {Record<string, any>} config */
 export function sentinelAclLines(config) {
   if (!config.REDIS_PASSWORD) return [];
-  return Object.values(PROGRAM_SECRETS).map(({ redisUser }) => `user ${redisUser} on ${aclHash(aclPassword(config, redisUser))} ${SENTINEL_CLIENT_ACL}`);
+  return Object.values(PROGRAM_SECRETS).map(
+    ({ redisUser }) => `user ${redisUser} on ${aclHash(aclPassword(config, redisUser))} ${SENTINEL_CLIENT_ACL}`,
+  );
 }
 
 /** Every setting that is a secret (never in STACK_DIR/env). @param {Array<{ name: string, secret?: boolean }>} settings */
 export function secretNames(settings) {
-  return [...new Set([...settings.filter((setting) => setting.secret).map((setting) => setting.name), 'HAPROXY_STATS_PASSWORD', 'REDIS_PASSWORD',
-    ...Object.values(PROGRAM_SECRETS).flatMap((program) => program.settings)])];
+  return [
+    ...new Set([
+      ...settings.filter((setting) => setting.secret).map((setting) => setting.name),
+      'HAPROXY_STATS_PASSWORD',
+      'REDIS_PASSWORD',
+      ...Object.values(PROGRAM_SECRETS).flatMap((program) => program.settings),
+    ]),
+  ];
 }
 
 /** The AWS SDK's own credentials, when the operator's environment has them: the origin's alone. */
@@ -127,18 +156,34 @@ function write(file, text, owner) {
 export function writeSecrets(config, names, users, confDir, exporterAddress) {
   const dir = makeDir(path.join(config.STACK_DIR, 'secrets'), 0o711);
   fs.chmodSync(dir, 0o711);
-  write(path.join(dir, 'all.env'), shellLines(names.filter((name) => config[name] !== undefined && config[name] !== '').map((name) => [name, config[name]])));
+  write(
+    path.join(dir, 'all.env'),
+    shellLines(
+      names.filter((name) => config[name] !== undefined && config[name] !== '').map((name) => [name, config[name]]),
+    ),
+  );
   const own = ownsRedis(config) && config.REDIS_PASSWORD;
   for (const [program, { settings, redisUser, role }] of Object.entries(PROGRAM_SECRETS)) {
     /** @type {Array<[string, unknown]>} */
-    const entries = settings.filter((name) => config[name] !== undefined && config[name] !== '').map((name) => [name, config[name]]);
-    if (program === 'origin') for (const name of AWS_CREDENTIALS) if (process.env[name]) entries.push([name, process.env[name]]);
+    const entries = settings
+      .filter((name) => config[name] !== undefined && config[name] !== '')
+      .map((name) => [name, config[name]]);
+    if (program === 'origin')
+      for (const name of AWS_CREDENTIALS) if (process.env[name]) entries.push([name, process.env[name]]);
     if (own) entries.push(['REDIS_USERNAME', redisUser], ['REDIS_PASSWORD', aclPassword(config, redisUser)]);
     else entries.push(['REDIS_USERNAME', config.REDIS_USERNAME || ''], ['REDIS_PASSWORD', config.REDIS_PASSWORD || '']);
     write(path.join(dir, `${program}.env`), shellLines(entries), users?.[role]);
   }
   // versitygw's root credentials, under the names it reads
-  if (config.S3_EMBEDDED) write(path.join(dir, 'versitygw.env'), shellLines([['ROOT_ACCESS_KEY_ID', config.S3_ACCESS_KEY_ID], ['ROOT_SECRET_ACCESS_KEY', config.S3_SECRET_ACCESS_KEY]]), users?.s3);
+  if (config.S3_EMBEDDED)
+    write(
+      path.join(dir, 'versitygw.env'),
+      shellLines([
+        ['ROOT_ACCESS_KEY_ID', config.S3_ACCESS_KEY_ID],
+        ['ROOT_SECRET_ACCESS_KEY', config.S3_SECRET_ACCESS_KEY],
+      ]),
+      users?.s3,
+    );
   // redis_exporter sends a password only to the target it is mapped to: its /scrape?target= endpoint, which
   // any local user can call, cannot hand it to another server
   const map = { [exporterAddress]: own ? aclPassword(config, 'exporter') : config.REDIS_PASSWORD || '' };

@@ -17,7 +17,12 @@ export const ROLES = ['edge', 'haproxy', 'redis', 'origin', 'resolver', 'purge',
  */
 export function stackUsers(config) {
   if (process.getuid?.() !== 0 || !config.STACK_USER_PREFIX) return null;
-  const passwd = fs.existsSync('/etc/passwd') ? fs.readFileSync('/etc/passwd', 'utf8').split('\n').map((line) => line.split(':')) : [];
+  const passwd = fs.existsSync('/etc/passwd')
+    ? fs
+        .readFileSync('/etc/passwd', 'utf8')
+        .split('\n')
+        .map((line) => line.split(':'))
+    : [];
   /** @type {Record<string, { name: string, uid: number, gid: number }>} */
   const users = {};
   for (const role of ROLES) {
@@ -39,18 +44,36 @@ export function appRoot(users) {
   const target = path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`, 'app');
   const stamp = path.join(target, '.copied');
   const skip = ['.git', '.run', 'bench/.peers', 'bench/reports'];
-  const changed = !fs.existsSync(stamp) || execFileSync('find', [ROOT, ...skip.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']), '-newer', stamp, '-print', '-quit'], { encoding: 'utf8' }).trim() !== '';
+  const changed =
+    !fs.existsSync(stamp) ||
+    execFileSync(
+      'find',
+      [
+        ROOT,
+        ...skip.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']),
+        '-newer',
+        stamp,
+        '-print',
+        '-quit',
+      ],
+      { encoding: 'utf8' },
+    ).trim() !== '';
   if (!changed) return target;
   const fresh = `${target}.${process.pid}`;
   makeDir(fresh, 0o755);
   const excludes = skip.map((dir) => `--exclude=./${dir}`).join(' ');
-  execFileSync('sh', ['-c', `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf - && chmod -R a+rX "$2"`, 'copy', ROOT, fresh]);
+  execFileSync('sh', [
+    '-c',
+    `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf - && chmod -R a+rX "$2"`,
+    'copy',
+    ROOT,
+    fresh,
+  ]);
   fs.writeFileSync(path.join(fresh, '.copied'), '');
   fs.rmSync(target, { recursive: true, force: true });
   fs.renameSync(fresh, target);
   return target;
 }
-
 
 /** A path of the checkout as the programs see it: in the app copy when there is one. @param {string} app @param {string} file */
 export function inApp(app, file) {
@@ -65,13 +88,23 @@ export function inApp(app, file) {
 export function programDirs(config, values) {
   /** @type {Array<[string, typeof ROLES[number]]>} */
   const dirs = [
-    [path.join(values.RUN_DIR, 'varnish'), 'edge'], [path.join(values.RUN_DIR, 'nginx'), 'edge'], [path.join(values.RUN_DIR, 'edge'), 'edge'],
+    [path.join(values.RUN_DIR, 'varnish'), 'edge'],
+    [path.join(values.RUN_DIR, 'nginx'), 'edge'],
+    [path.join(values.RUN_DIR, 'edge'), 'edge'],
     [path.join(values.RUN_DIR, 'purge'), 'edge'],
-    [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'], [path.join(values.DATA_ROOT, 'redis'), 'redis'], [path.join(values.DATA_ROOT, 'redis-sentinel'), 'redis'], [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
+    [path.join(values.RUN_DIR, 'haproxy'), 'haproxy'],
+    [path.join(values.DATA_ROOT, 'redis'), 'redis'],
+    [path.join(values.DATA_ROOT, 'redis-sentinel'), 'redis'],
+    [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
     [config.DATA_DIR, 'origin'],
   ];
   // the embedded versitygw's bucket is a directory
-  if (config.S3_EMBEDDED) dirs.push([path.join(values.DATA_ROOT, 's3'), 's3'], [path.join(values.DATA_ROOT, 's3', config.S3_BUCKET), 's3'], [path.join(values.DATA_ROOT, 's3-iam'), 's3']);
+  if (config.S3_EMBEDDED)
+    dirs.push(
+      [path.join(values.DATA_ROOT, 's3'), 's3'],
+      [path.join(values.DATA_ROOT, 's3', config.S3_BUCKET), 's3'],
+      [path.join(values.DATA_ROOT, 's3-iam'), 's3'],
+    );
   return dirs;
 }
 
@@ -100,6 +133,6 @@ export function giveToStackUsers(config, values) {
   fs.chownSync(path.join(values.CONF_DIR, 'haproxy.cfg'), users.haproxy.uid, users.haproxy.gid);
   fs.chownSync(path.join(values.CONF_DIR, 'redis.conf'), users.redis.uid, users.redis.gid);
   fs.chownSync(path.join(values.CONF_DIR, 'prometheus', 'haproxy-password'), users.metrics.uid, users.metrics.gid);
-  if (fs.existsSync(path.join(values.CONF_DIR, 'tls', 'key.pem'))) fs.chownSync(path.join(values.CONF_DIR, 'tls', 'key.pem'), users.edge.uid, users.edge.gid);
+  if (fs.existsSync(path.join(values.CONF_DIR, 'tls', 'key.pem')))
+    fs.chownSync(path.join(values.CONF_DIR, 'tls', 'key.pem'), users.edge.uid, users.edge.gid);
 }
-

@@ -11,12 +11,19 @@ const host = reach(env.LISTEN_ADDRESS);
 const auth = `Basic ${Buffer.from(`${env.HAPROXY_STATS_USER}:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`;
 
 /** @param {string} url @param {Record<string, string>} [headers] @param {number[]} [ok] */
-const http = (url, headers = {}, ok = [200]) => async () => ok.includes((await fetch(url, { headers, signal: AbortSignal.timeout(1000), redirect: 'manual' })).status);
+const http =
+  (url, headers = {}, ok = [200]) =>
+  async () =>
+    ok.includes((await fetch(url, { headers, signal: AbortSignal.timeout(1000), redirect: 'manual' })).status);
 /** @param {string} address @param {number} port */
-const tcp = (address, port) => () => new Promise((resolve) => {
-  const socket = net.connect(port, address, () => { socket.end(); resolve(true); });
-  socket.on('error', () => resolve(false));
-});
+const tcp = (address, port) => () =>
+  new Promise((resolve) => {
+    const socket = net.connect(port, address, () => {
+      socket.end();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
 
 /**
  * haproxy answers, and has this stack's own origin and resolver UP and at least one server UP in each
@@ -32,7 +39,9 @@ const serversUp = (url) => async () => {
   const [proxy, server, status, addr] = ['pxname', 'svname', 'status', 'addr'].map(column);
   const own = [`${reach(env.ORIGIN_HOST)}:${env.ORIGIN_PORT}`, `${host}:${env.AVATAR_RESOLVER_PORT}`];
   return ['be_images', 'be_avatars'].every((backend) => {
-    const servers = rows.filter((row) => row[proxy] === backend && row[server] !== 'BACKEND' && row[server] !== 'FRONTEND');
+    const servers = rows.filter(
+      (row) => row[proxy] === backend && row[server] !== 'BACKEND' && row[server] !== 'FRONTEND',
+    );
     const up = servers.filter((row) => row[status] === 'UP');
     return up.length > 0 && servers.every((row) => row[status] === 'UP' || !own.includes(row[addr]));
   });
@@ -57,15 +66,19 @@ const ALL_CHECKS = {
 };
 
 /** The checks of the programs this machine runs (STACK_PROGRAMS, resolved by the renderer). */
-export const CHECKS = Object.fromEntries(Object.entries(ALL_CHECKS).filter(([name]) => !env.STACK_PROGRAMS || env.STACK_PROGRAMS.split(',').includes(name)));
+export const CHECKS = Object.fromEntries(
+  Object.entries(ALL_CHECKS).filter(([name]) => !env.STACK_PROGRAMS || env.STACK_PROGRAMS.split(',').includes(name)),
+);
 
 async function main() {
   const deadline = Date.now() + Number(env.STACK_START_TIMEOUT_MS || 60_000);
   const pending = new Set(Object.keys(CHECKS));
   while (pending.size && Date.now() < deadline) {
-    await Promise.all([...pending].map(async (name) => {
-      if (await CHECKS[name]().catch(() => false)) pending.delete(name);
-    }));
+    await Promise.all(
+      [...pending].map(async (name) => {
+        if (await CHECKS[name]().catch(() => false)) pending.delete(name);
+      }),
+    );
     if (pending.size) await new Promise((resolve) => setTimeout(resolve, 200));
   }
   for (const name of pending) {

@@ -15,7 +15,13 @@ let stack;
 
 before(async () => {
   // the per-client limit is lifted: here one test process stands for many clients
-  stack = await startStack({ UPLOAD_TOKENS: 'chaos', PURGE_HMAC_KEYS: 'chaos-key', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0' });
+  stack = await startStack({
+    UPLOAD_TOKENS: 'chaos',
+    PURGE_HMAC_KEYS: 'chaos-key',
+    NGINX_RATE_LIMIT: '100000',
+    NGINX_RATE_BURST: '100000',
+    VARNISH_MISS_LIMIT: '0',
+  });
 });
 after(() => stack?.stop());
 
@@ -23,13 +29,18 @@ after(() => stack?.stop());
 async function upload(body, name) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(body)]), name);
-  const response = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer chaos' }, body: form });
+  const response = await fetch(`${stack.base}/upload`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer chaos' },
+    body: form,
+  });
   assert.equal(response.status, 200, await response.clone().text());
   return /** @type {{ url: string }} */ (await response.json()).url;
 }
 
 const originMetrics = () => `http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`;
-const variant = (/** @type {string} */ url, /** @type {string} */ query) => `${stack.base}/p/${base58Url.encode(url)}?${query}`;
+const variant = (/** @type {string} */ url, /** @type {string} */ query) =>
+  `${stack.base}/p/${base58Url.encode(url)}?${query}`;
 
 /** @param {string} url */
 async function get(url, /** @type {RequestInit} */ init = {}) {
@@ -47,7 +58,9 @@ test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200
   const cachedStatuses = [];
   const uncachedStatuses = [];
   let width = 100;
-  const cachedLoop = (async () => { while (!stop) cachedStatuses.push((await get(cached)).status); })();
+  const cachedLoop = (async () => {
+    while (!stop) cachedStatuses.push((await get(cached)).status);
+  })();
   const uncachedLoop = (async () => {
     while (!stop) {
       const at = performance.now();
@@ -62,22 +75,40 @@ test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200
   try {
     const killedPid = await stack.kill('origin');
     // supervisord restarts it and haproxy retries the connection: the gap may close without a single 503
-    await waitFor(async () => {
-      recovered = uncachedStatuses.find((entry) => entry.at > killedAt + 50 && entry.status === 200);
-      return recovered && ![0, killedPid].includes(await stack.pid('origin'));
-    }, 15_000, 'recovery');
+    await waitFor(
+      async () => {
+        recovered = uncachedStatuses.find((entry) => entry.at > killedAt + 50 && entry.status === 200);
+        return recovered && ![0, killedPid].includes(await stack.pid('origin'));
+      },
+      15_000,
+      'recovery',
+    );
     await new Promise((resolve) => setTimeout(resolve, 500));
   } finally {
     stop = true;
     await Promise.all([cachedLoop, uncachedLoop]);
   }
-  assert.ok(cachedStatuses.length > 50 && cachedStatuses.every((status) => status === 200), `cached: ${[...new Set(cachedStatuses)]}`);
+  assert.ok(
+    cachedStatuses.length > 50 && cachedStatuses.every((status) => status === 200),
+    `cached: ${[...new Set(cachedStatuses)]}`,
+  );
   const down = uncachedStatuses.filter((entry) => entry.status !== 200);
-  assert.ok(uncachedStatuses.some((entry) => entry.at > killedAt), 'requests were made across the kill');
-  assert.ok(down.every((entry) => entry.status === 503 && JSON.parse(Buffer.from(entry.body).toString()).error.name === 'service_unavailable'), `uncached while down: ${[...new Set(down.map((entry) => entry.status))]}`);
+  assert.ok(
+    uncachedStatuses.some((entry) => entry.at > killedAt),
+    'requests were made across the kill',
+  );
+  assert.ok(
+    down.every(
+      (entry) =>
+        entry.status === 503 && JSON.parse(Buffer.from(entry.body).toString()).error.name === 'service_unavailable',
+    ),
+    `uncached while down: ${[...new Set(down.map((entry) => entry.status))]}`,
+  );
   const recoveryMs = recovered.done - killedAt;
   assert.ok(recoveryMs < 10_000, `recovered after ${recoveryMs} ms`);
-  process.stdout.write(`# origin SIGKILL: ${down.length} clean 503s, first new variant served ${(recoveryMs / 1000).toFixed(1)} s after the kill, ${cachedStatuses.length} cached answers all 200\n`);
+  process.stdout.write(
+    `# origin SIGKILL: ${down.length} clean 503s, first new variant served ${(recoveryMs / 1000).toFixed(1)} s after the kill, ${cachedStatuses.length} cached answers all 200\n`,
+  );
   await stack.settled();
 });
 
@@ -97,20 +128,29 @@ test('Redis killed: images keep serving, avatars degrade, webhooks answer 503, a
 /** @param {string} image @param {import('ioredis').Redis} redis */
 async function redisOutage(image, redis) {
   const accounts = Array.from({ length: 20 }, (_, i) => `kept-${i}`);
-  const location = async (/** @type {string} */ account) => (await fetch(`${stack.base}/u/${account}/avatar`, { redirect: 'manual' })).headers.get('location');
-  for (const account of accounts) await redis.hset(`avatar:local:${account}`, 'avatar', `https://img.example/${account}-old.png`);
+  const location = async (/** @type {string} */ account) =>
+    (await fetch(`${stack.base}/u/${account}/avatar`, { redirect: 'manual' })).headers.get('location');
+  for (const account of accounts)
+    await redis.hset(`avatar:local:${account}`, 'avatar', `https://img.example/${account}-old.png`);
   const old = await Promise.all(accounts.map(location));
-  for (const account of accounts) await redis.hset(`avatar:local:${account}`, 'avatar', `https://img.example/${account}-new.png`);
+  for (const account of accounts)
+    await redis.hset(`avatar:local:${account}`, 'avatar', `https://img.example/${account}-new.png`);
   const webhook = (/** @type {string} */ account) => {
     const body = JSON.stringify({ account });
     const timestamp = String(Math.floor(Date.now() / 1000));
-    return fetch(`${stack.base}/hooks/avatar`, { method: 'POST', body, headers: { 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('chaos-key', timestamp, Buffer.from(body))}` } });
+    return fetch(`${stack.base}/hooks/avatar`, {
+      method: 'POST',
+      body,
+      headers: { 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('chaos-key', timestamp, Buffer.from(body))}` },
+    });
   };
   const answers = await Promise.all(accounts.map(webhook));
   assert.deepEqual([...new Set(answers.map((answer) => answer.status))], [202]);
   await stack.kill('redis'); // right after the 202s: whatever was acknowledged must survive
   // supervisord may be restarting it already: stop it wherever it is
-  await stack.ctl('stop', 'redis').catch((/** @type {any} */ err) => { if (!/not running/i.test(err.stdout)) throw err; });
+  await stack.ctl('stop', 'redis').catch((/** @type {any} */ err) => {
+    if (!/not running/i.test(err.stdout)) throw err;
+  });
   assert.equal(await stack.pid('redis'), 0, 'redis is down');
   try {
     assert.equal((await get(image)).status, 200, 'a cached image');
@@ -124,14 +164,17 @@ async function redisOutage(image, redis) {
   } finally {
     await stack.start('redis');
   }
-  await waitFor(async () => {
-    const now = await Promise.all(accounts.map(location));
-    return now.every((target, i) => target !== old[i]);
-  }, 30_000, 'every acknowledged change visible through varnish after Redis came back');
+  await waitFor(
+    async () => {
+      const now = await Promise.all(accounts.map(location));
+      return now.every((target, i) => target !== old[i]);
+    },
+    30_000,
+    'every acknowledged change visible through varnish after Redis came back',
+  );
   assert.equal(await redis.xlen('purge:dead'), 0);
   await stack.settled();
 }
-
 
 test('varnish restarted: concurrent misses for one URL reach the origin once', async () => {
   const image = await upload(await solid(640, 480, 'jpeg'), 'herd.jpg');
@@ -157,7 +200,10 @@ test('overload at 10× the transform capacity: fast 503s, flat memory, the fast 
   assert.ok(result.rejected > result.sent / 2, `most of the excess refused: ${result.rejected} of ${result.sent}`);
   assert.equal(result.rejectionsWithRetryAfter, result.rejected, 'every 503 says when to retry');
   assert.ok(result.rejectionP99 < 500, `rejection p99 ${result.rejectionP99} ms`);
-  assert.ok(result.rejectionP99 * 4 < result.servedP99, `refusals (p99 ${result.rejectionP99} ms) never wait behind transforms (served p99 ${result.servedP99} ms)`);
+  assert.ok(
+    result.rejectionP99 * 4 < result.servedP99,
+    `refusals (p99 ${result.rejectionP99} ms) never wait behind transforms (served p99 ${result.servedP99} ms)`,
+  );
   assert.ok(result.peakRss < 512, `origin RSS ${result.peakRss} MB`);
   assert.ok(result.hitP99 < 100, `cache hit p99 ${result.hitP99} ms`);
   assert.ok(result.avatarP99 < 100, `avatar p99 ${result.avatarP99} ms`);
@@ -166,7 +212,9 @@ test('overload at 10× the transform capacity: fast 503s, flat memory, the fast 
 
 /** be_uploads' sessions at haproxy now: uploads the origins are receiving. */
 async function uploadSessions() {
-  const row = (await stack.haproxyStats()).find((fields) => fields.pxname === 'be_uploads' && fields.svname === 'BACKEND');
+  const row = (await stack.haproxyStats()).find(
+    (fields) => fields.pxname === 'be_uploads' && fields.svname === 'BACKEND',
+  );
   return Number(row?.scur || 0);
 }
 
@@ -190,30 +238,54 @@ test('300 slow uploads (a byte a second): bounded at nginx, no origin slot held,
   for (let i = 0; i < 300; i += 1) {
     const socket = net.connect(Number(stack.env.NGINX_PORT), '127.0.0.1');
     const client = { socket, answer: '', closedAfter: 0 };
-    socket.on('data', (chunk) => { client.answer += chunk.toString(); });
-    socket.on('close', () => { client.closedAfter = performance.now() - started; });
+    socket.on('data', (chunk) => {
+      client.answer += chunk.toString();
+    });
+    socket.on('close', () => {
+      client.closedAfter = performance.now() - started;
+    });
     socket.on('error', () => {});
-    socket.write('POST /upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer chaos\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000000\r\n\r\n--b');
+    socket.write(
+      'POST /upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer chaos\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000000\r\n\r\n--b',
+    );
     clients.push(client);
   }
-  const drip = setInterval(() => { for (const { socket } of clients) if (!socket.destroyed) socket.write('x'); }, 1000);
+  const drip = setInterval(() => {
+    for (const { socket } of clients) if (!socket.destroyed) socket.write('x');
+  }, 1000);
   try {
-    await waitFor(async () => clients.filter((client) => client.answer.startsWith('HTTP/1.1 429')).length >= 290, 15_000, 'uploads past the per-client bound refused');
+    await waitFor(
+      async () => clients.filter((client) => client.answer.startsWith('HTTP/1.1 429')).length >= 290,
+      15_000,
+      'uploads past the per-client bound refused',
+    );
     const during = await misses(300);
     assert.equal(await uploadSessions(), 0, 'no slow upload reached an origin: nginx holds them');
     const limit = Math.max(...usual) * 5 + 2000;
-    assert.ok(Math.max(...during) < limit, `misses under the slow uploads: ${during.map(Math.round)} ms (usual ${usual.map(Math.round)})`);
+    assert.ok(
+      Math.max(...during) < limit,
+      `misses under the slow uploads: ${during.map(Math.round)} ms (usual ${usual.map(Math.round)})`,
+    );
     const admitted = clients.filter((client) => !client.answer);
     assert.ok(admitted.length <= Number(4), `${admitted.length} slow uploads admitted (NGINX_UPLOADS_PER_CLIENT 4)`);
-    for (const { answer } of clients.filter((client) => client.answer)) assert.match(answer, /^HTTP\/1\.1 429[^]*"too_many_requests"/);
+    for (const { answer } of clients.filter((client) => client.answer))
+      assert.match(answer, /^HTTP\/1\.1 429[^]*"too_many_requests"/);
     // while they hold this client's upload slots, its next upload (at full speed) is refused too
     assert.equal(admitted.length, 4);
     const form = new FormData();
     form.append('image_file', new Blob([new Uint8Array(await solid(64, 64, 'png'))]), 'after.png');
-    const refused = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer chaos' }, body: form });
+    const refused = await fetch(`${stack.base}/upload`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer chaos' },
+      body: form,
+    });
     assert.equal(refused.status, 429, 'the per-client bound holds while the slow uploads are in progress');
     // 10 s of grace (NGINX_CLIENT_BODY_TIMEOUT_S), then a body must average 4096 bytes a second: cut off
-    await waitFor(async () => admitted.every((client) => client.closedAfter > 0), 30_000, 'the admitted slow uploads cut off');
+    await waitFor(
+      async () => admitted.every((client) => client.closedAfter > 0),
+      30_000,
+      'the admitted slow uploads cut off',
+    );
     for (const client of admitted) {
       assert.match(client.answer, /^HTTP\/1\.1 408[^]*"request_timeout"/, 'a JSON 408');
       assert.ok(client.closedAfter > 9000, `cut off after ${Math.round(client.closedAfter)} ms, not before the grace`);

@@ -29,7 +29,12 @@ function run(command, args) {
 function template(...args) {
   const rendered = run(HELM, ['template', 'cdn', CHART, '--namespace', 'images', ...args]);
   assert.equal(rendered.status, 0, rendered.out);
-  return { text: rendered.stdout, objects: parseAllDocuments(rendered.stdout).map((doc) => doc.toJS()).filter(Boolean) };
+  return {
+    text: rendered.stdout,
+    objects: parseAllDocuments(rendered.stdout)
+      .map((doc) => doc.toJS())
+      .filter(Boolean),
+  };
 }
 
 /** @param {any[]} objects @param {string} kind @param {string} name */
@@ -39,7 +44,10 @@ function find(objects, kind, name) {
   return found;
 }
 
-for (const [label, values] of [['default values', []], ['multi-node values', ['-f', MULTI]]]) {
+for (const [label, values] of [
+  ['default values', []],
+  ['multi-node values', ['-f', MULTI]],
+]) {
   test(`chart (${label}): helm lint --strict, Kubernetes' schemas (${KUBERNETES_VERSIONS.join(', ')}) and kube-score pass`, () => {
     const lint = run(HELM, ['lint', '--strict', CHART, ...values]);
     assert.equal(lint.status, 0, lint.out);
@@ -51,7 +59,14 @@ for (const [label, values] of [['default values', []], ['multi-node values', ['-
       assert.equal(checked.status, 0, `Kubernetes ${version}:\n${checked.out.slice(0, 4000)}`);
     }
     const score = run(KUBE_SCORE, ['score', '--output-format', 'ci', file]);
-    assert.equal(score.status, 0, score.out.split('\n').filter((line) => /\[(CRITICAL|WARNING)\]/.test(line)).join('\n'));
+    assert.equal(
+      score.status,
+      0,
+      score.out
+        .split('\n')
+        .filter((line) => /\[(CRITICAL|WARNING)\]/.test(line))
+        .join('\n'),
+    );
     fs.rmSync(path.dirname(file), { recursive: true, force: true });
   });
 }
@@ -82,7 +97,12 @@ test('multi-node values: two or more origins (HPA on CPU), resolvers and varnish
   assert.equal(varnish.spec.serviceName, headless.metadata.name);
   const settings = find(objects, 'ConfigMap', `${name}-settings`).data;
   assert.equal(settings.PURGE_VARNISH_NODES, `${name}-varnish-headless.images.svc.cluster.local:6081`);
-  assert.deepEqual(settings.EDGE_VARNISH_NODES.split(','), [...Array(varnish.spec.replicas).keys()].map((i) => `${name}-varnish-${i}.${name}-varnish-headless.images.svc.cluster.local:6081`));
+  assert.deepEqual(
+    settings.EDGE_VARNISH_NODES.split(','),
+    [...Array(varnish.spec.replicas).keys()].map(
+      (i) => `${name}-varnish-${i}.${name}-varnish-headless.images.svc.cluster.local:6081`,
+    ),
+  );
   assert.equal(settings.ORIGIN_DISCOVERY, `${name}-origin-headless.images.svc.cluster.local:8800`);
   assert.equal(find(objects, 'Service', `${name}-origin-headless`).spec.clusterIP, 'None');
   assert.equal(settings.STORE, 's3');
@@ -115,23 +135,39 @@ test('every workload: non-root, read-only root filesystem, no privilege escalati
   assert.deepEqual(configs, [], 'no second copy of a config in the chart');
 });
 
-test('NetworkPolicy: only nginx\'s port is open to all; admin, metrics and purge ports only from their callers', () => {
+test("NetworkPolicy: only nginx's port is open to all; admin, metrics and purge ports only from their callers", () => {
   const { objects } = template();
   const name = 'cdn-image-cdn-stack';
   const policies = objects.filter((object) => object.kind === 'NetworkPolicy');
-  const open = policies.flatMap((policy) => policy.spec.ingress.filter((/** @type {any} */ rule) => !rule.from).map((/** @type {any} */ rule) => `${policy.metadata.name}:${rule.ports.map((/** @type {any} */ port) => port.port)}`));
+  const open = policies.flatMap((policy) =>
+    policy.spec.ingress
+      .filter((/** @type {any} */ rule) => !rule.from)
+      .map(
+        (/** @type {any} */ rule) =>
+          `${policy.metadata.name}:${rule.ports.map((/** @type {any} */ port) => port.port)}`,
+      ),
+  );
   assert.deepEqual(open, [`${name}-nginx:http`]);
   const purge = find(objects, 'NetworkPolicy', `${name}-purge-service`);
-  const callers = purge.spec.ingress.find((/** @type {any} */ rule) => rule.ports[0].port === 'http').from.map((/** @type {any} */ from) => from.podSelector.matchLabels['app.kubernetes.io/component']);
+  const callers = purge.spec.ingress
+    .find((/** @type {any} */ rule) => rule.ports[0].port === 'http')
+    .from.map((/** @type {any} */ from) => from.podSelector.matchLabels['app.kubernetes.io/component']);
   assert.deepEqual(callers, ['nginx']);
-  const stats = find(objects, 'NetworkPolicy', `${name}-haproxy`).spec.ingress.find((/** @type {any} */ rule) => rule.ports.some((/** @type {any} */ port) => port.port === 'stats'));
-  assert.ok(stats.from.every((/** @type {any} */ from) => from.namespaceSelector), 'stats from the monitoring namespace only');
-  const workloads = objects.filter((object) => ['Deployment', 'StatefulSet'].includes(object.kind)).map((object) => object.spec.template.metadata.labels['app.kubernetes.io/component']);
+  const stats = find(objects, 'NetworkPolicy', `${name}-haproxy`).spec.ingress.find((/** @type {any} */ rule) =>
+    rule.ports.some((/** @type {any} */ port) => port.port === 'stats'),
+  );
+  assert.ok(
+    stats.from.every((/** @type {any} */ from) => from.namespaceSelector),
+    'stats from the monitoring namespace only',
+  );
+  const workloads = objects
+    .filter((object) => ['Deployment', 'StatefulSet'].includes(object.kind))
+    .map((object) => object.spec.template.metadata.labels['app.kubernetes.io/component']);
   const covered = policies.map((policy) => policy.spec.podSelector.matchLabels['app.kubernetes.io/component']);
   assert.deepEqual([...covered].sort(), [...workloads].sort());
 });
 
-test('the chart and its images follow the project\'s version; the dashboards ConfigMap holds every dashboard', () => {
+test("the chart and its images follow the project's version; the dashboards ConfigMap holds every dashboard", () => {
   const version = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version;
   const chart = fs.readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8');
   assert.match(chart, new RegExp(`^version: ${version}$`, 'm'));
@@ -141,22 +177,37 @@ test('the chart and its images follow the project\'s version; the dashboards Con
   const tags = [...compose.matchAll(/image: (image-cdn-stack-[a-z]+):(\S+)/g)];
   assert.ok(tags.length >= 3);
   for (const [, image, tag] of tags) assert.equal(tag, version, image);
-  assert.match(fs.readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8'), new RegExp(`^## \\[${version.replace(/\./g, '\\.')}\\]`, 'm'));
+  assert.match(
+    fs.readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8'),
+    new RegExp(`^## \\[${version.replace(/\./g, '\\.')}\\]`, 'm'),
+  );
   const { objects } = template();
   const dashboards = find(objects, 'ConfigMap', 'cdn-image-cdn-stack-dashboards');
-  const files = fs.readdirSync(path.join(ROOT, 'monitoring', 'dashboards')).filter((file) => file.endsWith('.json')).sort();
+  const files = fs
+    .readdirSync(path.join(ROOT, 'monitoring', 'dashboards'))
+    .filter((file) => file.endsWith('.json'))
+    .sort();
   assert.deepEqual(Object.keys(dashboards.data).sort(), files);
-  for (const file of files) assert.equal(JSON.parse(dashboards.data[file]).uid, JSON.parse(fs.readFileSync(path.join(ROOT, 'monitoring', 'dashboards', file), 'utf8')).uid);
+  for (const file of files)
+    assert.equal(
+      JSON.parse(dashboards.data[file]).uid,
+      JSON.parse(fs.readFileSync(path.join(ROOT, 'monitoring', 'dashboards', file), 'utf8')).uid,
+    );
   assert.equal(dashboards.metadata.labels.grafana_dashboard, '1');
 });
 
 /** Every container's secrets: `secret/key` of each secretKeyRef, and whether it takes a whole Secret. @param {any} container */
 function secretsOf(container) {
-  const refs = (container.env || []).flatMap((entry) => (entry.valueFrom?.secretKeyRef ? [`${entry.valueFrom.secretKeyRef.name}/${entry.valueFrom.secretKeyRef.key}`] : []));
-  return { refs: refs.sort(), wholeSecret: (container.envFrom || []).some((/** @type {any} */ from) => from.secretRef) };
+  const refs = (container.env || []).flatMap((entry) =>
+    entry.valueFrom?.secretKeyRef ? [`${entry.valueFrom.secretKeyRef.name}/${entry.valueFrom.secretKeyRef.key}`] : [],
+  );
+  return {
+    refs: refs.sort(),
+    wholeSecret: (container.envFrom || []).some((/** @type {any} */ from) => from.secretRef),
+  };
 }
 
-test('each program gets its own secrets only, and its own Redis user: a libvips exploit in the origin yields the origin\'s', async () => {
+test("each program gets its own secrets only, and its own Redis user: a libvips exploit in the origin yields the origin's", async () => {
   const { objects } = template();
   const users = find(objects, 'Secret', 'cdn-image-cdn-stack-redis-users');
   const main = 'cdn-image-cdn-stack-secrets/';
@@ -165,7 +216,12 @@ test('each program gets its own secrets only, and its own Redis user: a libvips 
   const expected = {
     'origin/origin': [`${main}S3_ACCESS_KEY_ID`, `${main}S3_SECRET_ACCESS_KEY`, `${main}UPLOAD_TOKENS`, `${own}origin`],
     'avatar-resolver/avatar-resolver': [`${main}AVATAR_ADMIN_TOKEN`, `${own}resolver`],
-    'purge-service/purge-service': [`${main}CLOUDFLARE_API_TOKEN`, `${main}PURGE_ADMIN_TOKEN`, `${main}PURGE_HMAC_KEYS`, `${own}purge`],
+    'purge-service/purge-service': [
+      `${main}CLOUDFLARE_API_TOKEN`,
+      `${main}PURGE_ADMIN_TOKEN`,
+      `${main}PURGE_HMAC_KEYS`,
+      `${own}purge`,
+    ],
     'haproxy/render': [`${main}HAPROXY_STATS_PASSWORD`, `${main}HAPROXY_STATS_USER`],
     'redis/render': [`${main}REDIS_PASSWORD`, `${own}REDIS_ACL_PASSWORDS`],
     'redis/redis-exporter': [`${own}exporter`],
@@ -183,19 +239,32 @@ test('each program gets its own secrets only, and its own Redis user: a libvips 
   }
   assert.deepEqual(seen, Object.fromEntries(Object.entries(expected).map(([name, refs]) => [name, refs.sort()])));
   const origin = find(objects, 'Deployment', 'cdn-image-cdn-stack-origin').spec.template.spec.containers[0];
-  assert.deepEqual(origin.env.find((/** @type {any} */ entry) => entry.name === 'REDIS_USERNAME'), { name: 'REDIS_USERNAME', value: 'origin' });
+  assert.deepEqual(
+    origin.env.find((/** @type {any} */ entry) => entry.name === 'REDIS_USERNAME'),
+    { name: 'REDIS_USERNAME', value: 'origin' },
+  );
 
   // the Redis pod's render step, given what the chart gives it, makes exactly these users: each password the
   // one its program receives, the admin password no service's
   const plain = (/** @type {string} */ key) => Buffer.from(users.data[key], 'base64').toString();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chart-redis-'));
   try {
-    const config = await resolveSettings({ ENV_FILE: '/nonexistent', STACK_DIR: dir, STACK_USER_PREFIX: '', REDIS_PASSWORD: 'admin-password', REDIS_ACL_PASSWORDS: plain('REDIS_ACL_PASSWORDS') });
+    const config = await resolveSettings({
+      ENV_FILE: '/nonexistent',
+      STACK_DIR: dir,
+      STACK_USER_PREFIX: '',
+      REDIS_PASSWORD: 'admin-password',
+      REDIS_ACL_PASSWORDS: plain('REDIS_ACL_PASSWORDS'),
+    });
     renderAll(config);
     const conf = fs.readFileSync(path.join(dir, 'conf', 'redis.conf'), 'utf8');
     for (const user of ['origin', 'resolver', 'purge', 'exporter']) {
       assert.ok(plain(user).length >= 32, `${user}: a generated password`);
-      assert.match(conf, new RegExp(`^user ${user} on #${createHash('sha256').update(plain(user)).digest('hex')} `, 'm'), `${user}'s password is the one it receives`);
+      assert.match(
+        conf,
+        new RegExp(`^user ${user} on #${createHash('sha256').update(plain(user)).digest('hex')} `, 'm'),
+        `${user}'s password is the one it receives`,
+      );
     }
     assert.match(conf, /^requirepass "admin-password"$/m);
   } finally {
@@ -210,12 +279,20 @@ test('values that cannot work are refused with a clear message', () => {
   const noEndpoint = run(HELM, ['template', 'cdn', CHART, '--set', 'store.type=s3']);
   assert.match(noEndpoint.out, /store\.type=s3 needs store\.s3\.endpoint/);
   // a misspelt setting would do nothing, quietly: refused, the nearest setting named
-  for (const [given, meant] of [['UPLOAD_TOKEN', 'UPLOAD_TOKENS'], ['NEGOTIATE_MATHC', 'NEGOTIATE_MATCH'], ['PUBLIC_URL_', 'PUBLIC_URL']]) {
+  for (const [given, meant] of [
+    ['UPLOAD_TOKEN', 'UPLOAD_TOKENS'],
+    ['NEGOTIATE_MATHC', 'NEGOTIATE_MATCH'],
+    ['PUBLIC_URL_', 'PUBLIC_URL'],
+  ]) {
     const misspelt = run(HELM, ['template', 'cdn', CHART, '--set', `settings.${given}=x`]);
     assert.notEqual(misspelt.status, 0, given);
     assert.match(misspelt.out, new RegExp(`settings\\.${given} is not a setting \\(did you mean ${meant}\\?\\)`));
   }
-  assert.equal(run(HELM, ['template', 'cdn', CHART, '--set', 'settings.UPLOAD_MAX_BYTES=10mb']).status, 0, 'a real setting passes');
+  assert.equal(
+    run(HELM, ['template', 'cdn', CHART, '--set', 'settings.UPLOAD_MAX_BYTES=10mb']).status,
+    0,
+    'a real setting passes',
+  );
   // values.schema.json (generated from values.yaml and the declarations): a misspelt or mistyped value
   const misspeltValue = run(HELM, ['template', 'cdn', CHART, '--set', 'orign.replicas=2']);
   assert.notEqual(misspeltValue.status, 0);
@@ -223,17 +300,39 @@ test('values that cannot work are refused with a clear message', () => {
   const mistyped = run(HELM, ['template', 'cdn', CHART, '--set', 'origin.replicas=two']);
   assert.notEqual(mistyped.status, 0);
   assert.match(mistyped.out, /replicas/);
-  for (const bad of ['settings.UPLOAD_MAX_BYTES=lots', 'settings.NEGOTIATE_MATCH=maybe', 'settings.AVATAR_SOURCE=ldap', 'settings.TRANSFORM_QUEUE_MAX=-1']) {
+  for (const bad of [
+    'settings.UPLOAD_MAX_BYTES=lots',
+    'settings.NEGOTIATE_MATCH=maybe',
+    'settings.AVATAR_SOURCE=ldap',
+    'settings.TRANSFORM_QUEUE_MAX=-1',
+  ]) {
     const refused = run(HELM, ['template', 'cdn', CHART, '--set', bad]);
     assert.notEqual(refused.status, 0, bad);
     assert.match(refused.out, new RegExp(bad.split('=')[0].split('.')[1]), bad);
   }
-  assert.equal(run(HELM, ['template', 'cdn', CHART, '--set', 'settings.NEGOTIATE_MATCH=false', '--set', 'settings.TRANSFORM_QUEUE_MAX=8']).status, 0, 'well typed values pass');
+  assert.equal(
+    run(HELM, [
+      'template',
+      'cdn',
+      CHART,
+      '--set',
+      'settings.NEGOTIATE_MATCH=false',
+      '--set',
+      'settings.TRANSFORM_QUEUE_MAX=8',
+    ]).status,
+    0,
+    'well typed values pass',
+  );
 });
 
-test('the recording rules and alerts ship as a PrometheusRule, the native stack\'s own files, every alert with its runbook', () => {
+test("the recording rules and alerts ship as a PrometheusRule, the native stack's own files, every alert with its runbook", () => {
   assert.ok(!template().objects.some((object) => object.kind === 'PrometheusRule'), 'off by default');
-  const { objects } = template('--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.prometheusRule.labels.release=kube-prometheus');
+  const { objects } = template(
+    '--set',
+    'monitoring.prometheusRule.enabled=true',
+    '--set',
+    'monitoring.prometheusRule.labels.release=kube-prometheus',
+  );
   const rule = find(objects, 'PrometheusRule', 'cdn-image-cdn-stack');
   assert.equal(rule.apiVersion, 'monitoring.coreos.com/v1');
   assert.equal(rule.metadata.labels.release, 'kube-prometheus');
@@ -242,6 +341,12 @@ test('the recording rules and alerts ship as a PrometheusRule, the native stack\
   const alerts = rules.filter((/** @type {any} */ entry) => entry.alert);
   assert.equal(alerts.length, [...native.matchAll(/- alert: /g)].length);
   for (const alert of alerts) assert.match(alert.annotations.runbook_url, /^docs\/runbooks\.md#/, alert.alert);
-  assert.ok(alerts.some((/** @type {any} */ alert) => alert.annotations.summary.includes('{{ $value')), 'Prometheus templates kept, not evaluated by helm');
-  assert.ok(rules.some((/** @type {any} */ entry) => entry.record), 'the recording rules the alerts use');
+  assert.ok(
+    alerts.some((/** @type {any} */ alert) => alert.annotations.summary.includes('{{ $value')),
+    'Prometheus templates kept, not evaluated by helm',
+  );
+  assert.ok(
+    rules.some((/** @type {any} */ entry) => entry.record),
+    'the recording rules the alerts use',
+  );
 });

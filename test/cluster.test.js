@@ -27,15 +27,26 @@ async function startNodeB() {
   await new Promise((resolve) => setTimeout(resolve, 3500));
   /** @type {string[]} what answered the last 16 requests: the wait's message names them */
   let seen = [];
-  await waitFor(async () => {
-    seen = await Promise.all(Array.from({ length: 16 }, async (_, i) => {
-      const response = await fetch(`${stack.base}/healthz?n=${i}`);
-      return `${response.status} ${response.headers.get('x-served-by')}`;
-    }));
-    return seen.filter((answer) => answer === '200 node-b').length >= 4;
-  }, 15_000, 'the edge sending node-b its share').catch(async (err) => {
-    const direct = await fetch(`http://127.0.0.1:${portB}/healthz`).then((r) => `${r.status} ${r.headers.get('x-served-by')}`, (e) => String(e));
-    throw new Error(`${err.message}; last answers: ${seen.join(', ')}; node-b directly: ${direct}; its output: ${nodeB?.output().slice(-2000)}`);
+  await waitFor(
+    async () => {
+      seen = await Promise.all(
+        Array.from({ length: 16 }, async (_, i) => {
+          const response = await fetch(`${stack.base}/healthz?n=${i}`);
+          return `${response.status} ${response.headers.get('x-served-by')}`;
+        }),
+      );
+      return seen.filter((answer) => answer === '200 node-b').length >= 4;
+    },
+    15_000,
+    'the edge sending node-b its share',
+  ).catch(async (err) => {
+    const direct = await fetch(`http://127.0.0.1:${portB}/healthz`).then(
+      (r) => `${r.status} ${r.headers.get('x-served-by')}`,
+      (e) => String(e),
+    );
+    throw new Error(
+      `${err.message}; last answers: ${seen.join(', ')}; node-b directly: ${direct}; its output: ${nodeB?.output().slice(-2000)}`,
+    );
   });
 }
 
@@ -43,7 +54,11 @@ async function startNodeB() {
 async function killNodeB() {
   await run('pkill', ['-KILL', '-f', `varnish-node-b -i node-b`]).catch(() => {});
   await nodeB?.exited;
-  await waitFor(async () => !(await fetch(`http://127.0.0.1:${portB}/healthz`).catch(() => null)), 10_000, 'node-b gone');
+  await waitFor(
+    async () => !(await fetch(`http://127.0.0.1:${portB}/healthz`).catch(() => null)),
+    10_000,
+    'node-b gone',
+  );
   nodeB = null;
 }
 
@@ -51,8 +66,14 @@ before(async () => {
   portA = await freePort();
   portB = await freePort();
   stack = await startStack({
-    VARNISH_PORT: String(portA), EDGE_VARNISH_NODES: `127.0.0.1:${portA},127.0.0.1:${portB}`, UPLOAD_TOKENS: 'cluster', AVATAR_ADMIN_TOKEN: 'cluster-admin',
-    NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0', PURGE_NODE_RETRY_MS: '200',
+    VARNISH_PORT: String(portA),
+    EDGE_VARNISH_NODES: `127.0.0.1:${portA},127.0.0.1:${portB}`,
+    UPLOAD_TOKENS: 'cluster',
+    AVATAR_ADMIN_TOKEN: 'cluster-admin',
+    NGINX_RATE_LIMIT: '100000',
+    NGINX_RATE_BURST: '100000',
+    VARNISH_MISS_LIMIT: '0',
+    PURGE_NODE_RETRY_MS: '200',
     // the two nodes are purged over TCP, from this machine
     VARNISH_PURGERS: '127.0.0.1',
   });
@@ -67,7 +88,11 @@ after(async () => {
 async function upload(body) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(body)]), 'a.png');
-  const response = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer cluster' }, body: form });
+  const response = await fetch(`${stack.base}/upload`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer cluster' },
+    body: form,
+  });
   assert.equal(response.status, 200);
   return /** @type {{ url: string }} */ (await response.json()).url;
 }
@@ -76,12 +101,20 @@ async function upload(body) {
 async function get(url) {
   const response = await fetch(url, { redirect: 'manual' });
   await response.arrayBuffer();
-  return { status: response.status, node: response.headers.get('x-served-by'), cache: response.headers.get('x-cache'), location: response.headers.get('location') };
+  return {
+    status: response.status,
+    node: response.headers.get('x-served-by'),
+    cache: response.headers.get('x-cache'),
+    location: response.headers.get('location'),
+  };
 }
 
-const originRequests = () => metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'http_request_duration_seconds_count', { route: 'proxy' });
+const originRequests = () =>
+  metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'http_request_duration_seconds_count', {
+    route: 'proxy',
+  });
 
-test('a varnish node killed under steady traffic: no error, its objects fetched again once each, the other node\'s stay cached', async () => {
+test("a varnish node killed under steady traffic: no error, its objects fetched again once each, the other node's stay cached", async () => {
   const source = await upload(await solid(400, 300, 'png'));
   const urls = Array.from({ length: 40 }, (_, i) => `${stack.base}/p/${base58Url.encode(source)}?width=${60 + i}`);
   for (const url of urls) assert.equal((await get(url)).status, 200);
@@ -116,10 +149,15 @@ test('a varnish node killed under steady traffic: no error, its objects fetched 
   stop = true;
   await traffic;
   assert.ok(after.length >= urls.length * 2, `${after.length} requests after the kill`);
-  assert.deepEqual(after.filter((answer) => answer.status !== 200), [], 'not one error');
+  assert.deepEqual(
+    after.filter((answer) => answer.status !== 200),
+    [],
+    'not one error',
+  );
   assert.ok(after.every((answer) => answer.node !== 'node-b'));
-  for (const answer of after.filter((entry) => onA.includes(entry.url))) assert.equal(answer.cache, 'HIT', `node A kept ${answer.url}`);
-  assert.equal(await originRequests() - before, onB.length, 'each of node-b\'s objects fetched again once');
+  for (const answer of after.filter((entry) => onA.includes(entry.url)))
+    assert.equal(answer.cache, 'HIT', `node A kept ${answer.url}`);
+  assert.equal((await originRequests()) - before, onB.length, "each of node-b's objects fetched again once");
   await startNodeB();
 });
 
@@ -127,33 +165,65 @@ test('an avatar changed while a varnish node is down: once it is back, no reques
   const accounts = Array.from({ length: 12 }, (_, i) => `cluster${i}`);
   const set = async (/** @type {string} */ account, /** @type {string} */ avatar) => {
     const response = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/${account}`, {
-      method: 'PUT', headers: { authorization: 'Bearer cluster-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar }),
+      method: 'PUT',
+      headers: { authorization: 'Bearer cluster-admin', 'content-type': 'application/json' },
+      body: JSON.stringify({ avatar }),
     });
     assert.equal(response.status, 200);
   };
   const purgeMetrics = `http://127.0.0.1:${stack.env.PURGE_SERVICE_METRICS_PORT}/metrics`;
   for (const account of accounts) await set(account, `https://img.example/${account}-old.png`);
-  await waitFor(async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0, 10_000, 'the first purges done');
+  await waitFor(
+    async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0,
+    10_000,
+    'the first purges done',
+  );
   // cached on both nodes: straight to each (the edge would put each URL on one)
   /** @type {Map<string, string>} account → where its avatar pointed before the change */
   const old = new Map();
-  for (const port of [portA, portB]) for (const account of accounts) old.set(account, String((await get(`http://127.0.0.1:${port}/u/${account}/avatar`)).location));
-  for (const port of [portA, portB]) for (const account of accounts) assert.equal((await get(`http://127.0.0.1:${port}/u/${account}/avatar`)).cache, 'HIT');
-  const fresh = (/** @type {string} */ account, /** @type {string | null} */ location) => Boolean(location) && location !== old.get(account);
+  for (const port of [portA, portB])
+    for (const account of accounts)
+      old.set(account, String((await get(`http://127.0.0.1:${port}/u/${account}/avatar`)).location));
+  for (const port of [portA, portB])
+    for (const account of accounts)
+      assert.equal((await get(`http://127.0.0.1:${port}/u/${account}/avatar`)).cache, 'HIT');
+  const fresh = (/** @type {string} */ account, /** @type {string | null} */ location) =>
+    Boolean(location) && location !== old.get(account);
 
   // node-b away but alive: stopped (SIGSTOP), so it keeps its objects and misses the purges
   const pids = (await run('pgrep', ['-f', 'varnish-node-b -i node-b'])).stdout.trim().split('\n').map(Number);
   for (const pid of pids) process.kill(pid, 'SIGSTOP');
   try {
     for (const account of accounts) await set(account, `https://img.example/${account}-new.png`);
-    await waitFor(async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0, 20_000, 'the purges acknowledged while node-b is away');
-    await waitFor(async () => (await metricValue(purgeMetrics, 'purge_node_deferred_total', { node: `http://127.0.0.1:${portB}` })) >= 1, 10_000, 'node-b\'s purges kept for later');
-    for (const account of accounts) assert.ok(fresh(account, (await get(`http://127.0.0.1:${portA}/u/${account}/avatar`)).location), 'node A purged at once');
-    await waitFor(async () => (await metricValue(purgeMetrics, 'purge_node_backlog', { node: `http://127.0.0.1:${portB}` })) > 0, 15_000, 'node-b\'s backlog counted');
+    await waitFor(
+      async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0,
+      20_000,
+      'the purges acknowledged while node-b is away',
+    );
+    await waitFor(
+      async () =>
+        (await metricValue(purgeMetrics, 'purge_node_deferred_total', { node: `http://127.0.0.1:${portB}` })) >= 1,
+      10_000,
+      "node-b's purges kept for later",
+    );
+    for (const account of accounts)
+      assert.ok(
+        fresh(account, (await get(`http://127.0.0.1:${portA}/u/${account}/avatar`)).location),
+        'node A purged at once',
+      );
+    await waitFor(
+      async () => (await metricValue(purgeMetrics, 'purge_node_backlog', { node: `http://127.0.0.1:${portB}` })) > 0,
+      15_000,
+      "node-b's backlog counted",
+    );
   } finally {
     for (const pid of pids) process.kill(pid, 'SIGCONT');
   }
-  await waitFor(async () => (await metricValue(purgeMetrics, 'purge_node_backlog', { node: `http://127.0.0.1:${portB}` })) === 0, 15_000, 'node-b caught up');
+  await waitFor(
+    async () => (await metricValue(purgeMetrics, 'purge_node_backlog', { node: `http://127.0.0.1:${portB}` })) === 0,
+    15_000,
+    'node-b caught up',
+  );
   for (let round = 0; round < 3; round += 1) {
     for (const account of accounts) {
       for (const url of [`${stack.base}/u/${account}/avatar`, `http://127.0.0.1:${portB}/u/${account}/avatar`]) {

@@ -13,70 +13,148 @@ import { freePort, waitFor } from './support/ports.js';
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 const env = {
-  ...process.env, NGINX_PORT: String(port), S3_ACCESS_KEY_ID: 'composetest', S3_SECRET_ACCESS_KEY: 'compose-test-secret-key',
-  GRAFANA_ADMIN_PASSWORD: 'unused', UPLOAD_TOKENS: 'compose-token', AVATAR_ADMIN_TOKEN: 'compose-admin', PURGE_HMAC_KEYS: 'compose-hmac',
+  ...process.env,
+  NGINX_PORT: String(port),
+  S3_ACCESS_KEY_ID: 'composetest',
+  S3_SECRET_ACCESS_KEY: 'compose-test-secret-key',
+  GRAFANA_ADMIN_PASSWORD: 'unused',
+  UPLOAD_TOKENS: 'compose-token',
+  AVATAR_ADMIN_TOKEN: 'compose-admin',
+  PURGE_HMAC_KEYS: 'compose-hmac',
 };
 
 /** ./infra/stack compose … @param {string[]} args */
 function compose(...args) {
-  const result = spawnSync(`${ROOT}/infra/stack`, ['compose', ...args], { env, encoding: 'utf8', timeout: 900_000, cwd: ROOT });
+  const result = spawnSync(`${ROOT}/infra/stack`, ['compose', ...args], {
+    env,
+    encoding: 'utf8',
+    timeout: 900_000,
+    cwd: ROOT,
+  });
   assert.equal(result.status, 0, `compose ${args.join(' ')}:\n${(result.stdout + result.stderr).slice(-4000)}`);
   return result.stdout;
 }
 
-before(async () => {
-  compose('down', '-v', '--remove-orphans');
-  compose('up');
-  await waitFor(async () => (await fetch(`${base}/healthz`).catch(() => null))?.status === 200, 180_000, 'nginx answering through the whole compose stack');
-}, { timeout: 1_200_000 });
+before(
+  async () => {
+    compose('down', '-v', '--remove-orphans');
+    compose('up');
+    await waitFor(
+      async () => (await fetch(`${base}/healthz`).catch(() => null))?.status === 200,
+      180_000,
+      'nginx answering through the whole compose stack',
+    );
+  },
+  { timeout: 1_200_000 },
+);
 
 after(() => {
   compose('down', '-v', '--remove-orphans');
-  const left = execFileSync('podman', ['ps', '-a', '--filter', 'label=com.docker.compose.project=image-cdn-stack', '--format', '{{.Names}}'], { env: { ...env, CONTAINERS_CONF: `${ROOT}/infra/podman/containers.conf` }, encoding: 'utf8' });
+  const left = execFileSync(
+    'podman',
+    ['ps', '-a', '--filter', 'label=com.docker.compose.project=image-cdn-stack', '--format', '{{.Names}}'],
+    { env: { ...env, CONTAINERS_CONF: `${ROOT}/infra/podman/containers.conf` }, encoding: 'utf8' },
+  );
   assert.equal(left.trim(), '', 'every container removed');
 });
 
-test('compose: an upload, a resize, an avatar redirect and a signed purge through the published port', { timeout: 300_000 }, async () => {
-  await smoke(base, {
-    uploadToken: 'compose-token',
-    hmacKey: 'compose-hmac',
-    // from inside the compose network: the resolver's admin API is not published
-    setAvatar: (account, url) => {
-      compose('exec', '-T', 'avatar-resolver', 'node', '-e', `fetch('http://127.0.0.1:8801/admin/accounts/${account}', { method: 'PUT', headers: { authorization: 'Bearer compose-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: ${JSON.stringify(url)} }) }).then(async (r) => { if (r.status !== 200) { console.error(r.status, await r.text()); process.exit(1); } }, (e) => { console.error(e); process.exit(1); })`);
-    },
-  });
-});
+test(
+  'compose: an upload, a resize, an avatar redirect and a signed purge through the published port',
+  { timeout: 300_000 },
+  async () => {
+    await smoke(base, {
+      uploadToken: 'compose-token',
+      hmacKey: 'compose-hmac',
+      // from inside the compose network: the resolver's admin API is not published
+      setAvatar: (account, url) => {
+        compose(
+          'exec',
+          '-T',
+          'avatar-resolver',
+          'node',
+          '-e',
+          `fetch('http://127.0.0.1:8801/admin/accounts/${account}', { method: 'PUT', headers: { authorization: 'Bearer compose-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: ${JSON.stringify(url)} }) }).then(async (r) => { if (r.status !== 200) { console.error(r.status, await r.text()); process.exit(1); } }, (e) => { console.error(e); process.exit(1); })`,
+        );
+      },
+    });
+  },
+);
 
-test('compose: Prometheus scrapes every component in its own container (every target up)', { timeout: 120_000 }, async () => {
-  const jobs = ['haproxy', 'varnish', 'nginx', 'redis', 'mtail', 'origin', 'avatar-resolver', 'purge-service'];
-  /** @type {Array<{ job: string, health: string, url: string, error: string }>} */
-  let targets = [];
-  await waitFor(async () => {
-    const answer = compose('exec', '-T', 'prometheus', 'curl', '-fsS', 'http://127.0.0.1:9090/api/v1/targets?state=active');
-    targets = JSON.parse(answer).data.activeTargets.map((/** @type {any} */ target) => ({
-      job: target.labels.job, health: target.health, url: target.scrapeUrl, error: target.lastError,
-    }));
-    return jobs.every((job) => targets.some((target) => target.job === job && target.health === 'up'));
-  }, 60_000, 'every scrape target up').catch((err) => {
-    throw new Error(`${err.message}: ${JSON.stringify(targets)}`);
-  });
-  assert.deepEqual(targets.filter((target) => target.health !== 'up'), [], 'no target down');
-});
+test(
+  'compose: Prometheus scrapes every component in its own container (every target up)',
+  { timeout: 120_000 },
+  async () => {
+    const jobs = ['haproxy', 'varnish', 'nginx', 'redis', 'mtail', 'origin', 'avatar-resolver', 'purge-service'];
+    /** @type {Array<{ job: string, health: string, url: string, error: string }>} */
+    let targets = [];
+    await waitFor(
+      async () => {
+        const answer = compose(
+          'exec',
+          '-T',
+          'prometheus',
+          'curl',
+          '-fsS',
+          'http://127.0.0.1:9090/api/v1/targets?state=active',
+        );
+        targets = JSON.parse(answer).data.activeTargets.map((/** @type {any} */ target) => ({
+          job: target.labels.job,
+          health: target.health,
+          url: target.scrapeUrl,
+          error: target.lastError,
+        }));
+        return jobs.every((job) => targets.some((target) => target.job === job && target.health === 'up'));
+      },
+      60_000,
+      'every scrape target up',
+    ).catch((err) => {
+      throw new Error(`${err.message}: ${JSON.stringify(targets)}`);
+    });
+    assert.deepEqual(
+      targets.filter((target) => target.health !== 'up'),
+      [],
+      'no target down',
+    );
+  },
+);
 
-test('compose: the origin\'s image decodes JPEG originals with the system\'s libjpeg-turbo and encodes WebP with its libwebp', { timeout: 120_000 }, async () => {
-  const form = new FormData();
-  form.append('image_file', new Blob([new Uint8Array(await solid(640, 480, 'jpeg'))]), 'photo.jpg');
-  const uploaded = await fetch(`${base}/upload`, { method: 'POST', headers: { authorization: 'Bearer compose-token' }, body: form });
-  assert.equal(uploaded.status, 200, await uploaded.clone().text());
-  const { url } = /** @type {{ url: string }} */ (await uploaded.json());
-  const resized = await fetch(`${base}/p/${base58Url.encode(url)}?width=120&format=webp`);
-  assert.equal(resized.status, 200);
-  const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
-  assert.deepEqual([pixels.format, pixels.width, pixels.height], ['webp', 120, 90]);
-  // counted by the origin, read through Prometheus (it scrapes every 5 s)
-  const query = 'sum(origin_transform_codecs_total{decode="libjpeg-turbo",encode="libwebp"})';
-  await waitFor(async () => {
-    const answer = JSON.parse(compose('exec', '-T', 'prometheus', 'curl', '-fsS', '--data-urlencode', `query=${query}`, 'http://127.0.0.1:9090/api/v1/query'));
-    return Number(answer.data.result[0]?.value[1] || 0) >= 1;
-  }, 60_000, 'the WebP variant made by the system codecs');
-});
+test(
+  "compose: the origin's image decodes JPEG originals with the system's libjpeg-turbo and encodes WebP with its libwebp",
+  { timeout: 120_000 },
+  async () => {
+    const form = new FormData();
+    form.append('image_file', new Blob([new Uint8Array(await solid(640, 480, 'jpeg'))]), 'photo.jpg');
+    const uploaded = await fetch(`${base}/upload`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer compose-token' },
+      body: form,
+    });
+    assert.equal(uploaded.status, 200, await uploaded.clone().text());
+    const { url } = /** @type {{ url: string }} */ (await uploaded.json());
+    const resized = await fetch(`${base}/p/${base58Url.encode(url)}?width=120&format=webp`);
+    assert.equal(resized.status, 200);
+    const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
+    assert.deepEqual([pixels.format, pixels.width, pixels.height], ['webp', 120, 90]);
+    // counted by the origin, read through Prometheus (it scrapes every 5 s)
+    const query = 'sum(origin_transform_codecs_total{decode="libjpeg-turbo",encode="libwebp"})';
+    await waitFor(
+      async () => {
+        const answer = JSON.parse(
+          compose(
+            'exec',
+            '-T',
+            'prometheus',
+            'curl',
+            '-fsS',
+            '--data-urlencode',
+            `query=${query}`,
+            'http://127.0.0.1:9090/api/v1/query',
+          ),
+        );
+        return Number(answer.data.result[0]?.value[1] || 0) >= 1;
+      },
+      60_000,
+      'the WebP variant made by the system codecs',
+    );
+  },
+);

@@ -16,7 +16,11 @@ let stack;
 
 before(async () => {
   // first answers of format=auto live 1 s here (30 s by default), so the AVIF that follows shows within the test
-  stack = await startStack({ UPLOAD_TOKENS: 'stack-token', AVATAR_ADMIN_TOKEN: 'admin-token', CACHE_CONTROL_FIRST_ANSWER: 'public, max-age=1, s-maxage=1' });
+  stack = await startStack({
+    UPLOAD_TOKENS: 'stack-token',
+    AVATAR_ADMIN_TOKEN: 'admin-token',
+    CACHE_CONTROL_FIRST_ANSWER: 'public, max-age=1, s-maxage=1',
+  });
 });
 after(() => stack?.stop());
 
@@ -24,7 +28,11 @@ after(() => stack?.stop());
 async function upload(body, name) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(body)]), name);
-  const response = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer stack-token' }, body: form });
+  const response = await fetch(`${stack.base}/upload`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer stack-token' },
+    body: form,
+  });
   assert.equal(response.status, 200);
   assert.equal(response.headers.get('x-cache'), 'PASS');
   return /** @type {{ url: string }} */ (await response.json()).url;
@@ -32,16 +40,32 @@ async function upload(body, name) {
 
 /** haproxy's own Prometheus exporter: requests per frontend. */
 async function frontendRequests() {
-  const text = await (await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/metrics`, { headers: { authorization: stack.statsAuth } })).text();
+  const text = await (
+    await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/metrics`, {
+      headers: { authorization: stack.statsAuth },
+    })
+  ).text();
   /** @type {Record<string, number>} */
   const counts = {};
-  for (const match of text.matchAll(/^haproxy_frontend_http_requests_total\{proxy="(\w+)"\} (\d+)/gm)) counts[match[1]] = Number(match[2]);
+  for (const match of text.matchAll(/^haproxy_frontend_http_requests_total\{proxy="(\w+)"\} (\d+)/gm))
+    counts[match[1]] = Number(match[2]);
   return counts;
 }
 
 test('the stack came up through the launcher, every component under supervision', async () => {
   const stdout = await stack.statusText();
-  for (const name of ['nginx', 'varnish', 'haproxy', 'origin', 'avatar-resolver', 'purge-service', 'redis', 'prometheus', 'mtail', 'rotate-logs']) {
+  for (const name of [
+    'nginx',
+    'varnish',
+    'haproxy',
+    'origin',
+    'avatar-resolver',
+    'purge-service',
+    'redis',
+    'prometheus',
+    'mtail',
+    'rotate-logs',
+  ]) {
     assert.match(stdout, new RegExp(`^${name}\\s+RUNNING`, 'm'), name);
   }
   const again = await stack.stack(['up']);
@@ -63,7 +87,11 @@ test('an upload is served through nginx; the first GET is a MISS, the second a H
   assert.equal(second.headers.get('x-cache'), 'HIT');
   assert.notEqual(second.headers.get('age'), null);
   // worker threads flush their counters to varnishstat a moment later
-  await waitFor(async () => (await stack.varnishStats())('MAIN.cache_hit') - before('MAIN.cache_hit') >= 1, 5000, 'varnish hit counter');
+  await waitFor(
+    async () => (await stack.varnishStats())('MAIN.cache_hit') - before('MAIN.cache_hit') >= 1,
+    5000,
+    'varnish hit counter',
+  );
   const afterStats = await stack.varnishStats();
   assert.equal(afterStats('MAIN.cache_hit') - before('MAIN.cache_hit'), 1);
   assert.ok(afterStats('MAIN.cache_miss') - before('MAIN.cache_miss') >= 1);
@@ -98,10 +126,14 @@ test('format=auto through the stack: a cold AVIF request is answered in WebP at 
   // the AVIF is made in the background; once the short-lived answer expires varnish asks again and gets it
   /** @type {Awaited<ReturnType<typeof get>> | undefined} */
   let later;
-  await waitFor(async () => {
-    later = await get(chrome);
-    return later.info.format === 'heif';
-  }, 20_000, 'the AVIF through varnish');
+  await waitFor(
+    async () => {
+      later = await get(chrome);
+      return later.info.format === 'heif';
+    },
+    20_000,
+    'the AVIF through varnish',
+  );
   assert.equal(later?.response.headers.get('cache-control'), 'public, max-age=31536000, immutable');
   assert.equal(later?.info.width, 300);
   const safari = await get('image/webp,image/png,image/*;q=0.8');
@@ -127,33 +159,66 @@ test('PURGE and BAN are refused from the public side, at nginx and at varnish', 
     assert.equal(response.status, 405);
     assert.equal(/** @type {any} */ (await response.json()).error.name, 'method_not_allowed');
   }
-  const direct = await fetch(`http://127.0.0.1:${stack.env.VARNISH_PORT}/anything`, { method: 'PURGE', headers: { 'x-from-edge': '1' } });
+  const direct = await fetch(`http://127.0.0.1:${stack.env.VARNISH_PORT}/anything`, {
+    method: 'PURGE',
+    headers: { 'x-from-edge': '1' },
+  });
   assert.equal(direct.status, 403);
   assert.equal(/** @type {any} */ (await direct.json()).error.name, 'purge_forbidden');
   // any local user, on varnish's TCP port or on its purge socket: refused (only the purge service's user
   // purges, on the socket)
   const socket = path.join(stack.dir, 'run', 'purge', 'varnish.sock');
   for (const method of ['PURGE', 'BAN']) {
-    for (const target of [['-H', 'xkey: avatar:alice', `http://127.0.0.1:${stack.env.VARNISH_PORT}/`], ['--unix-socket', socket, '-H', 'xkey: avatar:alice', 'http://varnish/']]) {
+    for (const target of [
+      ['-H', 'xkey: avatar:alice', `http://127.0.0.1:${stack.env.VARNISH_PORT}/`],
+      ['--unix-socket', socket, '-H', 'xkey: avatar:alice', 'http://varnish/'],
+    ]) {
       for (const user of ['nobody', 'image-cdn-origin']) {
-        const { stdout } = spawnSync('runuser', ['-u', user, '--', 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', '-X', method, ...target], { encoding: 'utf8' });
+        const { stdout } = spawnSync(
+          'runuser',
+          ['-u', user, '--', 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', '-X', method, ...target],
+          { encoding: 'utf8' },
+        );
         assert.equal(stdout, '403', `${method} by ${user} via ${target.join(' ')}`);
       }
     }
   }
-  const { stdout } = spawnSync('runuser', ['-u', 'image-cdn-purge', '--', 'curl', '-s', '-X', 'PURGE', '--unix-socket', socket, '-H', 'xkey: nothing-tagged', 'http://varnish/'], { encoding: 'utf8' });
-  assert.match(stdout, /"ok":true/, 'the purge service\'s user purges on the socket');
+  const { stdout } = spawnSync(
+    'runuser',
+    [
+      '-u',
+      'image-cdn-purge',
+      '--',
+      'curl',
+      '-s',
+      '-X',
+      'PURGE',
+      '--unix-socket',
+      socket,
+      '-H',
+      'xkey: nothing-tagged',
+      'http://varnish/',
+    ],
+    { encoding: 'utf8' },
+  );
+  assert.match(stdout, /"ok":true/, "the purge service's user purges on the socket");
 });
 
 test('an avatar 302 carries its cache headers, is cached by varnish, and leads to an image of the right size', async () => {
   const avatar = await upload(await solid(600, 400, 'png'), 'face.png');
   const put = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/alice`, {
-    method: 'PUT', headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' }, body: JSON.stringify({ avatar }),
+    method: 'PUT',
+    headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' },
+    body: JSON.stringify({ avatar }),
   });
   assert.equal(put.status, 200);
   // the PUT queues a purge of alice's avatars: let it land first, or it could evict the object between the two GETs
   const purgeMetrics = `http://127.0.0.1:${stack.env.PURGE_SERVICE_METRICS_PORT}/metrics`;
-  await waitFor(async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0, 5000, 'the purge of the admin change');
+  await waitFor(
+    async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0,
+    5000,
+    'the purge of the admin change',
+  );
   const first = await fetch(`${stack.base}/u/alice/avatar/small`, { redirect: 'manual' });
   assert.equal(first.status, 302);
   assert.equal(first.headers.get('cache-control'), 'public, max-age=600, s-maxage=86400, stale-while-revalidate=60');
@@ -172,7 +237,11 @@ test('one X-Request-Id per answer, and it is the one in the access log', async (
   const id = response.headers.get('x-request-id') || '';
   assert.match(id, /^[0-9a-f]{32}$/);
   await waitFor(async () => stack.log('nginx-access.log').includes(id), 5000, 'access log flush');
-  const line = stack.log('nginx-access.log').split('\n').find((entry) => entry.includes(id)) || '';
+  const line =
+    stack
+      .log('nginx-access.log')
+      .split('\n')
+      .find((entry) => entry.includes(id)) || '';
   assert.match(line, /"GET \/healthz" 200 \d+ [\d.]+ [\d.]+ other (PASS|MISS|HIT)$/);
 });
 
@@ -191,22 +260,34 @@ test('operator surfaces stay off the public path', async () => {
   assert.equal((await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/-/ready`)).status, 200, 'still running');
 });
 
-test('the logs hold no bearer tokens and are readable by the stack\'s users only', async () => {
+test("the logs hold no bearer tokens and are readable by the stack's users only", async () => {
   const secret = 'eyJzZWNyZXQtYWNjZXNzLXRva2VuIjoxfQ';
-  for (const [method, path] of [['GET', `/hs/${secret}`], ['POST', `/hs/${secret}`], ['GET', `/p/3q5?token=${secret}&width=9`]]) {
+  for (const [method, path] of [
+    ['GET', `/hs/${secret}`],
+    ['POST', `/hs/${secret}`],
+    ['GET', `/p/3q5?token=${secret}&width=9`],
+  ]) {
     const response = await fetch(`${stack.base}${path}`, { method, ...(method === 'POST' ? { body: 'x' } : {}) });
     await response.arrayBuffer();
   }
-  await waitFor(async () => stack.log('nginx-access.log').includes('/hs/[redacted]') && stack.log('haproxy.log').includes('/hs/[redacted]'), 10_000, 'the requests logged');
-  for (const file of ['nginx-access.log', 'haproxy.log', 'origin.log']) assert.ok(!stack.log(file).includes(secret), `${file} holds the token`);
+  await waitFor(
+    async () =>
+      stack.log('nginx-access.log').includes('/hs/[redacted]') && stack.log('haproxy.log').includes('/hs/[redacted]'),
+    10_000,
+    'the requests logged',
+  );
+  for (const file of ['nginx-access.log', 'haproxy.log', 'origin.log'])
+    assert.ok(!stack.log(file).includes(secret), `${file} holds the token`);
   assert.match(stack.log('nginx-access.log'), /token=\[redacted\]/);
   for (const file of ['nginx-access.log', 'haproxy.log', 'origin.log', 'supervisord.log']) {
-    const { status } = spawnSync('runuser', ['-u', 'nobody', '--', 'cat', path.join(stack.dir, 'logs', file)], { stdio: 'ignore' });
+    const { status } = spawnSync('runuser', ['-u', 'nobody', '--', 'cat', path.join(stack.dir, 'logs', file)], {
+      stdio: 'ignore',
+    });
     assert.notEqual(status, 0, `another local user read ${file}`);
   }
 });
 
-test('the rendered config holding the stats password is readable by haproxy\'s user alone', async () => {
+test("the rendered config holding the stats password is readable by haproxy's user alone", async () => {
   const file = path.join(stack.dir, 'conf', 'haproxy.cfg');
   assert.ok(fs.readFileSync(file, 'utf8').includes(stack.env.HAPROXY_STATS_PASSWORD));
   assert.equal(fs.statSync(file).mode & 0o777, 0o600);
@@ -219,12 +300,20 @@ test('the rendered config holding the stats password is readable by haproxy\'s u
       assert.notEqual(status, 0, `${user} read ${secret}`);
     }
   }
-  assert.equal(spawnSync('runuser', ['-u', 'nobody', '--', 'cat', path.join(stack.dir, 'conf', 'nginx.conf')], { stdio: 'ignore' }).status, 0, 'configs without secrets stay readable');
+  assert.equal(
+    spawnSync('runuser', ['-u', 'nobody', '--', 'cat', path.join(stack.dir, 'conf', 'nginx.conf')], { stdio: 'ignore' })
+      .status,
+    0,
+    'configs without secrets stay readable',
+  );
 });
 
 test('Redis answers only with its password, which sits in no file another user can read nor on a command line', async () => {
   const ping = (/** @type {string | undefined} */ password) => {
-    const { stdout, stderr } = spawnSync('redis-cli', ['-p', stack.env.REDIS_PORT, 'ping'], { encoding: 'utf8', env: { ...process.env, ...(password ? { REDISCLI_AUTH: password } : {}) } });
+    const { stdout, stderr } = spawnSync('redis-cli', ['-p', stack.env.REDIS_PORT, 'ping'], {
+      encoding: 'utf8',
+      env: { ...process.env, ...(password ? { REDISCLI_AUTH: password } : {}) },
+    });
     return `${stderr}${stdout}`.trim();
   };
   assert.match(ping(undefined), /NOAUTH/, 'no password: refused');
@@ -234,8 +323,15 @@ test('Redis answers only with its password, which sits in no file another user c
   assert.match(fs.readFileSync(conf, 'utf8'), new RegExp(`^requirepass "${stack.env.REDIS_PASSWORD}"$`, 'm'));
   assert.equal(fs.statSync(conf).mode & 0o777, 0o600);
   assert.equal(userOf(fs.statSync(conf).uid), 'image-cdn-redis');
-  assert.notEqual(spawnSync('runuser', ['-u', 'nobody', '--', 'cat', conf], { stdio: 'ignore' }).status, 0, 'nobody read redis.conf');
-  assert.ok(!fs.readFileSync(path.join(stack.dir, 'conf', 'supervisord.conf'), 'utf8').includes(stack.env.REDIS_PASSWORD), 'not in supervisord.conf');
+  assert.notEqual(
+    spawnSync('runuser', ['-u', 'nobody', '--', 'cat', conf], { stdio: 'ignore' }).status,
+    0,
+    'nobody read redis.conf',
+  );
+  assert.ok(
+    !fs.readFileSync(path.join(stack.dir, 'conf', 'supervisord.conf'), 'utf8').includes(stack.env.REDIS_PASSWORD),
+    'not in supervisord.conf',
+  );
   for (const program of ['redis-exporter', 'origin', 'purge-service']) {
     const commandLine = fs.readFileSync(`/proc/${await stack.pid(program)}/cmdline`, 'utf8');
     assert.ok(!commandLine.includes(stack.env.REDIS_PASSWORD), `not on ${program}'s command line`);
@@ -249,13 +345,17 @@ test('the Redis exporter sends no password to a target a local user names, and e
   // the attack: a listener of any local user, handed to the exporter's multi-target endpoint
   /** @type {Buffer[]} */
   const received = [];
-  const listener = net.createServer((socket) => socket.on('data', (chunk) => {
-    received.push(chunk);
-    socket.write('+OK\r\n');
-  }));
+  const listener = net.createServer((socket) =>
+    socket.on('data', (chunk) => {
+      received.push(chunk);
+      socket.write('+OK\r\n');
+    }),
+  );
   await new Promise((resolve) => listener.listen(0, '127.0.0.1', () => resolve(null)));
   const port = /** @type {import('node:net').AddressInfo} */ (listener.address()).port;
-  await (await fetch(`http://127.0.0.1:${stack.env.REDIS_EXPORTER_PORT}/scrape?target=redis://127.0.0.1:${port}`)).text();
+  await (
+    await fetch(`http://127.0.0.1:${stack.env.REDIS_EXPORTER_PORT}/scrape?target=redis://127.0.0.1:${port}`)
+  ).text();
   await new Promise((resolve) => setTimeout(resolve, 500));
   listener.close();
   const wire = Buffer.concat(received).toString();
@@ -263,35 +363,71 @@ test('the Redis exporter sends no password to a target a local user names, and e
   assert.ok(!/AUTH/i.test(wire), `the exporter sent: ${JSON.stringify(wire.slice(0, 200))}`);
   // what each program's environment holds: its own secrets, and a Redis user of its own that cannot
   // reconfigure Redis
-  const environment = async (/** @type {string} */ program) => Object.fromEntries(fs.readFileSync(`/proc/${await stack.pid(program)}/environ`, 'utf8')
-    .split('\0').filter(Boolean).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
+  const environment = async (/** @type {string} */ program) =>
+    Object.fromEntries(
+      fs
+        .readFileSync(`/proc/${await stack.pid(program)}/environ`, 'utf8')
+        .split('\0')
+        .filter(Boolean)
+        .map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]),
+    );
   const origin = await environment('origin');
   assert.equal(origin.UPLOAD_TOKENS, 'stack-token');
-  assert.equal(origin.AVATAR_ADMIN_TOKEN, undefined, 'the origin does not hold the resolver\'s admin token');
+  assert.equal(origin.AVATAR_ADMIN_TOKEN, undefined, "the origin does not hold the resolver's admin token");
   assert.equal(origin.REDIS_USERNAME, 'origin');
-  assert.notEqual(origin.REDIS_PASSWORD, stack.env.REDIS_PASSWORD, 'nor Redis\' own password');
+  assert.notEqual(origin.REDIS_PASSWORD, stack.env.REDIS_PASSWORD, "nor Redis' own password");
   const resolver = await environment('avatar-resolver');
   assert.equal(resolver.AVATAR_ADMIN_TOKEN, 'admin-token');
   assert.equal(resolver.UPLOAD_TOKENS, undefined);
   for (const program of ['varnish', 'nginx', 'haproxy', 'prometheus', 'redis-exporter', 'mtail']) {
     const held = await environment(program);
-    for (const name of ['UPLOAD_TOKENS', 'AVATAR_ADMIN_TOKEN', 'REDIS_PASSWORD', 'HAPROXY_STATS_PASSWORD']) assert.equal(held[name], undefined, `${program} holds ${name}`);
+    for (const name of ['UPLOAD_TOKENS', 'AVATAR_ADMIN_TOKEN', 'REDIS_PASSWORD', 'HAPROXY_STATS_PASSWORD'])
+      assert.equal(held[name], undefined, `${program} holds ${name}`);
   }
-  const asOrigin = (/** @type {string[]} */ ...command) => spawnSync('redis-cli', ['-p', stack.env.REDIS_PORT, '--user', 'origin', '--pass', origin.REDIS_PASSWORD, '--no-auth-warning', ...command], { encoding: 'utf8' }).stdout.trim();
+  const asOrigin = (/** @type {string[]} */ ...command) =>
+    spawnSync(
+      'redis-cli',
+      [
+        '-p',
+        stack.env.REDIS_PORT,
+        '--user',
+        'origin',
+        '--pass',
+        origin.REDIS_PASSWORD,
+        '--no-auth-warning',
+        ...command,
+      ],
+      { encoding: 'utf8' },
+    ).stdout.trim();
   assert.equal(asOrigin('ping'), 'PONG');
-  for (const command of [['config', 'set', 'dir', '/tmp'], ['config', 'get', 'requirepass'], ['acl', 'list'], ['flushall'], ['keys', '*'], ['module', 'list']]) {
+  for (const command of [
+    ['config', 'set', 'dir', '/tmp'],
+    ['config', 'get', 'requirepass'],
+    ['acl', 'list'],
+    ['flushall'],
+    ['keys', '*'],
+    ['module', 'list'],
+  ]) {
     assert.match(asOrigin(...command), /NOPERM/, `the origin's Redis user may not ${command.join(' ')}`);
   }
 });
 
 /** A user's name from /etc/passwd. @param {number} uid */
 function userOf(uid) {
-  return fs.readFileSync('/etc/passwd', 'utf8').split('\n').map((line) => line.split(':')).find((fields) => Number(fields[2]) === uid)?.[0];
+  return fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .map((line) => line.split(':'))
+    .find((fields) => Number(fields[2]) === uid)?.[0];
 }
 
 /** Real, effective, saved and filesystem uids of a process (/proc/<pid>/status). @param {number} pid */
 function uidsOf(pid) {
-  const line = fs.readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((entry) => entry.startsWith('Uid:')) || '';
+  const line =
+    fs
+      .readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((entry) => entry.startsWith('Uid:')) || '';
   return line.split(/\s+/).slice(1, 5).map(Number);
 }
 
@@ -316,8 +452,19 @@ function descendants(pid) {
 
 test('every program of the stack runs as its own unprivileged user, read from /proc', async () => {
   const expected = {
-    redis: 'redis', origin: 'origin', 'avatar-resolver': 'resolver', 'purge-service': 'purge', haproxy: 'haproxy', varnish: 'edge', nginx: 'edge',
-    prometheus: 'metrics', 'varnish-exporter': 'edge', 'nginx-exporter': 'metrics', 'redis-exporter': 'metrics', mtail: 'edge', 'rotate-logs': 'edge',
+    redis: 'redis',
+    origin: 'origin',
+    'avatar-resolver': 'resolver',
+    'purge-service': 'purge',
+    haproxy: 'haproxy',
+    varnish: 'edge',
+    nginx: 'edge',
+    prometheus: 'metrics',
+    'varnish-exporter': 'edge',
+    'nginx-exporter': 'metrics',
+    'redis-exporter': 'metrics',
+    mtail: 'edge',
+    'rotate-logs': 'edge',
   };
   for (const [program, role] of Object.entries(expected)) {
     const pid = await stack.pid(program);
@@ -329,26 +476,39 @@ test('every program of the stack runs as its own unprivileged user, read from /p
   assert.ok(all.length >= Object.keys(expected).length);
   for (const pid of all) {
     try {
-      assert.ok(uidsOf(pid).every((uid) => uid !== 0), `pid ${pid} (${fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim()}) runs as root`);
+      assert.ok(
+        uidsOf(pid).every((uid) => uid !== 0),
+        `pid ${pid} (${fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim()}) runs as root`,
+      );
     } catch (err) {
       if (/** @type {any} */ (err).code !== 'ENOENT') throw err;
     }
   }
 });
 
-test('the origin\'s user can write its data directory and nothing of the stack outside it', async () => {
+test("the origin's user can write its data directory and nothing of the stack outside it", async () => {
   const origin = userOf(uidsOf(await stack.pid('origin'))[0]);
   /** @param {string} file */
-  const writes = (file) => spawnSync('runuser', ['-u', String(origin), '--', 'sh', '-c', 'echo x > "$1"', 'write', file], { stdio: 'ignore' }).status === 0;
+  const writes = (file) =>
+    spawnSync('runuser', ['-u', String(origin), '--', 'sh', '-c', 'echo x > "$1"', 'write', file], { stdio: 'ignore' })
+      .status === 0;
   const own = path.join(stack.dir, 'data', 'origin', `probe-${process.pid}`);
   assert.ok(writes(own), 'its data directory');
   fs.rmSync(own);
   const elsewhere = [
     path.join(import.meta.dirname, `..`, `probe-${process.pid}`), // the checkout (its code)
-    path.join(stack.dir, 'conf', 'probe'), path.join(stack.dir, 'run', 'probe'), path.join(stack.dir, 'logs', 'probe'),
-    path.join(stack.dir, 'logs', 'origin.log'), path.join(stack.dir, 'secrets', 'probe'), path.join(stack.dir, 'env'),
-    path.join(stack.dir, 'data', 'redis', 'probe'), path.join(stack.dir, 'data', 'prometheus', 'probe'), path.join(stack.dir, 'run', 'varnish', 'probe'),
-    '/etc/probe', '/root/probe', '/usr/local/bin/probe',
+    path.join(stack.dir, 'conf', 'probe'),
+    path.join(stack.dir, 'run', 'probe'),
+    path.join(stack.dir, 'logs', 'probe'),
+    path.join(stack.dir, 'logs', 'origin.log'),
+    path.join(stack.dir, 'secrets', 'probe'),
+    path.join(stack.dir, 'env'),
+    path.join(stack.dir, 'data', 'redis', 'probe'),
+    path.join(stack.dir, 'data', 'prometheus', 'probe'),
+    path.join(stack.dir, 'run', 'varnish', 'probe'),
+    '/etc/probe',
+    '/root/probe',
+    '/usr/local/bin/probe',
   ];
   for (const file of elsewhere) {
     assert.ok(!writes(file), `the origin's user wrote ${file}`);
@@ -360,7 +520,8 @@ test('1,000 non-canonical spellings of one variant through the edge: one transfo
   const url = await upload(await solid(700, 500, 'jpeg'), 'spellings.jpg');
   const { base58Url } = await import('@stack/lib');
   const base = `${stack.base}/p/${base58Url.encode(url)}`;
-  const transforms = () => metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_transforms_total');
+  const transforms = () =>
+    metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_transforms_total');
   const beforeTransforms = await transforms();
   const beforeObjects = (await stack.varnishStats())('MAIN.n_object');
   const spellings = Array.from({ length: 1000 }, (_, i) => {
@@ -381,7 +542,7 @@ test('1,000 non-canonical spellings of one variant through the edge: one transfo
   }
   await Promise.all(clients.map((client) => client.close()));
   assert.deepEqual([...statuses], [200]);
-  assert.ok(await transforms() - beforeTransforms <= 1, 'at most one transform');
+  assert.ok((await transforms()) - beforeTransforms <= 1, 'at most one transform');
   const objects = (await stack.varnishStats())('MAIN.n_object') - beforeObjects;
   assert.ok(objects <= 2, `${objects} new varnish objects for 1,000 spellings`);
 });
@@ -389,10 +550,14 @@ test('1,000 non-canonical spellings of one variant through the edge: one transfo
 test('a burst past the per-client rate limit gets JSON 429s, and the rest are served', async () => {
   const url = await upload(await solid(20, 20, 'png'), 'burst.png');
   await fetch(url);
-  const statuses = await Promise.all(Array.from({ length: 500 }, () => fetch(url).then(async (response) => {
-    await response.arrayBuffer();
-    return response.status;
-  })));
+  const statuses = await Promise.all(
+    Array.from({ length: 500 }, () =>
+      fetch(url).then(async (response) => {
+        await response.arrayBuffer();
+        return response.status;
+      }),
+    ),
+  );
   assert.ok(statuses.filter((status) => status === 429).length > 0, 'some limited');
   assert.ok(statuses.filter((status) => status === 200).length >= 200, 'the burst allowance served');
   await new Promise((resolve) => setTimeout(resolve, 3000));
@@ -401,17 +566,26 @@ test('a burst past the per-client rate limit gets JSON 429s, and the rest are se
 test('a forged X-Forwarded-For on each request does not escape the per-client rate limit (no proxy is trusted by default)', async () => {
   const url = await upload(await solid(20, 20, 'png'), 'forged.png');
   await fetch(url);
-  const statuses = await Promise.all(Array.from({ length: 600 }, (_, i) => fetch(url, { headers: { 'x-forwarded-for': `198.51.${i >> 8}.${i & 255}` } })
-    .then(async (response) => {
-      await response.arrayBuffer();
-      return response.status;
-    })));
+  const statuses = await Promise.all(
+    Array.from({ length: 600 }, (_, i) =>
+      fetch(url, { headers: { 'x-forwarded-for': `198.51.${i >> 8}.${i & 255}` } }).then(async (response) => {
+        await response.arrayBuffer();
+        return response.status;
+      }),
+    ),
+  );
   const served = statuses.filter((status) => status === 200).length;
   // the burst (200) and what the rate (100/s) adds while 600 requests are sent
   assert.ok(served < 400, `${served} of 600 served: the forged addresses were believed`);
   assert.ok(statuses.filter((status) => status === 429).length > 0);
-  const lines = stack.log('nginx-access.log').split('\n').filter((line) => line.includes('/forged.png'));
-  assert.ok(lines.length > 0 && lines.every((line) => !/ 198\.51\./.test(line)), 'the access log carries the real address, not the forged one');
+  const lines = stack
+    .log('nginx-access.log')
+    .split('\n')
+    .filter((line) => line.includes('/forged.png'));
+  assert.ok(
+    lines.length > 0 && lines.every((line) => !/ 198\.51\./.test(line)),
+    'the access log carries the real address, not the forged one',
+  );
   await new Promise((resolve) => setTimeout(resolve, 3000));
 });
 
@@ -436,10 +610,19 @@ test('with the origin stopped: cached images still served, uncached ones a clean
 test('the haproxy stats page loads in headless Chromium and shows both frontends and their backends', async () => {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-quic',
+      '--no-first-run',
+    ],
   });
   try {
-    const context = await browser.newContext({ httpCredentials: { username: 'admin', password: stack.env.HAPROXY_STATS_PASSWORD } });
+    const context = await browser.newContext({
+      httpCredentials: { username: 'admin', password: stack.env.HAPROXY_STATS_PASSWORD },
+    });
     const page = await context.newPage();
     const response = await page.goto(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}/stats`);
     assert.equal(response?.status(), 200);

@@ -17,12 +17,22 @@ import { waitFor } from './support/ports.js';
 const run = promisify(execFile);
 // not 127.0.1.x, which `./infra/stack fleet up` uses by default: a person's fleet keeps running
 const [A, B, C] = ['127.0.3.1', '127.0.3.2', '127.0.3.3'];
-const { dir, fleet, redisPassword, remove } = fleetOn([A, B, C], { UPLOAD_TOKENS: 'fleet-token', AVATAR_ADMIN_TOKEN: 'fleet-admin', PURGE_HMAC_KEYS: 'fleet-hmac' });
+const { dir, fleet, redisPassword, remove } = fleetOn([A, B, C], {
+  UPLOAD_TOKENS: 'fleet-token',
+  AVATAR_ADMIN_TOKEN: 'fleet-admin',
+  PURGE_HMAC_KEYS: 'fleet-hmac',
+});
 
 /** supervisorctl on one machine. @param {string} machine @param {...string} args */
-const ctl = (machine, ...args) => run('supervisorctl', ['-c', path.join(dir, machine, 'conf/supervisord.conf'), ...args]);
+const ctl = (machine, ...args) =>
+  run('supervisorctl', ['-c', path.join(dir, machine, 'conf/supervisord.conf'), ...args]);
 /** A Redis command on a host (port 6379, or a sentinel's 26379). @param {string} host @param {number} port @param {...string} args */
-const redis = async (host, port, ...args) => (await run('redis-cli', ['-h', host, '-p', String(port), '--raw', ...args], { env: { ...process.env, REDISCLI_AUTH: redisPassword() } })).stdout.trim();
+const redis = async (host, port, ...args) =>
+  (
+    await run('redis-cli', ['-h', host, '-p', String(port), '--raw', ...args], {
+      env: { ...process.env, REDISCLI_AUTH: redisPassword() },
+    })
+  ).stdout.trim();
 
 before(() => fleet('up'), { timeout: 900_000 });
 after(() => {
@@ -34,18 +44,32 @@ after(() => {
 async function get(url) {
   const response = await fetch(url, { redirect: 'manual' });
   const body = Buffer.from(await response.arrayBuffer());
-  return { status: response.status, body, node: response.headers.get('x-served-by'), cache: response.headers.get('x-cache'), location: response.headers.get('location') };
+  return {
+    status: response.status,
+    body,
+    node: response.headers.get('x-served-by'),
+    cache: response.headers.get('x-cache'),
+    location: response.headers.get('location'),
+  };
 }
 
 test('fleet: an upload through one edge is served by the other; URLs spread over both varnish nodes, each made once', async () => {
   const original = await solid(400, 300, 'png');
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(original)]), 'fleet.png');
-  const uploaded = await fetch(`http://${B}:8080/upload`, { method: 'POST', headers: { authorization: 'Bearer fleet-token' }, body: form });
+  const uploaded = await fetch(`http://${B}:8080/upload`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer fleet-token' },
+    body: form,
+  });
   assert.equal(uploaded.status, 200, await uploaded.clone().text());
   const { url } = /** @type {{ url: string }} */ (await uploaded.json());
   const key = new URL(url).pathname;
-  assert.deepEqual((await get(`http://${A}:8080${key}`)).body, original, 'stored in the shared bucket, served by the other machine');
+  assert.deepEqual(
+    (await get(`http://${A}:8080${key}`)).body,
+    original,
+    'stored in the shared bucket, served by the other machine',
+  );
 
   const urls = Array.from({ length: 24 }, (_, i) => `/p/${base58Url.encode(url)}?width=${50 + i}`);
   /** @type {Map<string, string>} */
@@ -60,54 +84,101 @@ test('fleet: an upload through one edge is served by the other; URLs spread over
   for (const pathname of urls) {
     for (const edge of [A, B]) {
       const again = await get(`http://${edge}:8080${pathname}`);
-      assert.deepEqual([again.cache, again.node], ['HIT', holder.get(pathname)], `${pathname} through ${edge}: one node holds it for both edges`);
+      assert.deepEqual(
+        [again.cache, again.node],
+        ['HIT', holder.get(pathname)],
+        `${pathname} through ${edge}: one node holds it for both edges`,
+      );
     }
   }
 });
 
 test('fleet: three sentinels agree on a master with its replica; avatar changes and signed webhooks through either edge purge both varnish nodes', async () => {
-  for (const host of [A, B, C]) assert.equal((await redis(host, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0], A);
+  for (const host of [A, B, C])
+    assert.equal((await redis(host, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0], A);
   // Redis and the sentinels are on the machines' addresses: they answer only with the fleet's password
-  for (const [host, port] of [[A, 6379], [B, 6379], [A, 26379], [C, 26379]]) {
+  for (const [host, port] of [
+    [A, 6379],
+    [B, 6379],
+    [A, 26379],
+    [C, 26379],
+  ]) {
     const { stdout } = await run('redis-cli', ['-h', String(host), '-p', String(port), 'ping']);
     assert.match(stdout, /NOAUTH/, `${host}:${port} without the password`);
   }
-  await waitFor(async () => /num-other-sentinels\n2\n/.test(await redis(A, 26379, 'sentinel', 'master', 'images')), 30_000, 'each sentinel knowing the two others');
-  assert.match(await redis(A, 6379, 'info', 'replication'), new RegExp(`slave0:ip=${B.replace(/\./g, '\\.')},port=6379,state=online`));
+  await waitFor(
+    async () => /num-other-sentinels\n2\n/.test(await redis(A, 26379, 'sentinel', 'master', 'images')),
+    30_000,
+    'each sentinel knowing the two others',
+  );
+  assert.match(
+    await redis(A, 6379, 'info', 'replication'),
+    new RegExp(`slave0:ip=${B.replace(/\./g, '\\.')},port=6379,state=online`),
+  );
   await purgedEverywhere('fleet1', A);
 });
 
-test('fleet: machine a\'s Prometheus scrapes every component of both edge machines', async () => {
+test("fleet: machine a's Prometheus scrapes every component of both edge machines", async () => {
   /** @type {string[]} */
   let down = [];
-  await waitFor(async () => {
-    const { data } = await (await fetch(`http://${A}:9090/api/v1/targets?state=active`)).json();
-    down = data.activeTargets.filter((/** @type {any} */ target) => target.health !== 'up').map((/** @type {any} */ target) => `${target.scrapeUrl}: ${target.lastError}`);
-    return data.activeTargets.length === 16 && !down.length;
-  }, 60_000, 'every target up').catch((err) => {
+  await waitFor(
+    async () => {
+      const { data } = await (await fetch(`http://${A}:9090/api/v1/targets?state=active`)).json();
+      down = data.activeTargets
+        .filter((/** @type {any} */ target) => target.health !== 'up')
+        .map((/** @type {any} */ target) => `${target.scrapeUrl}: ${target.lastError}`);
+      return data.activeTargets.length === 16 && !down.length;
+    },
+    60_000,
+    'every target up',
+  ).catch((err) => {
     throw new Error(`${err.message}: ${down.join('; ')}`);
   });
 });
 
-test('fleet: the Redis master stopped: the sentinels promote the replica, the old master returns as its replica, purges go on', { timeout: 180_000 }, async (t) => {
-  const stoppedAt = Date.now();
-  /** Each step's time in the report. @param {string} step */
-  const took = (step) => t.diagnostic(`${step} ${((Date.now() - stoppedAt) / 1000).toFixed(1)} s after the master was stopped`);
-  await ctl('a', 'stop', 'redis');
-  await waitFor(async () => (await redis(C, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0] === B, 90_000, 'b promoted').catch(async (err) => {
-    // what each sentinel made of the replica (its flags say why it was not promoted), and what they logged
-    const views = await Promise.all([A, B, C].map((host) => redis(host, 26379, 'sentinel', 'replicas', 'images').catch((error) => String(error))));
-    const logs = ['a', 'b', 'c'].map((machine) => `${machine}: ${fs.readFileSync(path.join(dir, machine, 'logs/redis-sentinel.log'), 'utf8').slice(-1500)}`);
-    throw new Error(`${err.message}; the sentinels' view of the replica: ${JSON.stringify(views)}; their logs: ${logs.join('\n')}`);
-  });
-  took('b promoted');
-  await ctl('a', 'start', 'redis');
-  await waitFor(async () => /role:slave/.test(await redis(A, 6379, 'info', 'replication').catch(() => '')), 60_000, 'a back as a replica of b');
-  await waitFor(async () => /connected_slaves:1/.test(await redis(B, 6379, 'info', 'replication')), 30_000, 'b has its replica');
-  took('a back as its replica');
-  await purgedEverywhere('fleet2', B);
-  took('purges through the new master');
-});
+test(
+  'fleet: the Redis master stopped: the sentinels promote the replica, the old master returns as its replica, purges go on',
+  { timeout: 180_000 },
+  async (t) => {
+    const stoppedAt = Date.now();
+    /** Each step's time in the report. @param {string} step */
+    const took = (step) =>
+      t.diagnostic(`${step} ${((Date.now() - stoppedAt) / 1000).toFixed(1)} s after the master was stopped`);
+    await ctl('a', 'stop', 'redis');
+    await waitFor(
+      async () => (await redis(C, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0] === B,
+      90_000,
+      'b promoted',
+    ).catch(async (err) => {
+      // what each sentinel made of the replica (its flags say why it was not promoted), and what they logged
+      const views = await Promise.all(
+        [A, B, C].map((host) => redis(host, 26379, 'sentinel', 'replicas', 'images').catch((error) => String(error))),
+      );
+      const logs = ['a', 'b', 'c'].map(
+        (machine) =>
+          `${machine}: ${fs.readFileSync(path.join(dir, machine, 'logs/redis-sentinel.log'), 'utf8').slice(-1500)}`,
+      );
+      throw new Error(
+        `${err.message}; the sentinels' view of the replica: ${JSON.stringify(views)}; their logs: ${logs.join('\n')}`,
+      );
+    });
+    took('b promoted');
+    await ctl('a', 'start', 'redis');
+    await waitFor(
+      async () => /role:slave/.test(await redis(A, 6379, 'info', 'replication').catch(() => '')),
+      60_000,
+      'a back as a replica of b',
+    );
+    await waitFor(
+      async () => /connected_slaves:1/.test(await redis(B, 6379, 'info', 'replication')),
+      30_000,
+      'b has its replica',
+    );
+    took('a back as its replica');
+    await purgedEverywhere('fleet2', B);
+    took('purges through the new master');
+  },
+);
 
 /**
  * An account's avatar changed on a resolver's admin API (its own port, never the public path), then a
@@ -116,14 +187,28 @@ test('fleet: the Redis master stopped: the sentinels promote the replica, the ol
  */
 async function purgedEverywhere(account, edge) {
   for (const version of ['old', 'new']) {
-    await waitFor(async () => (await setAvatar(account, `https://img.example/${account}-${version}.png`)) === 200, 30_000, `${account}'s avatar set`);
+    await waitFor(
+      async () => (await setAvatar(account, `https://img.example/${account}-${version}.png`)) === 200,
+      30_000,
+      `${account}'s avatar set`,
+    );
     for (const node of [A, B]) {
-      await waitFor(async () => target((await get(`http://${node}:6081/u/${account}/avatar`)).location).includes(`${account}-${version}`), 15_000, `node ${node} answering the ${version} avatar`);
+      await waitFor(
+        async () =>
+          target((await get(`http://${node}:6081/u/${account}/avatar`)).location).includes(`${account}-${version}`),
+        15_000,
+        `node ${node} answering the ${version} avatar`,
+      );
       assert.equal((await get(`http://${node}:6081/u/${account}/avatar`)).cache, 'HIT', `cached on node ${node}`);
     }
   }
   await waitFor(async () => (await webhook(edge, account)) === 202, 30_000, 'the webhook acknowledged');
-  for (const node of [A, B]) await waitFor(async () => (await get(`http://${node}:6081/u/${account}/avatar`)).cache === 'MISS', 15_000, `node ${node} purged by the webhook`);
+  for (const node of [A, B])
+    await waitFor(
+      async () => (await get(`http://${node}:6081/u/${account}/avatar`)).cache === 'MISS',
+      15_000,
+      `node ${node} purged by the webhook`,
+    );
 }
 
 /** The image an avatar redirect names (its /p/ URL's base58 part). @param {string | null} location */
@@ -132,7 +217,9 @@ const target = (location) => String(base58Url.decode(String(location).split('/')
 /** @param {string} account @param {string} avatar */
 async function setAvatar(account, avatar) {
   const response = await fetch(`http://${A}:8801/admin/accounts/${account}`, {
-    method: 'PUT', headers: { authorization: 'Bearer fleet-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar }),
+    method: 'PUT',
+    headers: { authorization: 'Bearer fleet-admin', 'content-type': 'application/json' },
+    body: JSON.stringify({ avatar }),
   });
   await response.arrayBuffer();
   return response.status;
@@ -143,7 +230,13 @@ async function webhook(edge, account) {
   const body = JSON.stringify({ account, kind: 'avatar' });
   const timestamp = String(Math.floor(Date.now() / 1000));
   const response = await fetch(`http://${edge}:8080/hooks/avatar`, {
-    method: 'POST', body, headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('fleet-hmac', timestamp, Buffer.from(body))}` },
+    method: 'POST',
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'x-timestamp': timestamp,
+      'x-signature': `sha256=${sign('fleet-hmac', timestamp, Buffer.from(body))}`,
+    },
   });
   await response.arrayBuffer();
   return response.status;

@@ -10,13 +10,23 @@ import { ROOT } from '../infra/resolve.js';
 async function stage(t, mode) {
   const child = spawn(`${ROOT}/infra/stack`, ['fresh', mode], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
-  child.stdout.on('data', (chunk) => { output += chunk; });
-  child.stderr.on('data', (chunk) => { output += chunk; });
+  child.stdout.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    output += chunk;
+  });
   const status = await new Promise((resolve) => child.on('exit', resolve));
   for (const line of output.split('\n').filter((text) => text.startsWith('step: '))) t.diagnostic(line.slice(6));
   assert.equal(status, 0, `the fresh-machine stage (${mode}) failed:\n${output.slice(-12_000)}`);
 }
 
-test('fresh machine, as root: clones in a 0700 directory, a path with a space and /opt come up and serve', { timeout: 2_400_000 }, (t) => stage(t, 'root'));
+test(
+  'fresh machine, as root: clones in a 0700 directory, a path with a space and /opt come up and serve',
+  { timeout: 2_400_000 },
+  (t) => stage(t, 'root'),
+);
 
-test('fresh machine, as a user: up names the apt-get line, then works once root ran it', { timeout: 1_800_000 }, (t) => stage(t, 'user'));
+test('fresh machine, as a user: up names the apt-get line, then works once root ran it', { timeout: 1_800_000 }, (t) =>
+  stage(t, 'user'),
+);

@@ -11,7 +11,10 @@ import { startStack } from './support/stack.js';
 let stack;
 
 before(async () => {
-  stack = await startStack({ CACHE_CONTROL_REDIRECT: 'public, max-age=1, s-maxage=1', AVATAR_ADMIN_TOKEN: 'grace-admin' });
+  stack = await startStack({
+    CACHE_CONTROL_REDIRECT: 'public, max-age=1, s-maxage=1',
+    AVATAR_ADMIN_TOKEN: 'grace-admin',
+  });
 });
 after(() => stack?.stop());
 
@@ -19,11 +22,17 @@ const avatar = (/** @type {string} */ account) => fetch(`${stack.base}/u/${accou
 
 test('an expired avatar redirect is served from grace while the resolver is down, and fetched fresh once it is back', async () => {
   const put = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/graceful`, {
-    method: 'PUT', headers: { authorization: 'Bearer grace-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: 'https://img.example/old.png' }),
+    method: 'PUT',
+    headers: { authorization: 'Bearer grace-admin', 'content-type': 'application/json' },
+    body: JSON.stringify({ avatar: 'https://img.example/old.png' }),
   });
   assert.equal(put.status, 200);
   const purgeMetrics = `http://127.0.0.1:${stack.env.PURGE_SERVICE_METRICS_PORT}/metrics`;
-  await waitFor(async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0, 5000, 'the admin change purged');
+  await waitFor(
+    async () => (await metricValue(purgeMetrics, 'purge_queue_length')) === 0,
+    5000,
+    'the admin change purged',
+  );
   const first = await avatar('graceful');
   assert.equal(first.status, 302);
   assert.equal(first.headers.get('x-cache'), 'MISS');
@@ -33,7 +42,11 @@ test('an expired avatar redirect is served from grace while the resolver is down
   await new Promise((resolve) => setTimeout(resolve, 12_500));
   await stack.ctl('stop', 'avatar-resolver');
   try {
-    await waitFor(async () => (await stack.backendHealth('avatars')) === 'sick', 20_000, 'varnish sees the avatars backend sick');
+    await waitFor(
+      async () => (await stack.backendHealth('avatars')) === 'sick',
+      20_000,
+      'varnish sees the avatars backend sick',
+    );
     const stale = await avatar('graceful');
     assert.equal(stale.status, 302);
     assert.equal(stale.headers.get('location'), location);
@@ -48,9 +61,19 @@ test('an expired avatar redirect is served from grace while the resolver is down
   }
   // the mapping changes while the cached redirect is stale: back to healthy, the next answer is the new one
   const change = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/graceful`, {
-    method: 'PUT', headers: { authorization: 'Bearer grace-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: 'https://img.example/new.png' }),
+    method: 'PUT',
+    headers: { authorization: 'Bearer grace-admin', 'content-type': 'application/json' },
+    body: JSON.stringify({ avatar: 'https://img.example/new.png' }),
   });
   assert.equal(change.status, 200);
-  await waitFor(async () => (await stack.backendHealth('avatars')) === 'healthy', 20_000, 'varnish sees the avatars backend healthy');
-  await waitFor(async () => (await avatar('graceful')).headers.get('location') !== location, 5000, 'the fresh redirect');
+  await waitFor(
+    async () => (await stack.backendHealth('avatars')) === 'healthy',
+    20_000,
+    'varnish sees the avatars backend healthy',
+  );
+  await waitFor(
+    async () => (await avatar('graceful')).headers.get('location') !== location,
+    5000,
+    'the fresh redirect',
+  );
 });

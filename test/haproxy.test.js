@@ -31,9 +31,17 @@ before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'haproxy-'));
   const imagesPort = await freePort();
   const config = await resolveSettings({
-    ENV_FILE: '/nonexistent', STACK_DIR: dir, HAPROXY_IMAGES_PORT: String(imagesPort), HAPROXY_AVATARS_PORT: String(await freePort()),
-    HAPROXY_STATS_PORT: String(await freePort()), HAPROXY_STATS_PASSWORD: 'x', ORIGIN_SERVERS: `127.0.0.1:${originPort}`,
-    HAPROXY_ORIGIN_MAXCONN: '1', HAPROXY_QUEUE_TIMEOUT_MS: '300', HAPROXY_SERVER_TIMEOUT_S: '3', REQUEST_TIMEOUT_S: '2',
+    ENV_FILE: '/nonexistent',
+    STACK_DIR: dir,
+    HAPROXY_IMAGES_PORT: String(imagesPort),
+    HAPROXY_AVATARS_PORT: String(await freePort()),
+    HAPROXY_STATS_PORT: String(await freePort()),
+    HAPROXY_STATS_PASSWORD: 'x',
+    ORIGIN_SERVERS: `127.0.0.1:${originPort}`,
+    HAPROXY_ORIGIN_MAXCONN: '1',
+    HAPROXY_QUEUE_TIMEOUT_MS: '300',
+    HAPROXY_SERVER_TIMEOUT_S: '3',
+    REQUEST_TIMEOUT_S: '2',
   });
   renderAll(config);
   haproxy = startProcess('haproxy', ['-db', '-f', path.join(dir, 'conf', 'haproxy.cfg')]);

@@ -12,11 +12,18 @@ import { startStack } from './support/stack.js';
 let stack;
 
 before(async () => {
-  stack = await startStack({ NGINX_LOG_MAX_BYTES: '16kb', NGINX_LOG_KEEP: '2', NGINX_LOG_CHECK_S: '1', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0' });
+  stack = await startStack({
+    NGINX_LOG_MAX_BYTES: '16kb',
+    NGINX_LOG_KEEP: '2',
+    NGINX_LOG_CHECK_S: '1',
+    NGINX_RATE_LIMIT: '100000',
+    NGINX_RATE_BURST: '100000',
+    VARNISH_MISS_LIMIT: '0',
+  });
 });
 after(() => stack.stop());
 
-test('nginx\'s logs are rotated past their size, the oldest dropped, and mtail loses no request across it', async () => {
+test("nginx's logs are rotated past their size, the oldest dropped, and mtail loses no request across it", async () => {
   const log = path.join(stack.dir, 'logs', 'nginx-access.log');
   const mtail = `http://127.0.0.1:${stack.env.MTAIL_PORT}/metrics`;
   // this test's requests only (image route, 4xx): the launcher's health checks pass through nginx too
@@ -29,18 +36,29 @@ test('nginx\'s logs are rotated past their size, the oldest dropped, and mtail l
       await (await fetch(`${stack.base}/no-such-key-${round}-${i}`)).arrayBuffer();
       sent += 1;
     }
-    await new Promise((resolve) => { setTimeout(resolve, 1200); });
+    await new Promise((resolve) => {
+      setTimeout(resolve, 1200);
+    });
   }
   await waitFor(async () => fs.existsSync(`${log}.2`), 30_000, 'two rotations');
   assert.equal(fs.existsSync(`${log}.3`), false, 'only NGINX_LOG_KEEP rotated files are kept');
-  assert.ok(fs.statSync(log).size < 16 * 1024 + 100 * 150, `the live log stays near its bound (${fs.statSync(log).size} bytes)`);
+  assert.ok(
+    fs.statSync(log).size < 16 * 1024 + 100 * 150,
+    `the live log stays near its bound (${fs.statSync(log).size} bytes)`,
+  );
   // the last rotation done and nginx reopened (the rotator renames, then signals): only then does a new
   // request's line belong to the live file, whatever the timing of the rotator's checks
   await waitFor(async () => fs.statSync(log).size < 16 * 1024, 30_000, 'the live log under its bound');
-  await new Promise((resolve) => { setTimeout(resolve, 2500); });
+  await new Promise((resolve) => {
+    setTimeout(resolve, 2500);
+  });
   await (await fetch(`${stack.base}/after-rotation`)).arrayBuffer();
   sent += 1;
   await waitFor(async () => (await counted()) - before >= sent, 30_000, `mtail to count all ${sent} requests`);
-  assert.equal(await counted() - before, sent, 'each request counted once');
-  await waitFor(async () => fs.readFileSync(log, 'utf8').includes('after-rotation'), 5000, 'nginx writes to the new file after reopening');
+  assert.equal((await counted()) - before, sent, 'each request counted once');
+  await waitFor(
+    async () => fs.readFileSync(log, 'utf8').includes('after-rotation'),
+    5000,
+    'nginx writes to the new file after reopening',
+  );
 });

@@ -15,7 +15,8 @@ import { startStack } from './support/stack.js';
 
 const BROWSERS = {
   chrome: 'image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8',
-  safari: 'image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5',
+  safari:
+    'image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5',
   firefox: 'image/avif,image/webp,*/*',
   old: 'image/png,image/*;q=0.8,*/*;q=0.5',
 };
@@ -28,15 +29,51 @@ const urls = { photo: '', screenshot: '', gif: '', long: '', tiny: '' };
 
 before(async () => {
   site = await startImageServer();
-  urls.photo = site.add('photo.jpg', await sharp(photo('Path', '1280x800')).resize(1600).jpeg({ quality: 90 }).toBuffer());
-  const text = Array.from({ length: 12 }, (_, i) => `<text x="16" y="${40 + i * 22}" font-family="sans-serif" font-size="15" fill="#222">line ${i}: settings, menus and code 0123456789</text>`).join('');
-  urls.screenshot = site.add('screenshot.png', await sharp(Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="600" height="320"><rect x="0" y="0" width="600" height="24" fill="#2b5797"/>${text}</svg>`)).png().toBuffer(), 'image/png');
+  urls.photo = site.add(
+    'photo.jpg',
+    await sharp(photo('Path', '1280x800')).resize(1600).jpeg({ quality: 90 }).toBuffer(),
+  );
+  const text = Array.from(
+    { length: 12 },
+    (_, i) =>
+      `<text x="16" y="${40 + i * 22}" font-family="sans-serif" font-size="15" fill="#222">line ${i}: settings, menus and code 0123456789</text>`,
+  ).join('');
+  urls.screenshot = site.add(
+    'screenshot.png',
+    await sharp(
+      Buffer.from(
+        `<svg xmlns="http://www.w3.org/2000/svg" width="600" height="320"><rect x="0" y="0" width="600" height="24" fill="#2b5797"/>${text}</svg>`,
+      ),
+    )
+      .png()
+      .toBuffer(),
+    'image/png',
+  );
   // twelve frames of the photographs, 80 ms each, looping for ever
-  const frames = await Promise.all(Array.from({ length: 12 }, (_, i) => sharp(photo(['Path', 'Autumn', 'Kite'][i % 3], '1280x800')).resize(320, 200).png().toBuffer()));
-  urls.gif = site.add('anim.gif', await sharp(frames, { join: { animated: true } }).gif({ loop: 0, delay: Array(12).fill(80) }).toBuffer(), 'image/gif');
+  const frames = await Promise.all(
+    Array.from({ length: 12 }, (_, i) =>
+      sharp(photo(['Path', 'Autumn', 'Kite'][i % 3], '1280x800'))
+        .resize(320, 200)
+        .png()
+        .toBuffer(),
+    ),
+  );
+  urls.gif = site.add(
+    'anim.gif',
+    await sharp(frames, { join: { animated: true } })
+      .gif({ loop: 0, delay: Array(12).fill(80) })
+      .toBuffer(),
+    'image/gif',
+  );
   urls.long = site.add('long.gif', await animated(48, 48, 600, 'gif'), 'image/gif');
   urls.tiny = site.add('tiny.jpg', await sharp(photo('Path', '1280x800')).resize(200).jpeg({ quality: 20 }).toBuffer());
-  stack = await startStack({ FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1', CACHE_CONTROL_FIRST_ANSWER: 'public, max-age=1, s-maxage=1', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0' });
+  stack = await startStack({
+    FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1',
+    CACHE_CONTROL_FIRST_ANSWER: 'public, max-age=1, s-maxage=1',
+    NGINX_RATE_LIMIT: '100000',
+    NGINX_RATE_BURST: '100000',
+    VARNISH_MISS_LIMIT: '0',
+  });
 });
 after(async () => {
   await stack?.stop();
@@ -51,9 +88,10 @@ async function get(path, accept) {
 }
 
 const condenser = (/** @type {string} */ url, /** @type {string} */ size) => `/${size}/${url}`;
-const ecency = (/** @type {string} */ url, /** @type {number} */ width) => `/p/${base58Url.encode(url)}?format=match&mode=fit&width=${width}`;
+const ecency = (/** @type {string} */ url, /** @type {number} */ width) =>
+  `/p/${base58Url.encode(url)}?format=match&mode=fit&width=${width}`;
 
-test('a photograph through condenser\'s and ecency\'s URLs: AVIF (WebP first) or WebP by Accept, the source\'s format without one, Vary: Accept', async () => {
+test("a photograph through condenser's and ecency's URLs: AVIF (WebP first) or WebP by Accept, the source's format without one, Vary: Accept", async () => {
   for (const path of [condenser(urls.photo, '768x0'), condenser(urls.photo, '256x512'), ecency(urls.photo, 640)]) {
     const chrome = await get(path, BROWSERS.chrome);
     assert.equal(chrome.response.status, 200);
@@ -64,8 +102,8 @@ test('a photograph through condenser\'s and ecency\'s URLs: AVIF (WebP first) or
     assert.equal((await get(path, BROWSERS.safari)).info?.format, 'heif', 'Safari takes AVIF');
     assert.equal((await get(path, BROWSERS.firefox)).info?.format, 'heif', 'Firefox takes AVIF');
     assert.equal((await get(path, 'image/webp,*/*')).info?.format, 'webp');
-    assert.equal((await get(path, BROWSERS.old)).info?.format, 'jpeg', 'a browser of neither: the source\'s format');
-    assert.equal((await get(path, undefined)).info?.format, 'jpeg', 'no Accept (a crawler, curl): the source\'s format');
+    assert.equal((await get(path, BROWSERS.old)).info?.format, 'jpeg', "a browser of neither: the source's format");
+    assert.equal((await get(path, undefined)).info?.format, 'jpeg', "no Accept (a crawler, curl): the source's format");
   }
   const sized = await get(condenser(urls.photo, '768x0'), BROWSERS.chrome);
   assert.deepEqual([sized.info?.width, sized.info?.height], [768, 480]);
@@ -77,9 +115,10 @@ test('one varnish object per Accept class: Chrome, Safari and Firefox share the 
   await waitFor(async () => (await get(path, BROWSERS.chrome)).info?.format === 'heif', 30_000, 'the AVIF');
   const objects = async () => (await stack.varnishStats())('MAIN.n_object');
   const before = await objects();
-  for (const accept of [BROWSERS.safari, BROWSERS.firefox, BROWSERS.chrome]) assert.equal((await get(path, accept)).response.headers.get('x-cache'), 'HIT');
+  for (const accept of [BROWSERS.safari, BROWSERS.firefox, BROWSERS.chrome])
+    assert.equal((await get(path, accept)).response.headers.get('x-cache'), 'HIT');
   for (const accept of ['image/webp,*/*', BROWSERS.old, undefined, 'image/png']) await get(path, accept);
-  assert.equal(await objects() - before, 2, 'webp and none: two more objects, whatever else the Accept said');
+  assert.equal((await objects()) - before, 2, 'webp and none: two more objects, whatever else the Accept said');
 });
 
 test('a screenshot with transparency: a lossless WebP with its alpha to a WebP browser, a PNG to the rest', async () => {
@@ -104,20 +143,20 @@ test('an animated GIF under negotiation: an animated WebP of every frame, the sa
   assert.equal((await get(ecency(urls.gif, 160), undefined)).info?.format, 'gif');
 });
 
-test('an animated GIF at its own size: a lossless animated WebP, every frame the GIF\'s pixels, fewer bytes; resized: lossy', async () => {
+test("an animated GIF at its own size: a lossless animated WebP, every frame the GIF's pixels, fewer bytes; resized: lossy", async () => {
   const gif = Buffer.from(await (await fetch(urls.gif)).arrayBuffer());
   const answer = await get(condenser(urls.gif, '0x0'), BROWSERS.chrome);
   assert.equal(answer.response.status, 200);
   assert.equal(answer.info?.format, 'webp');
   assert.ok(answer.body.length < gif.length, `${answer.body.length} bytes for a ${gif.length}-byte GIF`);
   const frames = async (/** @type {Buffer} */ bytes) => sharp(bytes, { animated: true }).ensureAlpha().raw().toBuffer();
-  assert.ok((await frames(answer.body)).equals(await frames(gif)), 'every pixel of every frame is the GIF\'s');
+  assert.ok((await frames(answer.body)).equals(await frames(gif)), "every pixel of every frame is the GIF's");
   // resized, the frames are new pixels: lossy, a fraction of the bytes
   const resized = await get(ecency(urls.gif, 160), BROWSERS.chrome);
   assert.ok(resized.body.length < answer.body.length / 4, `${resized.body.length} bytes at half the width`);
 });
 
-test('never bigger than the source: a variant of its own size that came out larger is the original\'s bytes', async () => {
+test("never bigger than the source: a variant of its own size that came out larger is the original's bytes", async () => {
   const original = Buffer.from(await (await fetch(urls.tiny)).arrayBuffer());
   const answer = await get(condenser(urls.tiny, '0x0'), undefined);
   assert.equal(answer.response.status, 200);
@@ -129,7 +168,7 @@ test('a 600-frame GIF (past MAX_FRAMES) at 0x0: the original untouched (it was a
   for (const accept of [BROWSERS.chrome, undefined]) {
     const answer = await get(condenser(urls.long, '0x0'), accept);
     assert.equal(answer.response.status, 200);
-    assert.ok(answer.body.equals(original), 'the original\'s bytes');
+    assert.ok(answer.body.equals(original), "the original's bytes");
   }
   const resized = await get(ecency(urls.long, 24), BROWSERS.chrome);
   assert.equal(resized.response.status, 200);

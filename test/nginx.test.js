@@ -21,13 +21,38 @@ let certDir = '';
 
 before(async () => {
   certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tls-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-    '-keyout', path.join(certDir, 'key.pem'), '-out', path.join(certDir, 'cert.pem')], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-keyout',
+      path.join(certDir, 'key.pem'),
+      '-out',
+      path.join(certDir, 'cert.pem'),
+    ],
+    { stdio: 'ignore' },
+  );
   stack = await startStack({
-    NGINX_TLS_CERT: path.join(certDir, 'cert.pem'), NGINX_TLS_KEY: path.join(certDir, 'key.pem'),
-    NGINX_CLIENT_HEADER_TIMEOUT_S: '2', NGINX_CLIENT_BODY_TIMEOUT_S: '2', UPLOAD_TOKENS: 'nginx-token',
-    MAX_DIMENSION: '1200', ALLOWED_SIZES: '300,100,1000', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0',
-    NGINX_TRUSTED_PROXIES: '127.0.0.1/32', NGINX_UPLOAD_DEADLINE_S: '5',
+    NGINX_TLS_CERT: path.join(certDir, 'cert.pem'),
+    NGINX_TLS_KEY: path.join(certDir, 'key.pem'),
+    NGINX_CLIENT_HEADER_TIMEOUT_S: '2',
+    NGINX_CLIENT_BODY_TIMEOUT_S: '2',
+    UPLOAD_TOKENS: 'nginx-token',
+    MAX_DIMENSION: '1200',
+    ALLOWED_SIZES: '300,100,1000',
+    NGINX_RATE_LIMIT: '100000',
+    NGINX_RATE_BURST: '100000',
+    VARNISH_MISS_LIMIT: '0',
+    NGINX_TRUSTED_PROXIES: '127.0.0.1/32',
+    NGINX_UPLOAD_DEADLINE_S: '5',
   });
 });
 after(async () => {
@@ -41,14 +66,19 @@ after(async () => {
  * @param {string[]} chunks
  * @param {{ port?: number, secure?: boolean, pauseMs?: number, localAddress?: string, halfClose?: boolean }} [options]
  */
-function exchange(chunks, { port = Number(stack.env.NGINX_PORT), secure = false, pauseMs = 0, localAddress, halfClose = false } = {}) {
+function exchange(
+  chunks,
+  { port = Number(stack.env.NGINX_PORT), secure = false, pauseMs = 0, localAddress, halfClose = false } = {},
+) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const socket = secure
       ? tls.connect({ port, host: '127.0.0.1', rejectUnauthorized: false, ALPNProtocols: ['http/1.1'] })
       : net.connect({ port, host: '127.0.0.1', localAddress });
     let received = Buffer.alloc(0);
-    socket.on('data', (chunk) => { received = Buffer.concat([received, chunk]); });
+    socket.on('data', (chunk) => {
+      received = Buffer.concat([received, chunk]);
+    });
     socket.on('error', reject);
     socket.on('close', () => resolve(parse(received, performance.now() - started)));
     socket.once(secure ? 'secureConnect' : 'connect', async () => {
@@ -71,7 +101,8 @@ function parse(raw, ms) {
   const [statusLine, ...lines] = text.slice(0, end).split('\r\n');
   /** @type {Record<string, string>} */
   const headers = {};
-  for (const line of lines) headers[line.slice(0, line.indexOf(':')).toLowerCase()] = line.slice(line.indexOf(':') + 1).trim();
+  for (const line of lines)
+    headers[line.slice(0, line.indexOf(':')).toLowerCase()] = line.slice(line.indexOf(':') + 1).trim();
   return { status: Number(statusLine.split(' ')[1]), headers, body: text.slice(end + 4), ms };
 }
 
@@ -90,11 +121,31 @@ test('every answer nginx makes itself is the JSON error shape with a request id'
     ['a request without Host', 'GET /x HTTP/1.1\r\nConnection: close\r\n\r\n', 400, 'bad_request'],
     ['a request line nginx cannot parse', 'GET /x HTTP/1.1 junk\r\n\r\n', 400, 'bad_request'],
     ['PURGE from the public side', `PURGE /x HTTP/1.1\r\n${host}\r\n`, 405, 'method_not_allowed'],
-    ['a webhook body past its limit', `POST /hooks/avatar HTTP/1.1\r\n${host}Content-Length: 100000\r\n\r\n`, 413, 'payload_too_large'],
+    [
+      'a webhook body past its limit',
+      `POST /hooks/avatar HTTP/1.1\r\n${host}Content-Length: 100000\r\n\r\n`,
+      413,
+      'payload_too_large',
+    ],
     ['a URI past the header buffers', `GET /${'a'.repeat(9000)} HTTP/1.1\r\n${host}\r\n`, 414, 'uri_too_long'],
-    ['a header past the header buffers', `GET /x HTTP/1.1\r\n${host}X-Big: ${'b'.repeat(9000)}\r\n\r\n`, 431, 'request_header_too_large'],
-    ['a chunked upload (no length)', `POST /upload HTTP/1.1\r\n${host}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n`, 411, 'length_required'],
-    ['an obfuscated Transfer-Encoding', `POST /upload HTTP/1.1\r\n${host}Transfer-Encoding: xchunked\r\n\r\n`, 501, 'not_implemented'],
+    [
+      'a header past the header buffers',
+      `GET /x HTTP/1.1\r\n${host}X-Big: ${'b'.repeat(9000)}\r\n\r\n`,
+      431,
+      'request_header_too_large',
+    ],
+    [
+      'a chunked upload (no length)',
+      `POST /upload HTTP/1.1\r\n${host}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+      411,
+      'length_required',
+    ],
+    [
+      'an obfuscated Transfer-Encoding',
+      `POST /upload HTTP/1.1\r\n${host}Transfer-Encoding: xchunked\r\n\r\n`,
+      501,
+      'not_implemented',
+    ],
     ['HTTP/2.0 on an HTTP/1 port', `GET /x HTTP/2.0\r\n${host}\r\n`, 505, 'http_version_not_supported'],
     ['the error locations themselves', `GET /.errors/bad_request HTTP/1.1\r\n${host}\r\n`, 404, 'not_found'],
   ];
@@ -104,13 +155,21 @@ test('every answer nginx makes itself is the JSON error shape with a request id'
     assertJsonError(answer, Number(status), String(name));
     process.stdout.write(`# ${what}: ${status} ${name} (${Math.round(answer.ms)} ms)\n`);
   }
-  assertJsonError(/** @type {any} */ (await exchange([`GET /x HTTP/1.1\r\n${host}\r\n`], { port: Number(stack.env.NGINX_TLS_PORT), halfClose: true })), 400, 'http_request_to_https_port');
+  assertJsonError(
+    /** @type {any} */ (
+      await exchange([`GET /x HTTP/1.1\r\n${host}\r\n`], { port: Number(stack.env.NGINX_TLS_PORT), halfClose: true })
+    ),
+    400,
+    'http_request_to_https_port',
+  );
 });
 
-test('nginx\'s 503 when an upstream is down is JSON with Retry-After, and it is never cached', async () => {
+test("nginx's 503 when an upstream is down is JSON with Retry-After, and it is never cached", async () => {
   await stack.ctl('stop', 'purge-service');
   try {
-    const answer = /** @type {any} */ (await exchange([`POST /hooks/avatar HTTP/1.1\r\n${host}Content-Length: 2\r\n\r\n{}`]));
+    const answer = /** @type {any} */ (
+      await exchange([`POST /hooks/avatar HTTP/1.1\r\n${host}Content-Length: 2\r\n\r\n{}`])
+    );
     assertJsonError(answer, 503, 'service_unavailable');
     assert.equal(answer.headers['retry-after'], '5');
     assert.equal(answer.headers['cache-control'], 'no-store');
@@ -119,9 +178,22 @@ test('nginx\'s 503 when an upstream is down is JSON with Retry-After, and it is 
   }
 });
 
-test('slow clients are cut off by the explicit timeouts, not the defaults\' 60 s', async () => {
+test("slow clients are cut off by the explicit timeouts, not the defaults' 60 s", async () => {
   // headers trickling in: the connection is closed at the header timeout (2 s here), no answer owed
-  const headers = /** @type {any} */ (await exchange(['GET /x HTTP/1.1\r\n', 'Host: cdn.test\r\n', 'X-Slow: 1\r\n', 'X-Slow: 2\r\n', 'X-Slow: 3\r\n', 'X-Slow: 4\r\n', 'X-Slow: 5\r\n'], { pauseMs: 1500 }));
+  const headers = /** @type {any} */ (
+    await exchange(
+      [
+        'GET /x HTTP/1.1\r\n',
+        'Host: cdn.test\r\n',
+        'X-Slow: 1\r\n',
+        'X-Slow: 2\r\n',
+        'X-Slow: 3\r\n',
+        'X-Slow: 4\r\n',
+        'X-Slow: 5\r\n',
+      ],
+      { pauseMs: 1500 },
+    )
+  );
   assert.equal(headers.status, 0);
   assert.ok(headers.ms > 1500 && headers.ms < 10_000, `closed after ${headers.ms} ms`);
   // a body that stops: a JSON 408 at the body timeout (2 s here), and the connection closed
@@ -132,7 +204,9 @@ test('slow clients are cut off by the explicit timeouts, not the defaults\' 60 s
   // a body that never pauses for long but trickles (a byte every 300 ms, under NGINX_UPLOAD_MIN_RATE's
   // 4096 bytes a second): a JSON 408 once the 2 s of grace are spent, where the pause timeout alone would
   // have let it hold its upload slot for 100,000 × 0.3 s
-  const trickle = /** @type {any} */ (await exchange([uploadHead, ...Array.from({ length: 60 }, () => 'x')], { pauseMs: 300 }));
+  const trickle = /** @type {any} */ (
+    await exchange([uploadHead, ...Array.from({ length: 60 }, () => 'x')], { pauseMs: 300 })
+  );
   assertJsonError(trickle, 408, 'request_timeout');
   assert.ok(trickle.ms > 1800 && trickle.ms < 10_000, `cut off after ${trickle.ms} ms`);
 });
@@ -149,8 +223,12 @@ async function http2Request(headers, body) {
       const request = session.request(headers);
       let status = 0;
       let text = '';
-      request.on('response', (received) => { status = Number(received[':status']); });
-      request.on('data', (chunk) => { text += chunk; });
+      request.on('response', (received) => {
+        status = Number(received[':status']);
+      });
+      request.on('data', (chunk) => {
+        text += chunk;
+      });
       request.on('end', () => resolve({ status, body: text }));
       request.on('error', reject);
       request.end(body);
@@ -169,8 +247,11 @@ test('an upload at a normal rate passes through the body reader whole, over HTTP
   const bytes = Buffer.from(await encoded.arrayBuffer());
   const headers = { authorization: 'Bearer nginx-token', 'content-type': type, 'content-length': bytes.length };
   const answers = [
-    await fetch(`${stack.base}/upload`, { method: 'POST', headers: { ...headers, 'content-length': String(bytes.length) }, body: bytes })
-      .then(async (response) => ({ status: response.status, body: await response.text() })),
+    await fetch(`${stack.base}/upload`, {
+      method: 'POST',
+      headers: { ...headers, 'content-length': String(bytes.length) },
+      body: bytes,
+    }).then(async (response) => ({ status: response.status, body: await response.text() })),
     await http2Request({ ':method': 'POST', ':path': '/upload', ...headers }, bytes),
   ];
   for (const answer of answers) {
@@ -184,10 +265,13 @@ test('an upload at a normal rate passes through the body reader whole, over HTTP
 test('the TLS listener serves HTTP/2 and HTTP/1.1 with the same answers', async () => {
   const port = Number(stack.env.NGINX_TLS_PORT);
   const alpn = await new Promise((resolve, reject) => {
-    const socket = tls.connect({ port, host: '127.0.0.1', rejectUnauthorized: false, ALPNProtocols: ['h2', 'http/1.1'] }, () => {
-      resolve(socket.alpnProtocol);
-      socket.end();
-    });
+    const socket = tls.connect(
+      { port, host: '127.0.0.1', rejectUnauthorized: false, ALPNProtocols: ['h2', 'http/1.1'] },
+      () => {
+        resolve(socket.alpnProtocol);
+        socket.end();
+      },
+    );
     socket.on('error', reject);
   });
   assert.equal(alpn, 'h2');
@@ -199,8 +283,12 @@ test('the TLS listener serves HTTP/2 and HTTP/1.1 with the same answers', async 
       let body = '';
       /** @type {Record<string, any>} */
       let headers = {};
-      request.on('response', (received) => { headers = received; });
-      request.on('data', (chunk) => { body += chunk; });
+      request.on('response', (received) => {
+        headers = received;
+      });
+      request.on('data', (chunk) => {
+        body += chunk;
+      });
       request.on('end', () => resolve({ headers, body }));
       request.on('error', reject);
     });
@@ -224,7 +312,11 @@ test('an upload that would be refused whatever its body is refused before a byte
   ];
   for (const [what, head, status, name] of cases) {
     // a 30 MB body announced, none sent: the answer comes anyway, and the connection is closed
-    const answer = /** @type {any} */ (await exchange([`${head}Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 31000000\r\n\r\n`], { halfClose: true }));
+    const answer = /** @type {any} */ (
+      await exchange([`${head}Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 31000000\r\n\r\n`], {
+        halfClose: true,
+      })
+    );
     assert.equal(answer.status, status, `${what}: ${answer.status} ${answer.body}`);
     assert.equal(JSON.parse(answer.body).error.name, name, String(what));
     assert.match(answer.headers['x-request-id'] || '', /^[0-9a-f]{32}$/);
@@ -236,7 +328,12 @@ test('an upload that would be refused whatever its body is refused before a byte
 
 test('a body on a GET, HEAD or OPTIONS is refused at once, not read', async () => {
   for (const method of ['GET', 'HEAD', 'OPTIONS']) {
-    const answer = /** @type {any} */ (await exchange([`${method} /x HTTP/1.1\r\n${host}Content-Length: 100000\r\n\r\nab`], { pauseMs: 8000, halfClose: true }));
+    const answer = /** @type {any} */ (
+      await exchange([`${method} /x HTTP/1.1\r\n${host}Content-Length: 100000\r\n\r\nab`], {
+        pauseMs: 8000,
+        halfClose: true,
+      })
+    );
     assert.equal(answer.status, 400, method);
     assert.ok(answer.ms < 5000, `${method}: ${Math.round(answer.ms)} ms`);
     if (method !== 'HEAD') assert.equal(JSON.parse(answer.body).error.name, 'body_not_allowed');
@@ -252,12 +349,22 @@ test('an upload body has a total deadline: sent above the minimum rate but past 
   assert.ok(answer.ms > 4000 && answer.ms < 9000, `cut off after ${Math.round(answer.ms)} ms`);
 });
 
-test('ecency\'s /webp/ prefix redirects within this host only: no open redirect, a JSON body', async () => {
-  const moved = /** @type {any} */ (await exchange([`GET /webp/DQmWQzjgaD82ozKv3hX3HmRmobw8RY3eMtvsG16GVkasFo3/a.png?format=webp HTTP/1.1\r\n${host}\r\n`]));
+test("ecency's /webp/ prefix redirects within this host only: no open redirect, a JSON body", async () => {
+  const moved = /** @type {any} */ (
+    await exchange([
+      `GET /webp/DQmWQzjgaD82ozKv3hX3HmRmobw8RY3eMtvsG16GVkasFo3/a.png?format=webp HTTP/1.1\r\n${host}\r\n`,
+    ])
+  );
   assert.equal(moved.status, 301);
   assert.equal(moved.headers.location, '/DQmWQzjgaD82ozKv3hX3HmRmobw8RY3eMtvsG16GVkasFo3/a.png?format=webp');
   assert.equal(JSON.parse(moved.body).error.name, 'moved_permanently');
-  for (const path of ['/webp//evil.example/x.png', '/webp/%5Cevil.example/x', '/webp/%2F%2Fevil.example/x', '/webp/\\evil.example/x', '/webp/']) {
+  for (const path of [
+    '/webp//evil.example/x.png',
+    '/webp/%5Cevil.example/x',
+    '/webp/%2F%2Fevil.example/x',
+    '/webp/\\evil.example/x',
+    '/webp/',
+  ]) {
     const answer = /** @type {any} */ (await exchange([`GET ${path} HTTP/1.1\r\n${host}\r\n`]));
     assert.equal(answer.headers.location, undefined, `${path}: no redirect (${answer.status})`);
     assertJsonError(answer, 404, 'not_found');
@@ -265,11 +372,25 @@ test('ecency\'s /webp/ prefix redirects within this host only: no open redirect,
 });
 
 test('client addresses: X-Forwarded-For is believed from a trusted proxy only', async () => {
-  const trusted = /** @type {any} */ (await exchange([`GET /healthz HTTP/1.1\r\n${host}X-Forwarded-For: 203.0.113.7\r\n\r\n`]));
+  const trusted = /** @type {any} */ (
+    await exchange([`GET /healthz HTTP/1.1\r\n${host}X-Forwarded-For: 203.0.113.7\r\n\r\n`])
+  );
   // 127.0.0.2 is loopback but not in NGINX_TRUSTED_PROXIES (127.0.0.1/32 here): its header is not believed
-  const untrusted = /** @type {any} */ (await exchange([`GET /healthz HTTP/1.1\r\n${host}X-Forwarded-For: 198.51.100.9\r\n\r\n`], { localAddress: '127.0.0.2' }));
-  const line = (/** @type {string} */ id) => stack.log('nginx-access.log').split('\n').find((entry) => entry.includes(id)) || '';
-  await waitFor(async () => line(trusted.headers['x-request-id']) && line(untrusted.headers['x-request-id']), 5000, 'access log flush');
+  const untrusted = /** @type {any} */ (
+    await exchange([`GET /healthz HTTP/1.1\r\n${host}X-Forwarded-For: 198.51.100.9\r\n\r\n`], {
+      localAddress: '127.0.0.2',
+    })
+  );
+  const line = (/** @type {string} */ id) =>
+    stack
+      .log('nginx-access.log')
+      .split('\n')
+      .find((entry) => entry.includes(id)) || '';
+  await waitFor(
+    async () => line(trusted.headers['x-request-id']) && line(untrusted.headers['x-request-id']),
+    5000,
+    'access log flush',
+  );
   assert.match(line(trusted.headers['x-request-id']), / 203\.0\.113\.7 "GET \/healthz"/);
   assert.match(line(untrusted.headers['x-request-id']), / 127\.0\.0\.2 "GET \/healthz"/);
 });
@@ -277,26 +398,44 @@ test('client addresses: X-Forwarded-For is believed from a trusted proxy only', 
 test('ALLOWED_SIZES and MAX_DIMENSION: every size asked is one of the made ones, one transform and one varnish object each', async () => {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(await solid(2000, 1000, 'png'))]), 'wide.png');
-  const uploaded = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer nginx-token' }, body: form });
+  const uploaded = await fetch(`${stack.base}/upload`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer nginx-token' },
+    body: form,
+  });
   assert.equal(uploaded.status, 200);
   const { url } = /** @type {{ url: string }} */ (await uploaded.json());
   const { base58Url } = await import('@stack/lib');
   const base = `${stack.base}/p/${base58Url.encode(url)}`;
-  const transforms = () => metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_transforms_total');
+  const transforms = () =>
+    metricValue(`http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`, 'origin_transforms_total');
   const beforeTransforms = await transforms();
   const beforeObjects = (await stack.varnishStats())('MAIN.n_object');
   // width asked → width made (2:1 source, so the height is half): the next allowed size up, the largest past
   // them all, and sizes past the cap (1200) as the cap, itself past the largest allowed size
   /** @type {Array<[number | string, number]>} */
-  const cases = [[1, 100], [50, 100], ['099', 100], ['100px', 100], [101, 300], ['250.7', 300], [300, 300], [301, 1000], [999, 1000],
-    [1000, 1000], [1001, 1000], [5000, 1000], ['99999999999999999999', 1000]];
+  const cases = [
+    [1, 100],
+    [50, 100],
+    ['099', 100],
+    ['100px', 100],
+    [101, 300],
+    ['250.7', 300],
+    [300, 300],
+    [301, 1000],
+    [999, 1000],
+    [1000, 1000],
+    [1001, 1000],
+    [5000, 1000],
+    ['99999999999999999999', 1000],
+  ];
   for (const [asked, made] of cases) {
     const response = await fetch(`${base}?width=${asked}&mode=fit`);
     assert.equal(response.status, 200, `width=${asked}`);
     const image = await decode(Buffer.from(await response.arrayBuffer()));
     assert.deepEqual([image.width, image.height], [made, made / 2], `width=${asked} is made ${made} wide`);
   }
-  assert.equal(await transforms() - beforeTransforms, 3, 'one transform per made size');
+  assert.equal((await transforms()) - beforeTransforms, 3, 'one transform per made size');
   assert.equal((await stack.varnishStats())('MAIN.n_object') - beforeObjects, 3, 'one varnish object per made size');
   // the legacy form redirects straight to the made size
   const legacy = await fetch(`${stack.base}/150x0/${url}`, { redirect: 'manual' });

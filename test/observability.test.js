@@ -17,27 +17,41 @@ let stack;
 async function mixedTraffic(round) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(await solid(400 + round, 300, 'jpeg'))]), 'photo.jpg');
-  const upload = await fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer obs-token' }, body: form });
+  const upload = await fetch(`${stack.base}/upload`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer obs-token' },
+    body: form,
+  });
   const { url } = /** @type {any} */ (await upload.json());
   for (let i = 0; i < 3; i += 1) await (await fetch(url)).arrayBuffer();
   for (const query of ['width=100', 'width=100', 'width=64&format=auto', 'width=200&format=webp']) {
-    await (await fetch(`${stack.base}/p/${base58Url.encode(url)}?${query}`, { headers: { accept: 'image/avif,image/webp' } })).arrayBuffer();
+    await (
+      await fetch(`${stack.base}/p/${base58Url.encode(url)}?${query}`, { headers: { accept: 'image/avif,image/webp' } })
+    ).arrayBuffer();
   }
   await (await fetch(`${stack.base}/p/${base58Url.encode('http://127.0.0.1:1/nothing.jpg')}?width=10`)).arrayBuffer();
   await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/obs-user`, {
-    method: 'PUT', headers: { authorization: 'Bearer obs-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: url }),
+    method: 'PUT',
+    headers: { authorization: 'Bearer obs-admin', 'content-type': 'application/json' },
+    body: JSON.stringify({ avatar: url }),
   });
   for (const path of ['/u/obs-user/avatar', '/u/obs-user/avatar', '/u/obs-user/avatar/small', '/u/other-user/cover']) {
     await (await fetch(stack.base + path, { redirect: 'manual' })).arrayBuffer();
   }
   const body = JSON.stringify({ account: 'obs-user', kind: 'both' });
   const timestamp = String(Math.floor(Date.now() / 1000));
-  await fetch(`${stack.base}/hooks/avatar`, { method: 'POST', body, headers: { 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('obs-key', timestamp, Buffer.from(body))}` } });
+  await fetch(`${stack.base}/hooks/avatar`, {
+    method: 'POST',
+    body,
+    headers: { 'x-timestamp': timestamp, 'x-signature': `sha256=${sign('obs-key', timestamp, Buffer.from(body))}` },
+  });
 }
 
 /** @param {string} expr */
 async function query(expr) {
-  const response = await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/api/v1/query?query=${encodeURIComponent(expr)}`);
+  const response = await fetch(
+    `http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/api/v1/query?query=${encodeURIComponent(expr)}`,
+  );
   const body = /** @type {any} */ (await response.json());
   assert.equal(body.status, 'success', `${expr}: ${body.error}`);
   return /** @type {Array<{ metric: Record<string, string>, value: [number, string] }>} */ (body.data.result);
@@ -45,8 +59,14 @@ async function query(expr) {
 
 /** Every query of every panel, as Grafana would send it over the last minutes. */
 function panelQueries() {
-  return Object.entries(DASHBOARDS).flatMap(([file, board]) => (board.panels || []).flatMap((panel) => (/** @type {any} */ (panel).targets || [])
-    .map((/** @type {any} */ target) => ({ where: `${file} › ${panel.title}`, expr: target.expr.replaceAll('$__rate_interval', '1m').replaceAll('$instance', '.*') }))));
+  return Object.entries(DASHBOARDS).flatMap(([file, board]) =>
+    (board.panels || []).flatMap((panel) =>
+      /** @type {any[]} */ (/** @type {any} */ (panel).targets || []).map((/** @type {any} */ target) => ({
+        where: `${file} › ${panel.title}`,
+        expr: target.expr.replaceAll('$__rate_interval', '1m').replaceAll('$instance', '.*'),
+      })),
+    ),
+  );
 }
 
 before(async () => {
@@ -56,7 +76,11 @@ before(async () => {
   await mixedTraffic(2);
   // the recording rules evaluated, and two scrapes (5 s apart) after the second round, so that a series the
   // second round created first (the origin's failure-cache hits) has the two samples a rate needs
-  await waitFor(async () => (await query('route:edge_request_duration_seconds:p99')).length >= 2, 30_000, 'edge p99 recorded');
+  await waitFor(
+    async () => (await query('route:edge_request_duration_seconds:p99')).length >= 2,
+    30_000,
+    'edge p99 recorded',
+  );
   await new Promise((resolve) => setTimeout(resolve, 11_000));
 });
 after(() => stack?.stop());
@@ -64,14 +88,17 @@ after(() => stack?.stop());
 test('every scrape target is up', async () => {
   const targets = await query('up');
   const jobs = Object.fromEntries(targets.map((series) => [series.metric.job, series.value[1]]));
-  for (const job of ['haproxy', 'varnish', 'nginx', 'redis', 'mtail', 'origin', 'avatar-resolver', 'purge-service']) assert.equal(jobs[job], '1', job);
+  for (const job of ['haproxy', 'varnish', 'nginx', 'redis', 'mtail', 'origin', 'avatar-resolver', 'purge-service'])
+    assert.equal(jobs[job], '1', job);
 });
 
 test('the edge p99 histograms for images and for avatars are both there', async () => {
   const routes = (await query('route:edge_request_duration_seconds:p99')).map((series) => series.metric.route);
   assert.ok(routes.includes('image'), routes.join());
   assert.ok(routes.includes('avatar'), routes.join());
-  const caches = (await query('sum by (cache) (edge_requests_total{route="image"})')).map((series) => series.metric.cache);
+  const caches = (await query('sum by (cache) (edge_requests_total{route="image"})')).map(
+    (series) => series.metric.cache,
+  );
   assert.ok(caches.includes('HIT') && caches.includes('MISS'), caches.join());
 });
 
@@ -98,16 +125,30 @@ test('every recording rule returns data', async () => {
 test('the dashboards are current, carry units and template variables, and fit the provisioning layout', async () => {
   for (const [file, board] of Object.entries(DASHBOARDS)) {
     const onDisk = JSON.parse(fs.readFileSync(path.join(root, 'monitoring', 'dashboards', file), 'utf8'));
-    assert.deepEqual(onDisk, JSON.parse(JSON.stringify(board)), `${file} is stale: node monitoring/dashboards/build.js`);
-    assert.ok(onDisk.templating.list.some((/** @type {any} */ variable) => variable.type === 'datasource'), `${file}: datasource variable`);
+    assert.deepEqual(
+      onDisk,
+      JSON.parse(JSON.stringify(board)),
+      `${file} is stale: node monitoring/dashboards/build.js`,
+    );
+    assert.ok(
+      onDisk.templating.list.some((/** @type {any} */ variable) => variable.type === 'datasource'),
+      `${file}: datasource variable`,
+    );
     for (const panel of onDisk.panels) {
       assert.ok(panel.fieldConfig.defaults.unit, `${file} › ${panel.title}: unit`);
-      for (const target of panel.targets) assert.ok(!/\[\d+[smh]\]/.test(target.expr) || target.expr.includes(':'), `${file} › ${panel.title}: use $__rate_interval`);
+      for (const target of panel.targets)
+        assert.ok(
+          !/\[\d+[smh]\]/.test(target.expr) || target.expr.includes(':'),
+          `${file} › ${panel.title}: use $__rate_interval`,
+        );
     }
   }
   const uids = Object.values(DASHBOARDS).map((board) => board.uid);
   assert.equal(new Set(uids).size, uids.length);
-  const provider = fs.readFileSync(path.join(root, 'monitoring/dashboards/provisioning/dashboards/image-cdn-stack.yml'), 'utf8');
+  const provider = fs.readFileSync(
+    path.join(root, 'monitoring/dashboards/provisioning/dashboards/image-cdn-stack.yml'),
+    'utf8',
+  );
   assert.match(provider, /path: \/var\/lib\/grafana\/dashboards/);
   const compose = fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
   assert.match(compose, /\.\/monitoring\/dashboards:\/var\/lib\/grafana\/dashboards/);

@@ -28,17 +28,36 @@ before(async () => {
   upstreamBase = `http://${UPSTREAM_ADDRESS}:${port}`;
   // UPLOAD_METADATA=none: the upstream keeps uploads as sent, as images.hive.blog does, so its bytes make their
   // keys (a host that scrubbed them serves bytes no key can vouch for: those are refused as mismatched)
-  upstream = await startStack({ LISTEN_ADDRESS: UPSTREAM_ADDRESS, NGINX_BIND: UPSTREAM_ADDRESS, NGINX_PORT: String(port), PUBLIC_URL: upstreamBase, UPLOAD_TOKENS: 'upstream-token', UPLOAD_METADATA: 'none' });
-  for (const [name, wallpaper] of /** @type {const} */ ([['original', 'Path'], ['variant', 'Autumn'], ['avatar', 'Kite']])) {
+  upstream = await startStack({
+    LISTEN_ADDRESS: UPSTREAM_ADDRESS,
+    NGINX_BIND: UPSTREAM_ADDRESS,
+    NGINX_PORT: String(port),
+    PUBLIC_URL: upstreamBase,
+    UPLOAD_TOKENS: 'upstream-token',
+    UPLOAD_METADATA: 'none',
+  });
+  for (const [name, wallpaper] of /** @type {const} */ ([
+    ['original', 'Path'],
+    ['variant', 'Autumn'],
+    ['avatar', 'Kite'],
+  ])) {
     const form = new FormData();
     form.append('image_file', new Blob([new Uint8Array(fs.readFileSync(photo(wallpaper, '1280x800')))]), `${name}.jpg`);
-    const response = await fetch(`${upstreamBase}/upload`, { method: 'POST', headers: { authorization: 'Bearer upstream-token' }, body: form });
+    const response = await fetch(`${upstreamBase}/upload`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer upstream-token' },
+      body: form,
+    });
     assert.equal(response.status, 200, await response.clone().text());
     const { url } = /** @type {{ url: string }} */ (await response.json());
     const bytes = Buffer.from(await (await fetch(url)).arrayBuffer());
     uploads[name] = { key: new URL(url).pathname.split('/')[1], url, bytes };
   }
-  stack = await startStack({ UPSTREAM_IMAGE_HOSTS: upstreamBase, FETCH_ALLOW_PRIVATE_HOSTS: UPSTREAM_ADDRESS, AVATAR_ADMIN_TOKEN: 'admin-token' });
+  stack = await startStack({
+    UPSTREAM_IMAGE_HOSTS: upstreamBase,
+    FETCH_ALLOW_PRIVATE_HOSTS: UPSTREAM_ADDRESS,
+    AVATAR_ADMIN_TOKEN: 'admin-token',
+  });
 });
 
 after(async () => {
@@ -47,17 +66,27 @@ after(async () => {
 });
 
 /** The files of the first stack's fs store named `key`. @param {string} key */
-const storedFiles = (key) => fs.readdirSync(path.join(stack.dir, 'data', 'origin', 'uploads'), { recursive: true }).map(String).filter((file) => file.endsWith(key));
+const storedFiles = (key) =>
+  fs
+    .readdirSync(path.join(stack.dir, 'data', 'origin', 'uploads'), { recursive: true })
+    .map(String)
+    .filter((file) => file.endsWith(key));
 
-test('the upstream\'s uploads answer through the first stack\'s edge, and land in its store', async () => {
+test("the upstream's uploads answer through the first stack's edge, and land in its store", async () => {
   const { original, variant, avatar } = uploads;
   for (const { key } of [original, variant, avatar]) assert.deepEqual(storedFiles(key), [], 'not stored before');
-  const hostFiles = fs.readdirSync(path.join(upstream.dir, 'data', 'origin', 'uploads'), { recursive: true }).map(String);
-  for (const { key } of [original, variant, avatar]) assert.ok(hostFiles.some((file) => file.endsWith(key)), 'the upstream holds it');
+  const hostFiles = fs
+    .readdirSync(path.join(upstream.dir, 'data', 'origin', 'uploads'), { recursive: true })
+    .map(String);
+  for (const { key } of [original, variant, avatar])
+    assert.ok(
+      hostFiles.some((file) => file.endsWith(key)),
+      'the upstream holds it',
+    );
 
   const served = await fetch(`${stack.base}/${original.key}/photo.jpg`);
   assert.equal(served.status, 200);
-  assert.deepEqual(Buffer.from(await served.arrayBuffer()), original.bytes, 'the upstream\'s bytes, unchanged');
+  assert.deepEqual(Buffer.from(await served.arrayBuffer()), original.bytes, "the upstream's bytes, unchanged");
 
   const resized = await fetch(`${stack.base}/p/${base58Url.encode(variant.url)}?width=300&format=webp`);
   assert.equal(resized.status, 200);
@@ -68,7 +97,9 @@ test('the upstream\'s uploads answer through the first stack\'s edge, and land i
   assert.equal((await decode(Buffer.from(await legacy.arrayBuffer()))).width, 640);
 
   const put = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/alice`, {
-    method: 'PUT', headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: avatar.url }),
+    method: 'PUT',
+    headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' },
+    body: JSON.stringify({ avatar: avatar.url }),
   });
   assert.equal(put.status, 200);
   const redirect = await fetch(`${stack.base}/u/alice/avatar/small`, { redirect: 'manual' });
@@ -85,7 +116,15 @@ test('the upstream\'s uploads answer through the first stack\'s edge, and land i
 
 test('with the upstream stopped, the pulled uploads are still served, new sizes too', async () => {
   await upstream.stop();
-  await waitFor(async () => !(await fetch(`${upstreamBase}/healthz`).then(() => true, () => false)), 10_000, 'the upstream down');
+  await waitFor(
+    async () =>
+      !(await fetch(`${upstreamBase}/healthz`).then(
+        () => true,
+        () => false,
+      )),
+    10_000,
+    'the upstream down',
+  );
   const { original, variant } = uploads;
   const origin = `http://127.0.0.1:${stack.env.ORIGIN_PORT}`;
   const direct = await fetch(`${origin}/${original.key}/photo.jpg`);

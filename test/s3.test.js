@@ -36,18 +36,31 @@ before(async () => {
   origins.first = { port: String(await freePort()), metrics: String(await freePort()) };
   origins.second = { port: String(await freePort()), metrics: String(await freePort()) };
   stack = await startStack({
-    STORE: 's3', S3_PORT: String(await freePort()), UPLOAD_TOKENS: 's3-token', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000', VARNISH_MISS_LIMIT: '0',
-    ORIGIN_PORT: origins.first.port, ORIGIN_METRICS_PORT: origins.first.metrics,
+    STORE: 's3',
+    S3_PORT: String(await freePort()),
+    UPLOAD_TOKENS: 's3-token',
+    NGINX_RATE_LIMIT: '100000',
+    NGINX_RATE_BURST: '100000',
+    VARNISH_MISS_LIMIT: '0',
+    ORIGIN_PORT: origins.first.port,
+    ORIGIN_METRICS_PORT: origins.first.metrics,
     ORIGIN_SERVERS: `127.0.0.1:${origins.first.port},127.0.0.1:${origins.second.port}`,
   });
   secondEnv = {
     // the stack's settings and its origin's own secrets (its S3 keys, its Redis user)
-    ...readEnvFile(path.join(stack.dir, 'env')), ...readEnvFile(path.join(stack.dir, 'secrets', 'origin.env')),
-    ORIGIN_PORT: origins.second.port, ORIGIN_METRICS_PORT: origins.second.metrics, DATA_DIR: path.join(stack.dir, 'data', 'origin-2'),
+    ...readEnvFile(path.join(stack.dir, 'env')),
+    ...readEnvFile(path.join(stack.dir, 'secrets', 'origin.env')),
+    ORIGIN_PORT: origins.second.port,
+    ORIGIN_METRICS_PORT: origins.second.metrics,
+    DATA_DIR: path.join(stack.dir, 'data', 'origin-2'),
   };
   second = await startService('origin/bin/origin', secondEnv, Number(origins.second.port));
   // haproxy sees both origins up
-  await waitFor(async () => (await haproxyServers()).filter((row) => row.status === 'UP').length === 2, 30_000, 'both origins UP in haproxy');
+  await waitFor(
+    async () => (await haproxyServers()).filter((row) => row.status === 'UP').length === 2,
+    30_000,
+    'both origins UP in haproxy',
+  );
 });
 after(async () => {
   await second?.stop();
@@ -56,13 +69,24 @@ after(async () => {
 
 /** be_images' servers as haproxy's stats give them. */
 async function haproxyServers() {
-  return (await stack.haproxyStats()).filter((row) => row.pxname === 'be_images' && !['BACKEND', 'FRONTEND'].includes(row.svname))
+  return (await stack.haproxyStats())
+    .filter((row) => row.pxname === 'be_images' && !['BACKEND', 'FRONTEND'].includes(row.svname))
     .map((row) => ({ name: row.svname, status: row.status }));
 }
 
 /** A distinct photograph-sized image (noise compresses badly: about a megabyte as PNG). @param {number} width */
 function noise(width = 600) {
-  return sharp({ create: { width, height: 400, channels: 3, background: '#000000', noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).png().toBuffer();
+  return sharp({
+    create: {
+      width,
+      height: 400,
+      channels: 3,
+      background: '#000000',
+      noise: { type: 'gaussian', mean: 128, sigma: 40 },
+    },
+  })
+    .png()
+    .toBuffer();
 }
 
 /** Uploads through a base URL (the edge or one origin). @param {string} base @param {Buffer} body @returns {Promise<Response>} */
@@ -90,7 +114,10 @@ const bytesOf = async (url) => {
 const objectFile = (key) => path.join(stack.dir, 'data', 's3', 'uploads', key);
 
 test('an upload through one origin is served byte for byte by the other and through the edge', async () => {
-  for (const [from, to] of /** @type {const} */ ([['first', 'second'], ['second', 'first']])) {
+  for (const [from, to] of /** @type {const} */ ([
+    ['first', 'second'],
+    ['second', 'first'],
+  ])) {
     const body = await noise();
     const key = await upload(originBase(from), body);
     assert.equal(key, keyOf(body));
@@ -106,13 +133,21 @@ test('an upload through one origin is served byte for byte by the other and thro
 
 test('the same bytes uploaded twice are written once', async () => {
   const body = await noise();
-  const before = await metricValue(`http://127.0.0.1:${origins.first.metrics}/metrics`, 'origin_store_operations_total', { operation: 'put', result: 'exists' });
+  const before = await metricValue(
+    `http://127.0.0.1:${origins.first.metrics}/metrics`,
+    'origin_store_operations_total',
+    { operation: 'put', result: 'exists' },
+  );
   assert.equal(await upload(originBase('first'), body), await upload(originBase('first'), body));
-  const afterValue = await metricValue(`http://127.0.0.1:${origins.first.metrics}/metrics`, 'origin_store_operations_total', { operation: 'put', result: 'exists' });
+  const afterValue = await metricValue(
+    `http://127.0.0.1:${origins.first.metrics}/metrics`,
+    'origin_store_operations_total',
+    { operation: 'put', result: 'exists' },
+  );
   assert.equal(afterValue - before, 1);
 });
 
-test('the S3 store keeps the Store contract against the stack\'s versitygw: put, stat, record, remove', async () => {
+test("the S3 store keeps the Store contract against the stack's versitygw: put, stat, record, remove", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 's3-contract-'));
   try {
     const config = /** @type {any} */ (loadConfig(originSettings, { ...secondEnv, DATA_DIR: dir }));
@@ -130,7 +165,8 @@ test('a variant asked 20 times across the fleet is made once: every size of an i
   const key = await upload(stack.base, await noise());
   const transforms = async () => {
     let sum = 0;
-    for (const which of /** @type {const} */ (['first', 'second'])) sum += await metricValue(`http://127.0.0.1:${origins[which].metrics}/metrics`, 'origin_transforms_total');
+    for (const which of /** @type {const} */ (['first', 'second']))
+      sum += await metricValue(`http://127.0.0.1:${origins[which].metrics}/metrics`, 'origin_transforms_total');
     return sum;
   };
   const before = await transforms();
@@ -139,12 +175,28 @@ test('a variant asked 20 times across the fleet is made once: every size of an i
   const statuses = await Promise.all(Array.from({ length: 10 }, async () => (await fetch(url)).status));
   for (let i = 0; i < 10; i += 1) statuses.push((await fetch(url)).status);
   assert.deepEqual(new Set(statuses), new Set([200]));
-  assert.equal(await transforms() - before, 1, 'one transform for 20 requests');
+  assert.equal((await transforms()) - before, 1, 'one transform for 20 requests');
   // another size of the same image lands on the same origin: the other one never read the original
-  const [firstReads, secondReads] = await Promise.all(['first', 'second'].map((which) => metricValue(`http://127.0.0.1:${origins[/** @type {'first'|'second'} */ (which)].metrics}/metrics`, 'origin_store_operations_total', { operation: 'get', result: 'ok' })));
+  const [firstReads, secondReads] = await Promise.all(
+    ['first', 'second'].map((which) =>
+      metricValue(
+        `http://127.0.0.1:${origins[/** @type {'first'|'second'} */ (which)].metrics}/metrics`,
+        'origin_store_operations_total',
+        { operation: 'get', result: 'ok' },
+      ),
+    ),
+  );
   const other = url.replace('width=240', 'width=120');
   assert.equal((await fetch(other)).status, 200);
-  const [firstAfter, secondAfter] = await Promise.all(['first', 'second'].map((which) => metricValue(`http://127.0.0.1:${origins[/** @type {'first'|'second'} */ (which)].metrics}/metrics`, 'origin_store_operations_total', { operation: 'get', result: 'ok' })));
+  const [firstAfter, secondAfter] = await Promise.all(
+    ['first', 'second'].map((which) =>
+      metricValue(
+        `http://127.0.0.1:${origins[/** @type {'first'|'second'} */ (which)].metrics}/metrics`,
+        'origin_store_operations_total',
+        { operation: 'get', result: 'ok' },
+      ),
+    ),
+  );
   assert.equal(firstAfter - firstReads + secondAfter - secondReads, 0, 'the second size read no original again');
 });
 
@@ -158,7 +210,8 @@ test('an origin SIGKILLed in the middle of uploads: every acknowledged upload is
       const body = bodies[next++];
       const response = await postUpload(stack.base, body).catch(() => null);
       const status = response?.status || 0;
-      const key = status === 200 ? new URL((/** @type {any} */ (await response?.json())).url).pathname.split('/')[1] : undefined;
+      const key =
+        status === 200 ? new URL(/** @type {any} */ (await response?.json()).url).pathname.split('/')[1] : undefined;
       if (status !== 200) await response?.arrayBuffer();
       results.push({ body, status, key });
     }
@@ -171,12 +224,16 @@ test('an origin SIGKILLed in the middle of uploads: every acknowledged upload is
   assert.ok(acknowledged.length >= 3, `acknowledged uploads: ${acknowledged.length}`);
   for (const { body, key } of acknowledged) {
     assert.equal(key, keyOf(body));
-    assert.ok(fs.readFileSync(objectFile(/** @type {string} */ (key))).equals(body), 'the object holds the bytes acknowledged');
+    assert.ok(
+      fs.readFileSync(objectFile(/** @type {string} */ (key))).equals(body),
+      'the object holds the bytes acknowledged',
+    );
     const served = await bytesOf(`${originBase('second')}/${key}/photo.png`);
     assert.equal(served.status, 200);
     assert.ok(served.body.equals(body));
   }
-  for (const { status } of results.filter((result) => result.status !== 200)) assert.ok([0, 502, 503].includes(status), `failed upload: ${status}`);
+  for (const { status } of results.filter((result) => result.status !== 200))
+    assert.ok([0, 502, 503].includes(status), `failed upload: ${status}`);
   // supervisord restarts it
   await waitFor(async () => (await fetch(`${originBase('first')}/healthz`)).ok, 30_000, 'the killed origin back');
   await stack.settled();
@@ -193,7 +250,9 @@ test('S3 stopped: cached uploads 200, uncached and uploads a JSON 503; S3 back: 
     assert.equal(uncached.status, 503);
     assert.equal(uncached.response.headers.get('retry-after'), '5');
     assert.equal(JSON.parse(uncached.body.toString()).error.name, 'store_unavailable');
-    const variant = await bytesOf(`${originBase('second')}/p/${base58Url.encode(`${stack.base}/${uncachedKey}/a.png`)}?width=100`);
+    const variant = await bytesOf(
+      `${originBase('second')}/p/${base58Url.encode(`${stack.base}/${uncachedKey}/a.png`)}?width=100`,
+    );
     assert.equal(variant.status, 503);
     const refused = await postUpload(stack.base, await noise());
     assert.equal(refused.status, 503);
@@ -201,7 +260,11 @@ test('S3 stopped: cached uploads 200, uncached and uploads a JSON 503; S3 back: 
   } finally {
     await stack.ctl('start', 'versitygw');
   }
-  await waitFor(async () => (await fetch(`${originBase('second')}/${uncachedKey}/a.png`)).status === 200, 20_000, 'the uncached upload served once S3 is back');
+  await waitFor(
+    async () => (await fetch(`${originBase('second')}/${uncachedKey}/a.png`)).status === 200,
+    20_000,
+    'the uncached upload served once S3 is back',
+  );
   assert.equal((await postUpload(stack.base, await noise())).status, 200);
   assert.deepEqual([await stack.pid('origin'), second.child.pid], pids, 'no origin restarted');
 });
@@ -214,10 +277,17 @@ test('wrong S3 credentials or a missing bucket: the origin refuses to start with
   ];
   for (const [setting, value, expected] of cases) {
     const proc = startProcess('origin/bin/origin', [], {
-      ...secondEnv, LOG_LEVEL: 'warn', ORIGIN_PORT: String(await freePort()), ORIGIN_METRICS_PORT: String(await freePort()),
-      DATA_DIR: fs.mkdtempSync(path.join(stack.dir, 'data', 'refused-')), [setting]: value,
+      ...secondEnv,
+      LOG_LEVEL: 'warn',
+      ORIGIN_PORT: String(await freePort()),
+      ORIGIN_METRICS_PORT: String(await freePort()),
+      DATA_DIR: fs.mkdtempSync(path.join(stack.dir, 'data', 'refused-')),
+      [setting]: value,
     });
-    const code = await Promise.race([proc.exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 20_000))]);
+    const code = await Promise.race([
+      proc.exited,
+      new Promise((resolve) => setTimeout(() => resolve('still running'), 20_000)),
+    ]);
     if (code === 'still running') await proc.kill();
     assert.equal(code, 1, proc.output());
     const lines = proc.output().trim().split('\n');

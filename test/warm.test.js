@@ -30,7 +30,10 @@ const blocks = new Map();
 /** Publishes a block holding these comment ops. @param {any[]} comments */
 function publish(comments) {
   head += 1;
-  blocks.set(head, comments.map((body) => ({ op: ['comment', { parent_author: '', parent_permlink: 'hive', title: 't', ...body }] })));
+  blocks.set(
+    head,
+    comments.map((body) => ({ op: ['comment', { parent_author: '', parent_permlink: 'hive', title: 't', ...body }] })),
+  );
 }
 
 before(async () => {
@@ -39,8 +42,16 @@ before(async () => {
   hive.methods['condenser_api.get_ops_in_block'] = ([block]) => blocks.get(block) || [];
   site = await startImageServer();
   stack = await startStack({
-    HIVE_API_URLS: hive.url, HIVE_FOLLOW: 'true', HIVE_FOLLOW_START_BLOCK: '101', HIVE_FOLLOW_POLL_MS: '200', WARM: 'true',
-    FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1', WARM_MAX_IMAGES_PER_POST: '5', WARM_IMAGES_PER_MINUTE: '30', WARM_SKIP_AUTHORS: 'spammer', PURGE_ADMIN_TOKEN: 'admin-token',
+    HIVE_API_URLS: hive.url,
+    HIVE_FOLLOW: 'true',
+    HIVE_FOLLOW_START_BLOCK: '101',
+    HIVE_FOLLOW_POLL_MS: '200',
+    WARM: 'true',
+    FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1',
+    WARM_MAX_IMAGES_PER_POST: '5',
+    WARM_IMAGES_PER_MINUTE: '30',
+    WARM_SKIP_AUTHORS: 'spammer',
+    PURGE_ADMIN_TOKEN: 'admin-token',
   });
 });
 
@@ -52,13 +63,16 @@ after(async () => {
 const purgeMetrics = () => `http://127.0.0.1:${stack.env.PURGE_SERVICE_METRICS_PORT}/metrics`;
 const originMetrics = () => `http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`;
 /** @param {string} result @param {string} [reason] */
-const warmed = (result, reason) => metricValue(purgeMetrics(), 'purge_warm_images_total', reason === undefined ? { result } : { result, reason });
+const warmed = (result, reason) =>
+  metricValue(purgeMetrics(), 'purge_warm_images_total', reason === undefined ? { result } : { result, reason });
 
 /** A reader's request as condenser builds it (the legacy URL, its redirect followed), Chrome's Accept. @param {string} url */
 async function read(url) {
   const redirect = await fetch(`${stack.base}/768x0/${url}`, { redirect: 'manual', headers: { accept: CHROME } });
   assert.equal(redirect.status, 301);
-  const response = await fetch(new URL(redirect.headers.get('location') || '', stack.base), { headers: { accept: CHROME } });
+  const response = await fetch(new URL(redirect.headers.get('location') || '', stack.base), {
+    headers: { accept: CHROME },
+  });
   const body = Buffer.from(await response.arrayBuffer());
   return { redirect, response, body };
 }
@@ -80,11 +94,18 @@ function transformWorkerNices() {
   return nices;
 }
 
-test('a new post\'s three images are warmed before anyone reads it: the first reader gets cache hits', async () => {
+test("a new post's three images are warmed before anyone reads it: the first reader gets cache hits", async () => {
   const names = ['Path', 'Autumn', 'Kite'];
   names.forEach((name) => site.add(`${name}.jpg`, fs.readFileSync(photo(name, '1280x800'))));
   const [a, b, c] = names.map((name) => `${site.base}/img/${name}.jpg`);
-  publish([{ author: 'alice', permlink: 'first', json_metadata: JSON.stringify({ image: [a, c] }), body: `Hello\n\n![b](${b})\n\n<img src="${a}">` }]);
+  publish([
+    {
+      author: 'alice',
+      permlink: 'first',
+      json_metadata: JSON.stringify({ image: [a, c] }),
+      body: `Hello\n\n![b](${b})\n\n<img src="${a}">`,
+    },
+  ]);
   await waitFor(async () => (await warmed('warmed')) === 3, 120_000, 'three images warmed');
   assert.equal(await warmed('failed'), 0);
   for (const name of names) assert.equal(site.hits(`/img/${name}.jpg`), 1, `${name}: fetched once`);
@@ -97,15 +118,21 @@ test('a new post\'s three images are warmed before anyone reads it: the first re
     assert.equal(response.headers.get('x-cache'), 'HIT', `${url}: a hit for the first reader`);
     const info = await decode(body);
     assert.deepEqual([info.format, info.width], ['heif', 768], 'the AVIF, not a first-answer fallback');
-    const ecency = await fetch(`${stack.base}/p/${base58Url.encode(url)}?format=match&mode=fit`, { headers: { accept: 'image/webp,*/*' } });
-    assert.equal(ecency.headers.get('x-cache'), 'HIT', 'ecency\'s URL in a WebP browser');
+    const ecency = await fetch(`${stack.base}/p/${base58Url.encode(url)}?format=match&mode=fit`, {
+      headers: { accept: 'image/webp,*/*' },
+    });
+    assert.equal(ecency.headers.get('x-cache'), 'HIT', "ecency's URL in a WebP browser");
     await ecency.arrayBuffer();
   }
   // the feed's thumbnail of the post's first image (json_metadata.image[0])
   const thumb = await fetch(`${stack.base}/256x512/${a}`, { redirect: 'follow', headers: { accept: CHROME } });
   assert.equal(thumb.headers.get('x-cache'), 'HIT', 'the thumbnail was warmed');
   await thumb.arrayBuffer();
-  assert.equal(await metricValue(originMetrics(), 'origin_cache_requests_total', { level: 'variant' }), before, 'no reader\'s request reached the origin');
+  assert.equal(
+    await metricValue(originMetrics(), 'origin_cache_requests_total', { level: 'variant' }),
+    before,
+    "no reader's request reached the origin",
+  );
   // the warm transforms ran in the origin's process of the lowest priority (readers' run at TRANSFORM_NICE)
   assert.ok(transformWorkerNices().includes(19), `the origin's transform workers' niceness: ${transformWorkerNices()}`);
 
@@ -134,11 +161,16 @@ test('caps: images per post, all posts a minute; skipped authors; the newest pos
   site.add('blocked.png', await solid(50, 50, 'png'));
   const blocked = `${site.base}/img/blocked.png`;
   const block = await fetch(`http://127.0.0.1:${stack.env.PURGE_SERVICE_PORT}/admin/takedowns`, {
-    method: 'POST', headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' },
     body: JSON.stringify({ entries: [{ kind: 'url', value: blocked }], reason: 'test', by: 'warm test' }),
   });
   assert.ok(block.ok, await block.text());
-  const before = { warmed: await warmed('warmed'), cap: await warmed('skipped', 'post_cap'), rate: await warmed('skipped', 'rate') };
+  const before = {
+    warmed: await warmed('warmed'),
+    cap: await warmed('skipped', 'post_cap'),
+    rate: await warmed('skipped', 'rate'),
+  };
   const started = Date.now();
 
   const many = Array.from({ length: 200 }, (_, i) => `${site.base}/img/many-${i}.png`);
@@ -146,18 +178,29 @@ test('caps: images per post, all posts a minute; skipped authors; the newest pos
     { author: 'bob', permlink: 'many', json_metadata: JSON.stringify({ image: many }), body: '' },
     { author: 'spammer', permlink: 'ad', json_metadata: '{}', body: `![x](${site.base}/img/burst-0.png)` },
   ]);
-  publish(Array.from({ length: 50 }, (_, i) => ({ author: `writer${i}`, permlink: `p${i}`, json_metadata: '{}', body: `![x](${site.base}/img/burst-${i}.png)` })));
+  publish(
+    Array.from({ length: 50 }, (_, i) => ({
+      author: `writer${i}`,
+      permlink: `p${i}`,
+      json_metadata: '{}',
+      body: `![x](${site.base}/img/burst-${i}.png)`,
+    })),
+  );
   // the newest post is warmed first: the blocked image is asked for before the rate is spent
   publish([{ author: 'carol', permlink: 'blocked', json_metadata: JSON.stringify({ image: [blocked] }), body: '' }]);
-  await waitFor(async () => (await metricValue(purgeMetrics(), 'purge_warm_posts_total')) >= 54, 180_000, 'every post gone through');
+  await waitFor(
+    async () => (await metricValue(purgeMetrics(), 'purge_warm_posts_total')) >= 54,
+    180_000,
+    'every post gone through',
+  );
   const minutes = Math.floor((Date.now() - started) / 60_000) + 1;
 
-  assert.equal(await warmed('skipped', 'post_cap') - before.cap, 195, 'five images of the 200 at most');
+  assert.equal((await warmed('skipped', 'post_cap')) - before.cap, 195, 'five images of the 200 at most');
   assert.equal(await warmed('skipped', 'author'), 1);
   assert.equal(await warmed('skipped', 'blocked'), 1);
   assert.equal(site.hits('/img/blocked.png'), 0, 'the blocked image was never fetched');
-  const warmedNow = await warmed('warmed') - before.warmed;
-  const rated = await warmed('skipped', 'rate') - before.rate;
+  const warmedNow = (await warmed('warmed')) - before.warmed;
+  const rated = (await warmed('skipped', 'rate')) - before.rate;
   // 5 + 1 blocked + 50 asked for: at most 30 in any minute (the first post's 3 among them, if it was recent)
   assert.ok(warmedNow <= 30 * minutes, `${warmedNow} warmed in ${minutes} minute(s)`);
   assert.equal(warmedNow + rated + 1, 56, 'every image of the posts accounted for');

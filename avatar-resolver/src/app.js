@@ -21,9 +21,21 @@ export function createApp(deps) {
   app.get(DEFAULT_AVATAR_PATH, defaultAvatar);
   app.get('/u/:account/:kind(avatar|cover)/:size?', imageRedirect(answer, deps.config));
   app.use('/admin/accounts/:account', adminRouter(deps));
-  app.all('*', (req, _res, next) => next(new HttpError(req.method === 'GET' || req.method === 'HEAD' ? 404 : 405, req.method === 'GET' || req.method === 'HEAD' ? 'not_found' : 'method_not_allowed')));
+  app.all('*', (req, _res, next) =>
+    next(
+      new HttpError(
+        req.method === 'GET' || req.method === 'HEAD' ? 404 : 405,
+        req.method === 'GET' || req.method === 'HEAD' ? 'not_found' : 'method_not_allowed',
+      ),
+    ),
+  );
   app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));
-  const fast = avatarFastPath({ answer, observe: metrics.observe, logger: deps.logger, errorCacheControl: deps.config.CACHE_CONTROL_NEGATIVE });
+  const fast = avatarFastPath({
+    answer,
+    observe: metrics.observe,
+    logger: deps.logger,
+    errorCacheControl: deps.config.CACHE_CONTROL_NEGATIVE,
+  });
   /** @type {import('node:http').RequestListener} */
   const listener = (req, res) => {
     if (!fast(req, res)) app(req, res);

@@ -17,7 +17,8 @@ export class Breaker {
   /** @template T @param {() => Promise<T>} work @returns {Promise<T>} */
   async run(work) {
     if (this.state === 1) {
-      if (Date.now() - this.openedAt < this.cooldownMs) throw Object.assign(new Error('circuit open'), { code: 'ECIRCUITOPEN' });
+      if (Date.now() - this.openedAt < this.cooldownMs)
+        throw Object.assign(new Error('circuit open'), { code: 'ECIRCUITOPEN' });
       this.set(2);
     } else if (this.state === 2) {
       throw Object.assign(new Error('circuit half-open: trial in flight'), { code: 'ECIRCUITOPEN' });

@@ -28,11 +28,14 @@ export function avatarFastPath({ answer, observe, logger, errorCacheControl }) {
       observe(kind, status, started);
       logRequest(logger, { reqId, method: req.method, url: req.url, status, started, error });
     };
-    answer(account, kind, size).then((headers) => send(302, headers), (err) => {
-      const { httpError, headers, unhandled } = errorAnswer(err, errorCacheControl);
-      const body = JSON.stringify(httpError);
-      send(httpError.status, { ...headers, 'Content-Type': 'application/json; charset=utf-8' }, body, unhandled);
-    });
+    answer(account, kind, size).then(
+      (headers) => send(302, headers),
+      (err) => {
+        const { httpError, headers, unhandled } = errorAnswer(err, errorCacheControl);
+        const body = JSON.stringify(httpError);
+        send(httpError.status, { ...headers, 'Content-Type': 'application/json; charset=utf-8' }, body, unhandled);
+      },
+    );
     return true;
   };
 }

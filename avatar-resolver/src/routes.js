@@ -1,12 +1,24 @@
 import express from 'express';
-import { AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, HttpError, base58Url, enqueuePurge, imageUrl, isAccountName, resolveSource, unwrapOptions } from '@stack/lib';
+import {
+  AVATAR_INVALIDATE_CHANNEL,
+  AVATAR_SIZES,
+  COVER_SIZE,
+  HttpError,
+  base58Url,
+  enqueuePurge,
+  imageUrl,
+  isAccountName,
+  resolveSource,
+  unwrapOptions,
+} from '@stack/lib';
 
 import { localKey } from './sources/local.js';
 
 /** A neutral silhouette for accounts without an avatar (used when AVATAR_DEFAULT_URL is empty). */
-export const DEFAULT_AVATAR_SVG = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64" width="512" height="512">'
-  + '<rect width="64" height="64" fill="#d8dde3"/><circle cx="32" cy="25" r="12" fill="#9aa5b1"/>'
-  + '<path d="M10 60c2-13 11-20 22-20s20 7 22 20z" fill="#9aa5b1"/></svg>';
+export const DEFAULT_AVATAR_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64" width="512" height="512">' +
+  '<rect width="64" height="64" fill="#d8dde3"/><circle cx="32" cy="25" r="12" fill="#9aa5b1"/>' +
+  '<path d="M10 60c2-13 11-20 22-20s20 7 22 20z" fill="#9aa5b1"/></svg>';
 export const DEFAULT_AVATAR_PATH = '/u/-/default.svg';
 
 /**
@@ -60,8 +72,14 @@ export function avatarAnswer({ resolver, config, metrics, takedowns, served }) {
     const pixels = AVATAR_SIZES[/** @type {keyof typeof AVATAR_SIZES} */ (size || 'medium')];
     const path = `/u/${account}/${kind}${size ? `/${size}` : ''}`;
     const { image, tag } = allowed(account, kind === 'cover' ? mapping.cover : mapping.avatar, path);
-    const location = kind === 'cover' ? target(image, COVER_SIZE.width, COVER_SIZE.height) : target(image, pixels, pixels);
-    return { ...found, xkey: found.xkey + tag, 'Cache-Control': degraded ? config.CACHE_CONTROL_DEGRADED_REDIRECT : config.CACHE_CONTROL_REDIRECT, Location: location };
+    const location =
+      kind === 'cover' ? target(image, COVER_SIZE.width, COVER_SIZE.height) : target(image, pixels, pixels);
+    return {
+      ...found,
+      xkey: found.xkey + tag,
+      'Cache-Control': degraded ? config.CACHE_CONTROL_DEGRADED_REDIRECT : config.CACHE_CONTROL_REDIRECT,
+      Location: location,
+    };
   };
 }
 
@@ -93,7 +111,10 @@ export function imageRedirect(answer, config) {
         res.status(301).set({ Location: canonical, 'Cache-Control': config.CACHE_CONTROL_SPELLING }).end();
         return;
       }
-      res.status(302).set(await answer(account, kind, size)).end();
+      res
+        .status(302)
+        .set(await answer(account, kind, size))
+        .end();
     } catch (err) {
       next(err);
     }
@@ -103,7 +124,11 @@ export function imageRedirect(answer, config) {
 /** @type {import('express').RequestHandler} */
 export const defaultAvatar = (_req, res) => {
   res.locals.route = 'default';
-  res.set({ 'Content-Type': 'image/svg+xml', 'Cache-Control': 'public, max-age=86400', 'Content-Security-Policy': "default-src 'none'" });
+  res.set({
+    'Content-Type': 'image/svg+xml',
+    'Cache-Control': 'public, max-age=86400',
+    'Content-Security-Policy': "default-src 'none'",
+  });
   res.send(DEFAULT_AVATAR_SVG);
 };
 
@@ -115,19 +140,24 @@ export const defaultAvatar = (_req, res) => {
  */
 export function adminRouter({ redis, config, resolver, metrics }) {
   const router = express.Router({ mergeParams: true });
-  const accountOf = (/** @type {import('express').Request} */ req) => /** @type {Record<string, string>} */ (req.params).account;
+  const accountOf = (/** @type {import('express').Request} */ req) =>
+    /** @type {Record<string, string>} */ (req.params).account;
   router.use((req, res, next) => {
     res.locals.route = 'admin';
     const given = /^Bearer (.+)$/.exec(req.headers.authorization || '')?.[1];
     if (!config.AVATAR_ADMIN_TOKEN) return next(new HttpError(404, 'admin_disabled'));
-    if (given !== config.AVATAR_ADMIN_TOKEN) return next(new HttpError(401, 'unauthorized', {}, { 'WWW-Authenticate': 'Bearer' }));
-    if (config.AVATAR_SOURCE !== 'local') return next(new HttpError(409, 'not_local_source', { source: config.AVATAR_SOURCE }));
+    if (given !== config.AVATAR_ADMIN_TOKEN)
+      return next(new HttpError(401, 'unauthorized', {}, { 'WWW-Authenticate': 'Bearer' }));
+    if (config.AVATAR_SOURCE !== 'local')
+      return next(new HttpError(409, 'not_local_source', { source: config.AVATAR_SOURCE }));
     if (!isAccountName(accountOf(req))) return next(new HttpError(400, 'invalid_account'));
     return next();
   });
   router.get('/', async (req, res, next) => {
     try {
-      res.set('Cache-Control', 'no-store').json({ account: accountOf(req), ...(await redis.hgetall(localKey(accountOf(req)))) });
+      res
+        .set('Cache-Control', 'no-store')
+        .json({ account: accountOf(req), ...(await redis.hgetall(localKey(accountOf(req)))) });
     } catch {
       next(new HttpError(503, 'unavailable', { reason: 'redis' }, { 'Retry-After': '5' }));
     }
@@ -147,7 +177,12 @@ export function adminRouter({ redis, config, resolver, metrics }) {
       resolver.forget(account);
       await redis.publish(AVATAR_INVALIDATE_CHANNEL, account).catch(unavailable);
       const kind = 'avatar' in update && 'cover' in update ? 'both' : 'avatar' in update ? 'avatar' : 'cover';
-      const id = await enqueuePurge(redis, config.PURGE_STREAM, { account, kind, source: 'admin', avatar: update.avatar || undefined, cover: update.cover || undefined }, { durability: config }).catch(unavailable);
+      const id = await enqueuePurge(
+        redis,
+        config.PURGE_STREAM,
+        { account, kind, source: 'admin', avatar: update.avatar || undefined, cover: update.cover || undefined },
+        { durability: config },
+      ).catch(unavailable);
       metrics.adminUpdates.inc();
       res.set('Cache-Control', 'no-store').json({ account, ...update, purge: id });
     } catch (err) {

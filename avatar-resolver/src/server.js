@@ -1,5 +1,13 @@
 import { readFileSync } from 'node:fs';
-import { AVATAR_INVALIDATE_CHANNEL, connectRedis, createHiveClient, createServedLog, createTakedownList, redisReady, runService } from '@stack/lib';
+import {
+  AVATAR_INVALIDATE_CHANNEL,
+  connectRedis,
+  createHiveClient,
+  createServedLog,
+  createTakedownList,
+  redisReady,
+  runService,
+} from '@stack/lib';
 import { createApp } from './app.js';
 import { settings } from './config.js';
 import { createResolverMetrics } from './metrics.js';
@@ -12,9 +20,15 @@ const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.u
 
 /** @param {import('@stack/lib/src/config-types.js').AvatarResolverConfig} config @param {import('ioredis').Redis} redis */
 function chooseSource(config, redis) {
-  if (config.AVATAR_SOURCE === 'hive') return hiveSource(createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.AVATAR_UPSTREAM_TIMEOUT_MS }));
+  if (config.AVATAR_SOURCE === 'hive')
+    return hiveSource(createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.AVATAR_UPSTREAM_TIMEOUT_MS }));
   if (config.AVATAR_SOURCE === 'http') {
-    return httpSource({ url: config.AVATAR_HTTP_URL, avatarPath: config.AVATAR_HTTP_AVATAR_PATH, coverPath: config.AVATAR_HTTP_COVER_PATH, timeoutMs: config.AVATAR_UPSTREAM_TIMEOUT_MS });
+    return httpSource({
+      url: config.AVATAR_HTTP_URL,
+      avatarPath: config.AVATAR_HTTP_AVATAR_PATH,
+      coverPath: config.AVATAR_HTTP_COVER_PATH,
+      timeoutMs: config.AVATAR_UPSTREAM_TIMEOUT_MS,
+    });
   }
   return localSource(redis);
 }
@@ -32,10 +46,22 @@ await runService({
     const subscriber = redis.duplicate({ enableOfflineQueue: true });
     subscriber.on('error', () => {});
     subscriber.on('message', (_channel, account) => resolver.forget(account));
-    subscriber.subscribe(AVATAR_INVALIDATE_CHANNEL).catch((err) => logger.warn({ err: err.message }, 'invalidation channel'));
-    const takedowns = createTakedownList({ redis, logger, service: 'avatar-resolver', pollMs: config.TAKEDOWN_POLL_MS });
+    subscriber
+      .subscribe(AVATAR_INVALIDATE_CHANNEL)
+      .catch((err) => logger.warn({ err: err.message }, 'invalidation channel'));
+    const takedowns = createTakedownList({
+      redis,
+      logger,
+      service: 'avatar-resolver',
+      pollMs: config.TAKEDOWN_POLL_MS,
+    });
     await takedowns.ready;
-    const { served } = createServedLog({ redis, logger, max: config.SERVED_SOURCES_MAX, perSource: config.SERVED_PATHS_PER_SOURCE });
+    const { served } = createServedLog({
+      redis,
+      logger,
+      max: config.SERVED_SOURCES_MAX,
+      perSource: config.SERVED_PATHS_PER_SOURCE,
+    });
     const app = createApp({ config, logger, registry, resolver, redis, metrics, takedowns, served, version });
     return {
       app,

@@ -6,8 +6,8 @@ import { statsPassword } from '../secrets.js';
  * haproxy.cfg's values. @param {Record<string, any>} config @returns {Record<string, string>}
  */
 export function haproxyValues(config) {
-  const servers = (/** @type {string} */ name, /** @type {string[]} */ list, /** @type {string} */ extra) => list
-    .map((address, i) => `  server ${name}${i + 1} ${address} check ${extra}`).join('\n');
+  const servers = (/** @type {string} */ name, /** @type {string[]} */ list, /** @type {string} */ extra) =>
+    list.map((address, i) => `  server ${name}${i + 1} ${address} check ${extra}`).join('\n');
   return {
     HAPROXY_STATS_PASSWORD: statsPassword(config),
     HAPROXY_IMAGES_HOST: config.HAPROXY_HOST,
@@ -29,14 +29,18 @@ function originServers(config, servers) {
     return {
       HAPROXY_RESOLVERS: '# origins by address (ORIGIN_SERVERS): no DNS resolution at run time',
       ORIGIN_SERVER_LINES: servers('origin', config.ORIGIN_SERVERS, `maxconn ${config.HAPROXY_ORIGIN_MAXCONN}`),
-      UPLOAD_SERVER_LINES: config.ORIGIN_SERVERS.map((/** @type {string} */ address, /** @type {number} */ i) => `  server origin${i + 1} ${address} track be_images/origin${i + 1} maxconn ${config.HAPROXY_UPLOAD_MAXCONN}`).join('\n'),
+      UPLOAD_SERVER_LINES: config.ORIGIN_SERVERS.map(
+        (/** @type {string} */ address, /** @type {number} */ i) =>
+          `  server origin${i + 1} ${address} track be_images/origin${i + 1} maxconn ${config.HAPROXY_UPLOAD_MAXCONN}`,
+      ).join('\n'),
     };
   }
-  const template = (/** @type {string} */ maxconn) => `1-${config.ORIGIN_DISCOVERY_SLOTS} ${config.ORIGIN_DISCOVERY} check resolvers system init-addr none maxconn ${maxconn}`;
+  const template = (/** @type {string} */ maxconn) =>
+    `1-${config.ORIGIN_DISCOVERY_SLOTS} ${config.ORIGIN_DISCOVERY} check resolvers system init-addr none maxconn ${maxconn}`;
   return {
-    HAPROXY_RESOLVERS: 'resolvers system\n  parse-resolv-conf\n  hold valid 5s\n  hold obsolete 30s\n  accepted_payload_size 8192',
+    HAPROXY_RESOLVERS:
+      'resolvers system\n  parse-resolv-conf\n  hold valid 5s\n  hold obsolete 30s\n  accepted_payload_size 8192',
     ORIGIN_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_ORIGIN_MAXCONN))}`,
     UPLOAD_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_UPLOAD_MAXCONN))}`,
   };
 }
-

@@ -12,17 +12,22 @@ import { makeDir } from '../dirs.js';
 export function nginxValues(config, { CONF_DIR }) {
   // nginx reads the certificate and key as the edge user: from copies in conf/tls (copyTls)
   const tlsDir = path.join(CONF_DIR, 'tls');
-  const tls = config.NGINX_TLS_CERT && config.NGINX_TLS_KEY
-    ? `listen ${config.NGINX_BIND}:${config.NGINX_TLS_PORT} ssl http2;\n    ssl_certificate ${tlsDir}/cert.pem;\n    ssl_certificate_key ${tlsDir}/key.pem;\n    ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:tls:10m;`
-    : '# no TLS certificate configured (NGINX_TLS_CERT, NGINX_TLS_KEY)';
+  const tls =
+    config.NGINX_TLS_CERT && config.NGINX_TLS_KEY
+      ? `listen ${config.NGINX_BIND}:${config.NGINX_TLS_PORT} ssl http2;\n    ssl_certificate ${tlsDir}/cert.pem;\n    ssl_certificate_key ${tlsDir}/key.pem;\n    ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:tls:10m;`
+      : '# no TLS certificate configured (NGINX_TLS_CERT, NGINX_TLS_KEY)';
   return {
     NGINX_CLIENT_MAX_BODY: String(config.UPLOAD_MAX_BYTES + 64 * 1024),
     // each layer waits a little longer than the one inside it, which so answers first, cleanly
     NGINX_PROXY_READ_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 4),
     NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
-    NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map((/** @type {string} */ range) => `  set_real_ip_from ${range};`).join('\n'),
+    NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map(
+      (/** @type {string} */ range) => `  set_real_ip_from ${range};`,
+    ).join('\n'),
     NGINX_TLS: tls,
-    NGINX_SERVER_TIMING: config.NGINX_SERVER_TIMING ? '# Server-Timing passed to the public (NGINX_SERVER_TIMING)' : 'proxy_hide_header Server-Timing;',
+    NGINX_SERVER_TIMING: config.NGINX_SERVER_TIMING
+      ? '# Server-Timing passed to the public (NGINX_SERVER_TIMING)'
+      : 'proxy_hide_header Server-Timing;',
     NGINX_ERROR_PAGES: nginxErrorPages(),
     NGINX_RESOLVER: nginxResolver(config.HAPROXY_HOST),
   };
@@ -67,7 +72,11 @@ export const NGINX_ERRORS = [
  */
 function nginxResolver(host) {
   if (net.isIP(host)) return '# haproxy by address: no resolver needed';
-  const servers = fs.existsSync('/etc/resolv.conf') ? [...fs.readFileSync('/etc/resolv.conf', 'utf8').matchAll(/^\s*nameserver\s+(\S+)/gm)].map((match) => (net.isIPv6(match[1]) ? `[${match[1]}]` : match[1])) : [];
+  const servers = fs.existsSync('/etc/resolv.conf')
+    ? [...fs.readFileSync('/etc/resolv.conf', 'utf8').matchAll(/^\s*nameserver\s+(\S+)/gm)].map((match) =>
+        net.isIPv6(match[1]) ? `[${match[1]}]` : match[1],
+      )
+    : [];
   return servers.length ? `resolver ${servers.join(' ')} valid=30s;` : '# no nameserver in /etc/resolv.conf';
 }
 
@@ -75,10 +84,13 @@ function nginxResolver(host) {
 function nginxErrorPages() {
   return NGINX_ERRORS.map(([codes, status, name, headers]) => {
     const info = status === 503 ? '{"layer":"nginx"}' : '{}';
-    const extra = Object.entries(headers || {}).map(([header, value]) => `\n      add_header ${header} ${value} always;`).join('')
+    const extra =
+      Object.entries(headers || {})
+        .map(([header, value]) => `\n      add_header ${header} ${value} always;`)
+        .join('') +
       // a 408 (upload-body.lua: a body too slow) leaves the rest of the body unread: close, after a short
       // lingering close that drains what is in flight so the client reads the answer, not a reset
-      + (status === 408 ? '\n      keepalive_timeout 0;\n      lingering_close always;\n      lingering_time 2s;' : '');
+      (status === 408 ? '\n      keepalive_timeout 0;\n      lingering_close always;\n      lingering_time 2s;' : '');
     return `    error_page ${codes.join(' ')} =${status} /.errors/${name};
     location = /.errors/${name} {
       internal;
@@ -90,7 +102,6 @@ function nginxErrorPages() {
   }).join('\n');
 }
 
-
 /**
  * nginx's varnish servers: this stack's own, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
  * a consistent hash (each object cached once in the cluster). A node that refuses is skipped for
@@ -99,10 +110,12 @@ function nginxErrorPages() {
  */
 export function nginxVarnishServers(config, local) {
   if (!config.EDGE_VARNISH_NODES.length) return `    server ${local};`;
-  const servers = config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => `    server ${node} max_fails=1 fail_timeout=${config.EDGE_VARNISH_FAIL_TIMEOUT_S}s;`);
+  const servers = config.EDGE_VARNISH_NODES.map(
+    (/** @type {string} */ node) =>
+      `    server ${node} max_fails=1 fail_timeout=${config.EDGE_VARNISH_FAIL_TIMEOUT_S}s;`,
+  );
   return ['    hash $request_uri consistent;', ...servers].join('\n');
 }
-
 
 /**
  * The TLS certificate and key, copied where nginx reads them as the edge user (the key 0600, the edge's:
@@ -119,4 +132,3 @@ export function copyTls(config, confDir) {
   fs.writeFileSync(path.join(dir, 'key.pem'), fs.readFileSync(config.NGINX_TLS_KEY), { mode: 0o600 });
   fs.chmodSync(path.join(dir, 'key.pem'), 0o600);
 }
-

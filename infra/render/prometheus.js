@@ -17,11 +17,18 @@ export function prometheusValues(config) {
 export function checkPrometheus(confDir) {
   const prometheus = path.join(confDir, 'prometheus');
   execFileSync('promtool', ['check', 'config', path.join(prometheus, 'prometheus.yml')], { stdio: 'inherit' });
-  const ruleFiles = fs.readdirSync(path.join(prometheus, 'rules')).filter((name) => name.endsWith('.yml') && !name.endsWith('.test.yml'));
-  execFileSync('promtool', ['check', 'rules', ...ruleFiles.map((name) => path.join(prometheus, 'rules', name))], { stdio: 'inherit' });
+  const ruleFiles = fs
+    .readdirSync(path.join(prometheus, 'rules'))
+    .filter((name) => name.endsWith('.yml') && !name.endsWith('.test.yml'));
+  execFileSync('promtool', ['check', 'rules', ...ruleFiles.map((name) => path.join(prometheus, 'rules', name))], {
+    stdio: 'inherit',
+  });
   const tests = path.join(ROOT, 'monitoring', 'tests');
   const files = fs.readdirSync(tests).filter((name) => name.endsWith('.yml'));
-  execFileSync('promtool', ['test', 'rules', ...files.map((name) => path.join(tests, name))], { stdio: 'inherit', cwd: tests });
+  execFileSync('promtool', ['test', 'rules', ...files.map((name) => path.join(tests, name))], {
+    stdio: 'inherit',
+    cwd: tests,
+  });
 }
 
 /**
@@ -46,11 +53,16 @@ function scrapeTargets(config) {
   const given = {};
   for (const entry of config.PROMETHEUS_SCRAPE) {
     const [job, target] = entry.split('=');
-    if (!(job in defaults) || !/^[^\s:]+:\d+$/.test(target || '')) throw new Error(`PROMETHEUS_SCRAPE: "${entry}" is not job=host:port with a job of ${Object.keys(defaults).join(', ')}`);
+    if (!(job in defaults) || !/^[^\s:]+:\d+$/.test(target || ''))
+      throw new Error(
+        `PROMETHEUS_SCRAPE: "${entry}" is not job=host:port with a job of ${Object.keys(defaults).join(', ')}`,
+      );
     (given[job] ||= []).push(target);
   }
-  return Object.fromEntries(Object.entries(defaults).map(([job, target]) => [
-    `SCRAPE_${job.toUpperCase().replace('-', '_')}`, (given[job] || [target]).map((address) => `'${address}'`).join(', '),
-  ]));
+  return Object.fromEntries(
+    Object.entries(defaults).map(([job, target]) => [
+      `SCRAPE_${job.toUpperCase().replace('-', '_')}`,
+      (given[job] || [target]).map((address) => `'${address}'`).join(', '),
+    ]),
+  );
 }
-

@@ -16,7 +16,9 @@ export function redisValues(config) {
     REDIS_PROTECTED_MODE: /^(127\.|::1$)/.test(config.LISTEN_ADDRESS) ? 'yes' : 'no',
     REDIS_REPLICATION: redisReplication(config),
     // requirepass for clients, masterauth for a replica (any node may become one after a failover)
-    REDIS_AUTH: config.REDIS_PASSWORD ? `requirepass ${redisString(config.REDIS_PASSWORD)}\nmasterauth ${redisString(config.REDIS_PASSWORD)}\n${redisAclLines(config)}` : '# no password (REDIS_PASSWORD): not this stack\'s Redis',
+    REDIS_AUTH: config.REDIS_PASSWORD
+      ? `requirepass ${redisString(config.REDIS_PASSWORD)}\nmasterauth ${redisString(config.REDIS_PASSWORD)}\n${redisAclLines(config)}`
+      : "# no password (REDIS_PASSWORD): not this stack's Redis",
     // the exporter's address without a password (supervisord.conf is readable by all); its user's password
     // comes from a map of address to password (infra/secrets.js)
     REDIS_EXPORTER_ADDR: redisAddress(config.REDIS_URL),
@@ -36,22 +38,42 @@ const redisString = (value) => JSON.stringify(value);
 export function writeSentinelConfig(config, dir) {
   const file = path.join(dir, 'sentinel.conf');
   if (!config.STACK_PROGRAMS.includes('redis-sentinel') || fs.existsSync(file)) return;
-  const [host, port] = (config.REDIS_SENTINEL_MONITOR || config.REDIS_REPLICA_OF || `${reachable(config.LISTEN_ADDRESS)}:${config.REDIS_PORT}`).split(':');
+  const [host, port] = (
+    config.REDIS_SENTINEL_MONITOR ||
+    config.REDIS_REPLICA_OF ||
+    `${reachable(config.LISTEN_ADDRESS)}:${config.REDIS_PORT}`
+  ).split(':');
   const name = config.REDIS_MASTER_NAME;
-  fs.writeFileSync(file, [
-    '# Redis Sentinel, written once by infra/render.js; Sentinel keeps what it learns here (delete it to start over)',
-    `bind ${config.LISTEN_ADDRESS}`, `port ${config.REDIS_SENTINEL_PORT}`, 'protected-mode no', `dir ${dir}`, 'daemonize no',
-    ...(config.LISTEN_ADDRESS === '0.0.0.0' ? [] : [`sentinel announce-ip ${config.LISTEN_ADDRESS}`]),
-    `sentinel monitor ${name} ${host} ${port} ${config.REDIS_SENTINEL_QUORUM}`,
-    // the master's and replicas' password, and the sentinel's own (it can be told to fail over)
-    ...(config.REDIS_PASSWORD ? [`sentinel auth-pass ${name} ${redisString(config.REDIS_PASSWORD)}`, `requirepass ${redisString(config.REDIS_PASSWORD)}`] : []),
-    // the services' users: they ask where the master is (infra/secrets.js)
-    ...sentinelAclLines(config),
-    // a sentinel whose failover attempt failed (its election lost or split, no replica good enough yet) tries
-    // again after twice the failover timeout: 20 s here, not the 60 s a 30 s timeout gave (a CI run waited 60 s
-    // for a promotion that never came)
-    `sentinel down-after-milliseconds ${name} 3000`, `sentinel failover-timeout ${name} 10000`, `sentinel parallel-syncs ${name} 1`, '',
-  ].join('\n'), { mode: 0o600 });
+  fs.writeFileSync(
+    file,
+    [
+      '# Redis Sentinel, written once by infra/render.js; Sentinel keeps what it learns here (delete it to start over)',
+      `bind ${config.LISTEN_ADDRESS}`,
+      `port ${config.REDIS_SENTINEL_PORT}`,
+      'protected-mode no',
+      `dir ${dir}`,
+      'daemonize no',
+      ...(config.LISTEN_ADDRESS === '0.0.0.0' ? [] : [`sentinel announce-ip ${config.LISTEN_ADDRESS}`]),
+      `sentinel monitor ${name} ${host} ${port} ${config.REDIS_SENTINEL_QUORUM}`,
+      // the master's and replicas' password, and the sentinel's own (it can be told to fail over)
+      ...(config.REDIS_PASSWORD
+        ? [
+            `sentinel auth-pass ${name} ${redisString(config.REDIS_PASSWORD)}`,
+            `requirepass ${redisString(config.REDIS_PASSWORD)}`,
+          ]
+        : []),
+      // the services' users: they ask where the master is (infra/secrets.js)
+      ...sentinelAclLines(config),
+      // a sentinel whose failover attempt failed (its election lost or split, no replica good enough yet) tries
+      // again after twice the failover timeout: 20 s here, not the 60 s a 30 s timeout gave (a CI run waited 60 s
+      // for a promotion that never came)
+      `sentinel down-after-milliseconds ${name} 3000`,
+      `sentinel failover-timeout ${name} 10000`,
+      `sentinel parallel-syncs ${name} 1`,
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
 }
 
 /** A Redis URL without its user and password. @param {string} url */
@@ -70,7 +92,10 @@ function redisAddress(url) {
 function redisReplication(config) {
   const lines = [];
   if (config.LISTEN_ADDRESS !== '0.0.0.0') lines.push(`replica-announce-ip ${config.LISTEN_ADDRESS}`);
-  lines.push(config.REDIS_REPLICA_OF ? `replicaof ${config.REDIS_REPLICA_OF.replace(':', ' ')}` : '# a master (REDIS_REPLICA_OF is empty); the sentinels may make it a replica after a failover');
+  lines.push(
+    config.REDIS_REPLICA_OF
+      ? `replicaof ${config.REDIS_REPLICA_OF.replace(':', ' ')}`
+      : '# a master (REDIS_REPLICA_OF is empty); the sentinels may make it a replica after a failover',
+  );
   return lines.join('\n');
 }
-

@@ -9,14 +9,19 @@ import { ROLES, appRoot, inApp, stackUsers } from '../users.js';
 export function supervisorValues(config, dirs) {
   const users = stackUsers(config);
   const app = appRoot(users);
-  const userLine = (/** @type {typeof ROLES[number]} */ role) => (users ? `user=${users[role].name}` : '; the user that started the stack');
+  const userLine = (/** @type {typeof ROLES[number]} */ role) =>
+    users ? `user=${users[role].name}` : '; the user that started the stack';
   const withSecrets = path.join(app, 'infra', 'with-secrets');
   return {
     APP_ROOT: app,
     APP_NODE_BIN: inApp(app, path.dirname(process.execPath)),
     SUPERVISOR_USER_LINE: process.getuid?.() === 0 ? 'user=root' : '; started by a user: every program runs as it',
     ...Object.fromEntries(ROLES.map((role) => [`USER_${role.toUpperCase()}`, userLine(role)])),
-    S3_PROGRAM: s3Program(config, { ...dirs, binary: inApp(app, process.env.VERSITYGW || 'versitygw'), withSecrets }, userLine('s3')),
+    S3_PROGRAM: s3Program(
+      config,
+      { ...dirs, binary: inApp(app, process.env.VERSITYGW || 'versitygw'), withSecrets },
+      userLine('s3'),
+    ),
     WITH_SECRETS: withSecrets,
     SECRETS_DIR: path.join(config.STACK_DIR, 'secrets'),
   };
@@ -27,12 +32,14 @@ export function supervisorValues(config, dirs) {
  * @param {string} text @param {string[]} programs
  */
 export function keepPrograms(text, programs) {
-  return text.split(/\n(?=\[program:)/).filter((section) => {
-    const name = /^\[program:([^\]]+)\]/.exec(section)?.[1];
-    return !name || programs.includes(name);
-  }).join('\n');
+  return text
+    .split(/\n(?=\[program:)/)
+    .filter((section) => {
+      const name = /^\[program:([^\]]+)\]/.exec(section)?.[1];
+      return !name || programs.includes(name);
+    })
+    .join('\n');
 }
-
 
 /**
  * The supervisord program of the embedded versitygw (STORE=s3 without S3_ENDPOINT), or nothing. Its root
@@ -51,4 +58,3 @@ startsecs=1
 stdout_logfile=${LOG_DIR}/versitygw.log
 redirect_stderr=true`;
 }
-

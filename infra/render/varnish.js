@@ -29,20 +29,30 @@ export function varnishValues(config, { RUN_DIR }) {
 export function varnishSizes(config) {
   const cap = config.MAX_DIMENSION;
   const allowed = allowedSizeList(config.ALLOWED_SIZES, cap);
-  const snap = allowed.map((/** @type {number} */ size, /** @type {number} */ i) => `${i ? ' elsif' : '    if'} (std.integer(req.http.X-Size, 0) <= ${size}) {\n      set req.http.X-Size = "${size}";\n    }`).join('');
-  return ['width', 'height'].map((name) => [
-    `  if (req.url ~ "[?&]${name}=[0-9]") {`,
-    `    set req.http.X-Size = regsub(req.url, "^.*?[?&]${name}=([0-9]+).*$", "\\1");`,
-    `    if (req.http.X-Size ~ "^[0-9]{10,}$" || std.integer(req.http.X-Size, 0) > ${cap}) {`,
-    `      set req.http.X-Size = "${cap}";`,
-    '    }',
-    ...(allowed.length ? [`${snap} else {\n      set req.http.X-Size = "${allowed[allowed.length - 1]}";\n    }`] : []),
-    `    set req.url = regsub(req.url, "([?&]${name}=)[0-9]+", "\\1" + req.http.X-Size);`,
-    '    unset req.http.X-Size;',
-    '  }',
-  ].join('\n')).join('\n');
+  const snap = allowed
+    .map(
+      (/** @type {number} */ size, /** @type {number} */ i) =>
+        `${i ? ' elsif' : '    if'} (std.integer(req.http.X-Size, 0) <= ${size}) {\n      set req.http.X-Size = "${size}";\n    }`,
+    )
+    .join('');
+  return ['width', 'height']
+    .map((name) =>
+      [
+        `  if (req.url ~ "[?&]${name}=[0-9]") {`,
+        `    set req.http.X-Size = regsub(req.url, "^.*?[?&]${name}=([0-9]+).*$", "\\1");`,
+        `    if (req.http.X-Size ~ "^[0-9]{10,}$" || std.integer(req.http.X-Size, 0) > ${cap}) {`,
+        `      set req.http.X-Size = "${cap}";`,
+        '    }',
+        ...(allowed.length
+          ? [`${snap} else {\n      set req.http.X-Size = "${allowed[allowed.length - 1]}";\n    }`]
+          : []),
+        `    set req.url = regsub(req.url, "([?&]${name}=)[0-9]+", "\\1" + req.http.X-Size);`,
+        '    unset req.http.X-Size;',
+        '  }',
+      ].join('\n'),
+    )
+    .join('\n');
 }
-
 
 /**
  * nginx reaches a co-located varnish over a Unix socket (no TCP stack on either side of the hottest hop);
@@ -53,7 +63,11 @@ export function varnishSizes(config) {
 function varnishSocket(config, runDir) {
   const socket = config.VARNISH_SOCKET || path.join(runDir, 'edge', 'varnish.sock');
   if (config.VARNISH_SOCKET === 'off') {
-    return { VARNISH_SOCKET_LISTEN: '', NGINX_VARNISH_SERVERS: nginxVarnishServers(config, `${config.VARNISH_HOST}:${config.VARNISH_PORT}`), VARNISH_PURGE_USER: '' };
+    return {
+      VARNISH_SOCKET_LISTEN: '',
+      NGINX_VARNISH_SERVERS: nginxVarnishServers(config, `${config.VARNISH_HOST}:${config.VARNISH_PORT}`),
+      VARNISH_PURGE_USER: '',
+    };
   }
   // nginx and varnish run as the same user (the edge's): nobody else reaches the socket. The purge socket
   // is open to all, and varnish refuses every purge on it whose peer is not the purge service's user
@@ -66,4 +80,3 @@ function varnishSocket(config, runDir) {
     VARNISH_PURGE_USER: users ? users.purge.name : os.userInfo().username,
   };
 }
-

@@ -6,11 +6,33 @@ import { test } from 'node:test';
 import { TEMPLATES } from '../render.js';
 import { ROOT } from '../resolve.js';
 
-test('docker-compose.yml is valid (Debian\'s docker-compose config, no engine needed)', () => {
+test("docker-compose.yml is valid (Debian's docker-compose config, no engine needed)", () => {
   const out = execFileSync('docker-compose', ['-f', path.join(ROOT, 'docker-compose.yml'), 'config'], {
-    env: { ...process.env, GRAFANA_ADMIN_PASSWORD: 'validate-only', S3_ACCESS_KEY_ID: 'validate-only', S3_SECRET_ACCESS_KEY: 'validate-only' }, encoding: 'utf8',
+    env: {
+      ...process.env,
+      GRAFANA_ADMIN_PASSWORD: 'validate-only',
+      S3_ACCESS_KEY_ID: 'validate-only',
+      S3_SECRET_ACCESS_KEY: 'validate-only',
+    },
+    encoding: 'utf8',
   });
-  for (const service of ['render', 'nginx', 'varnish', 'haproxy', 'redis', 'origin', 'avatar-resolver', 'purge-service', 'prometheus', 'grafana', 'mtail', 'varnish-exporter', 'nginx-exporter', 'redis-exporter', 'versitygw']) {
+  for (const service of [
+    'render',
+    'nginx',
+    'varnish',
+    'haproxy',
+    'redis',
+    'origin',
+    'avatar-resolver',
+    'purge-service',
+    'prometheus',
+    'grafana',
+    'mtail',
+    'varnish-exporter',
+    'nginx-exporter',
+    'redis-exporter',
+    'versitygw',
+  ]) {
     assert.match(out, new RegExp(`^  ${service}:$`, 'm'), service);
   }
   const published = [...out.matchAll(/^\s+- (?:published: )?["']?(\d+):?/gm)];
@@ -21,14 +43,19 @@ test('docker-compose.yml is valid (Debian\'s docker-compose config, no engine ne
 test('compose uses the same config templates as the native stack, rendered by the same script', () => {
   const compose = fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
   assert.match(compose, /node infra\/render\.js/);
-  for (const [, target] of TEMPLATES.filter(([source]) => !source.includes('supervisord') && !source.includes('errors'))) {
-    if (target === 'redis.conf' || target === 'nginx.conf' || target === 'haproxy.cfg') assert.ok(compose.includes(`/stack/conf/${target}`), target);
+  for (const [, target] of TEMPLATES.filter(
+    ([source]) => !source.includes('supervisord') && !source.includes('errors'),
+  )) {
+    if (target === 'redis.conf' || target === 'nginx.conf' || target === 'haproxy.cfg')
+      assert.ok(compose.includes(`/stack/conf/${target}`), target);
   }
   const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
   assert.match(dockerfile, /npm ci --omit=dev/, 'the image installs with npm ci like the launcher');
   assert.match(dockerfile, /^USER 10001$/m, 'non-root');
   assert.match(fs.readFileSync(path.join(ROOT, 'infra/stack'), 'utf8'), /npm ci /);
-  const configCopies = ['nginx.conf', 'haproxy.cfg', 'default.vcl'].filter((name) => fs.existsSync(path.join(ROOT, 'infra/docker', name)));
+  const configCopies = ['nginx.conf', 'haproxy.cfg', 'default.vcl'].filter((name) =>
+    fs.existsSync(path.join(ROOT, 'infra/docker', name)),
+  );
   assert.deepEqual(configCopies, [], 'no second copy of a config for compose');
 });
 
@@ -36,7 +63,7 @@ test('the Grafana image compose pins is the version whose schema package checks 
   const compose = fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
   const tag = /image: grafana\/grafana:(\S+)/.exec(compose)?.[1];
   const schema = JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules/@grafana/schema/package.json'), 'utf8'));
-  assert.equal(tag, schema.version, 'docker-compose.yml\'s Grafana and @grafana/schema (package.json) move together');
+  assert.equal(tag, schema.version, "docker-compose.yml's Grafana and @grafana/schema (package.json) move together");
   const { defaultDashboard } = await import('@grafana/schema');
   for (const file of ['overview.json', 'origin.json', 'avatars.json', 'edge.json']) {
     const board = JSON.parse(fs.readFileSync(path.join(ROOT, 'monitoring', 'dashboards', file), 'utf8'));

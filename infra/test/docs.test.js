@@ -7,7 +7,12 @@ import { test } from 'node:test';
 import { ROOT } from '../resolve.js';
 
 /** GitHub's anchor of a heading. @param {string} heading */
-const slug = (heading) => heading.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-');
+const slug = (heading) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\w\- ]/g, '')
+    .replace(/ /g, '-');
 
 /** @param {string} file */
 function anchorsOf(file) {
@@ -15,7 +20,14 @@ function anchorsOf(file) {
   return new Set([...text.matchAll(/^#{1,6} (.*)$/gm)].map((match) => slug(match[1])));
 }
 
-const pages = ['README.md', 'SECURITY.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)];
+const pages = [
+  'README.md',
+  'SECURITY.md',
+  ...fs
+    .readdirSync(path.join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => `docs/${name}`),
+];
 
 test('README.md is the first hour, not the whole manual: under 20 KB, no line past 300 characters', () => {
   const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
@@ -33,7 +45,8 @@ test('every link in README.md and docs/ resolves: the file exists, the anchor is
       const [file, anchor] = target.split('#');
       const resolved = file ? path.resolve(path.dirname(path.join(ROOT, page)), file) : path.join(ROOT, page);
       if (!fs.existsSync(resolved)) broken.push(`${page}: ${target} (no such file)`);
-      else if (anchor && resolved.endsWith('.md') && !anchorsOf(resolved).has(anchor)) broken.push(`${page}: ${target} (no such heading)`);
+      else if (anchor && resolved.endsWith('.md') && !anchorsOf(resolved).has(anchor))
+        broken.push(`${page}: ${target} (no such heading)`);
     }
   }
   assert.deepEqual(broken, []);
@@ -50,7 +63,8 @@ test('every alert has a description and a runbook: a section of docs/runbooks.md
     if (!/^ {10}description: "\S/m.test(rule)) missing.push(`${name}: no description`);
     const runbook = /^ {10}runbook_url: "docs\/runbooks\.md#([\w-]+)"$/m.exec(rule);
     if (!runbook) missing.push(`${name}: no runbook_url`);
-    else if (runbook[1] !== slug(name) || !sections.has(runbook[1])) missing.push(`${name}: no section ${runbook[1]} in docs/runbooks.md`);
+    else if (runbook[1] !== slug(name) || !sections.has(runbook[1]))
+      missing.push(`${name}: no section ${runbook[1]} in docs/runbooks.md`);
   }
   assert.deepEqual(missing, []);
 });

@@ -39,12 +39,19 @@ function parseValue(setting, raw) {
       if (!/^(true|false|1|0|yes|no)$/i.test(raw)) fail('expected true or false');
       return /^(true|1|yes)$/i.test(raw);
     case 'list':
-      return raw.split(',').map((item) => item.trim()).filter(Boolean);
+      return raw
+        .split(',')
+        .map((item) => item.trim())
+        .filter(Boolean);
     case 'urls':
-      return raw.split(',').map((item) => item.trim()).filter(Boolean).map((item) => {
-        if (!/^https?:\/\/[^/]/i.test(item)) fail(`${JSON.stringify(item)} is not an http(s) URL`);
-        return new URL(item).toString().replace(/\/+$/, '');
-      });
+      return raw
+        .split(',')
+        .map((item) => item.trim())
+        .filter(Boolean)
+        .map((item) => {
+          if (!/^https?:\/\/[^/]/i.test(item)) fail(`${JSON.stringify(item)} is not an http(s) URL`);
+          return new URL(item).toString().replace(/\/+$/, '');
+        });
     case 'url':
       if (raw === '') return '';
       try {
@@ -80,8 +87,13 @@ function distance(a, b) {
   for (let j = 1; j <= b.length; j += 1) rows[0][j] = j;
   for (let i = 1; i <= a.length; i += 1) {
     for (let j = 1; j <= b.length; j += 1) {
-      rows[i][j] = Math.min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) rows[i][j] = Math.min(rows[i][j], rows[i - 2][j - 2] + 1);
+      rows[i][j] = Math.min(
+        rows[i - 1][j] + 1,
+        rows[i][j - 1] + 1,
+        rows[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        rows[i][j] = Math.min(rows[i][j], rows[i - 2][j - 2] + 1);
     }
   }
   return rows[a.length][b.length];
@@ -106,7 +118,11 @@ export function refuseUnknown(names, settings, where) {
   const known = new Set(settings.map((setting) => setting.name));
   const unknown = names.filter((name) => !known.has(name));
   if (!unknown.length) return;
-  throw new Error(unknown.map((name) => `${where}: ${name} is not a setting (did you mean ${nearestSetting(name, known)}?)`).join('\n'));
+  throw new Error(
+    unknown
+      .map((name) => `${where}: ${name} is not a setting (did you mean ${nearestSetting(name, known)}?)`)
+      .join('\n'),
+  );
 }
 
 /**
@@ -129,38 +145,136 @@ export function commonSettings(service, port, metricsPort) {
   const settings = [
     { name: `${prefix}_HOST`, type: 'string', default: '127.0.0.1', doc: `address the ${service} listens on` },
     { name: `${prefix}_PORT`, type: 'int', default: String(port), doc: `port of the ${service}`, min: 0 },
-    { name: `${prefix}_METRICS_PORT`, type: 'int', default: String(metricsPort), doc: `Prometheus metrics port of the ${service} (kept off the public path)`, min: 0 },
+    {
+      name: `${prefix}_METRICS_PORT`,
+      type: 'int',
+      default: String(metricsPort),
+      doc: `Prometheus metrics port of the ${service} (kept off the public path)`,
+      min: 0,
+    },
   ];
   return settings;
 }
 
 export const sharedSettings = /** @type {Setting[]} */ ([
-  { name: 'LOG_LEVEL', type: 'string', default: 'info', doc: 'pino log level', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
-  { name: 'REDIS_URL', type: 'string', default: 'redis://127.0.0.1:6379/0', doc: 'Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count)' },
-  { name: 'REDIS_USERNAME', type: 'string', default: '', doc: 'Redis ACL user; the native stack and compose give each service a user of its own (with a password derived from REDIS_PASSWORD) and set this; empty: the default user' },
-  { name: 'REDIS_PASSWORD', type: 'string', default: '', doc: 'Redis\'s and the sentinels\' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env)', secret: true },
-  { name: 'REDIS_SENTINELS', type: 'list', default: '', doc: 'Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL\'s server' },
-  { name: 'REDIS_MASTER_NAME', type: 'string', default: 'mymaster', doc: 'the master\'s name in the sentinels\' configuration' },
-  { name: 'REDIS_ACK_REPLICAS', type: 'int', default: '0', doc: 'replicas that must hold a purge or takedown event before it is acknowledged (WAIT); 0: the master\'s own disk (appendfsync always) only; 1 with a replica: an acknowledged event survives a failover', min: 0 },
-  { name: 'REDIS_ACK_TIMEOUT_MS', type: 'int', default: '1000', doc: 'longest wait for those replicas; then a 503 (the event may still be applied: purges are idempotent)', min: 1 },
-  { name: 'PUBLIC_URL', type: 'url', default: 'http://127.0.0.1:8080', doc: 'the public base URL users reach (nginx or the CDN in front of it)' },
+  {
+    name: 'LOG_LEVEL',
+    type: 'string',
+    default: 'info',
+    doc: 'pino log level',
+    choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+  },
+  {
+    name: 'REDIS_URL',
+    type: 'string',
+    default: 'redis://127.0.0.1:6379/0',
+    doc: 'Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count)',
+  },
+  {
+    name: 'REDIS_USERNAME',
+    type: 'string',
+    default: '',
+    doc: 'Redis ACL user; the native stack and compose give each service a user of its own (with a password derived from REDIS_PASSWORD) and set this; empty: the default user',
+  },
+  {
+    name: 'REDIS_PASSWORD',
+    type: 'string',
+    default: '',
+    doc: "Redis's and the sentinels' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env)",
+    secret: true,
+  },
+  {
+    name: 'REDIS_SENTINELS',
+    type: 'list',
+    default: '',
+    doc: "Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL's server",
+  },
+  {
+    name: 'REDIS_MASTER_NAME',
+    type: 'string',
+    default: 'mymaster',
+    doc: "the master's name in the sentinels' configuration",
+  },
+  {
+    name: 'REDIS_ACK_REPLICAS',
+    type: 'int',
+    default: '0',
+    doc: "replicas that must hold a purge or takedown event before it is acknowledged (WAIT); 0: the master's own disk (appendfsync always) only; 1 with a replica: an acknowledged event survives a failover",
+    min: 0,
+  },
+  {
+    name: 'REDIS_ACK_TIMEOUT_MS',
+    type: 'int',
+    default: '1000',
+    doc: 'longest wait for those replicas; then a 503 (the event may still be applied: purges are idempotent)',
+    min: 1,
+  },
+  {
+    name: 'PUBLIC_URL',
+    type: 'url',
+    default: 'http://127.0.0.1:8080',
+    doc: 'the public base URL users reach (nginx or the CDN in front of it)',
+  },
 ]);
 
 export const hiveSettings = /** @type {Setting[]} */ ([
-  { name: 'HIVE_API_URLS', type: 'list', default: 'https://api.hive.blog,https://api.openhive.network', doc: 'Hive API nodes (JSON-RPC), tried in turn' },
+  {
+    name: 'HIVE_API_URLS',
+    type: 'list',
+    default: 'https://api.hive.blog,https://api.openhive.network',
+    doc: 'Hive API nodes (JSON-RPC), tried in turn',
+  },
   { name: 'HIVE_API_TIMEOUT_MS', type: 'int', default: '2000', doc: 'timeout of one Hive API call', min: 1 },
 ]);
 
 /** What every node that answers for images needs to enforce takedowns (origin, resolver, purge service). */
 export const takedownSettings = /** @type {Setting[]} */ ([
-  { name: 'UNWRAP_HOSTS', type: 'list', default: 'images.hive.blog,steemitimages.com,images.ecency.com', doc: 'image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries)' },
-  { name: 'UPSTREAM_IMAGE_HOSTS', type: 'urls', default: '', doc: 'image hosts this one takes over from, that serve /<key>/<name> the images.hive.blog way (e.g. https://images.hive.blog): the origin asks them in turn for an upload key its store lacks and stores the bytes only if they make the key (Hive keys are content addresses); their /<key>/<name> URLs count as uploads of this host everywhere (serving, avatars, takedowns); empty: a missing key is a 404' },
-  { name: 'TAKEDOWN_POLL_MS', type: 'int', default: '1000', doc: 'each node reloads the takedown list on every change notice, and checks its version this often besides', min: 50 },
-  { name: 'SERVED_SOURCES_MAX', type: 'int', default: '200000', doc: 'sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs', min: 1 },
-  { name: 'SERVED_PATHS_PER_SOURCE', type: 'int', default: '64', doc: 'served URLs remembered per source (sizes, formats, spellings)', min: 1 },
-  { name: 'CACHE_CONTROL_TAKEDOWN', type: 'string', default: 'public, max-age=60', doc: 'Cache-Control of a 451 (short, so that an unblock shows in browsers too; shared caches are purged)' },
+  {
+    name: 'UNWRAP_HOSTS',
+    type: 'list',
+    default: 'images.hive.blog,steemitimages.com,images.ecency.com',
+    doc: 'image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries)',
+  },
+  {
+    name: 'UPSTREAM_IMAGE_HOSTS',
+    type: 'urls',
+    default: '',
+    doc: 'image hosts this one takes over from, that serve /<key>/<name> the images.hive.blog way (e.g. https://images.hive.blog): the origin asks them in turn for an upload key its store lacks and stores the bytes only if they make the key (Hive keys are content addresses); their /<key>/<name> URLs count as uploads of this host everywhere (serving, avatars, takedowns); empty: a missing key is a 404',
+  },
+  {
+    name: 'TAKEDOWN_POLL_MS',
+    type: 'int',
+    default: '1000',
+    doc: 'each node reloads the takedown list on every change notice, and checks its version this often besides',
+    min: 50,
+  },
+  {
+    name: 'SERVED_SOURCES_MAX',
+    type: 'int',
+    default: '200000',
+    doc: 'sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs',
+    min: 1,
+  },
+  {
+    name: 'SERVED_PATHS_PER_SOURCE',
+    type: 'int',
+    default: '64',
+    doc: 'served URLs remembered per source (sizes, formats, spellings)',
+    min: 1,
+  },
+  {
+    name: 'CACHE_CONTROL_TAKEDOWN',
+    type: 'string',
+    default: 'public, max-age=60',
+    doc: 'Cache-Control of a 451 (short, so that an unblock shows in browsers too; shared caches are purged)',
+  },
 ]);
 
 export const purgeQueueSettings = /** @type {Setting[]} */ ([
-  { name: 'PURGE_STREAM', type: 'string', default: 'purge:events', doc: 'Redis stream of purge events (webhooks, admin updates, chain follower)' },
+  {
+    name: 'PURGE_STREAM',
+    type: 'string',
+    default: 'purge:events',
+    doc: 'Redis stream of purge events (webhooks, admin updates, chain follower)',
+  },
 ]);

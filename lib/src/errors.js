@@ -28,11 +28,13 @@ export class HttpError extends Error {
 export function toHttpError(err) {
   if (err instanceof HttpError) return err;
   const anyErr = /** @type {any} */ (err);
-  if (anyErr && anyErr.type === 'entity.too.large') return new HttpError(413, 'payload_too_large', { limit: anyErr.limit });
+  if (anyErr && anyErr.type === 'entity.too.large')
+    return new HttpError(413, 'payload_too_large', { limit: anyErr.limit });
   if (anyErr && anyErr.type === 'entity.parse.failed') return new HttpError(400, 'invalid_json');
   // express marks what the client got wrong, e.g. a path segment that is not valid percent-encoding
   if (err instanceof URIError) return new HttpError(400, 'invalid_path', { reason: 'malformed percent-encoding' });
-  if (anyErr && Number.isInteger(anyErr.status) && anyErr.status >= 400 && anyErr.status < 500) return new HttpError(anyErr.status, 'bad_request');
+  if (anyErr && Number.isInteger(anyErr.status) && anyErr.status >= 400 && anyErr.status < 500)
+    return new HttpError(anyErr.status, 'bad_request');
   return new HttpError(500, 'internal_error');
 }
 
@@ -44,8 +46,12 @@ export function toHttpError(err) {
 export function errorAnswer(err, errorCacheControl = 'no-store') {
   const httpError = toHttpError(err);
   // a 4xx may name its own lifetime (a takedown's 451 is short so that an unblock shows)
-  const cacheControl = httpError.status >= 500 || httpError.status === 429 ? 'no-store' : httpError.headers['Cache-Control'] || errorCacheControl;
-  const unhandled = httpError.status >= 500 && !(err instanceof HttpError) ? String(/** @type {any} */ (err)?.stack || err) : undefined;
+  const cacheControl =
+    httpError.status >= 500 || httpError.status === 429
+      ? 'no-store'
+      : httpError.headers['Cache-Control'] || errorCacheControl;
+  const unhandled =
+    httpError.status >= 500 && !(err instanceof HttpError) ? String(/** @type {any} */ (err)?.stack || err) : undefined;
   return { httpError, headers: { ...httpError.headers, 'Cache-Control': cacheControl }, unhandled };
 }
 

@@ -44,7 +44,8 @@ export function createHiveClient({ urls, timeoutMs }) {
       throw new Error(`hive node ${url} answered ${response.statusCode}`);
     }
     const reply = /** @type {any} */ (await response.body.json());
-    if (reply.error) throw Object.assign(new Error(`hive rpc error: ${reply.error.message}`), { rpcError: reply.error });
+    if (reply.error)
+      throw Object.assign(new Error(`hive rpc error: ${reply.error.message}`), { rpcError: reply.error });
     return reply.result;
   }
   return { call };

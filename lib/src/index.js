@@ -1,4 +1,12 @@
-export { loadConfig, envExample, commonSettings, sharedSettings, hiveSettings, purgeQueueSettings, takedownSettings } from './config.js';
+export {
+  loadConfig,
+  envExample,
+  commonSettings,
+  sharedSettings,
+  hiveSettings,
+  purgeQueueSettings,
+  takedownSettings,
+} from './config.js';
 export { HttpError, toHttpError, errorAnswer, errorHandler, StartupError, GoneError, isGone } from './errors.js';
 export { createLogger, logRequest, redactUrl, requestIdOf, requestLogger } from './log.js';
 export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
@@ -10,8 +18,27 @@ export { createHiveClient } from './hive-rpc.js';
 export { isAccountName } from './account-name.js';
 export { healthRoute } from './health.js';
 export { enqueuePurge } from './purge-queue.js';
-export { avatarCacheKey, avatarLastKey, AVATAR_INVALIDATE_CHANNEL, AVATAR_SIZES, COVER_SIZE, avatarPaths } from './avatars.js';
+export {
+  avatarCacheKey,
+  avatarLastKey,
+  AVATAR_INVALIDATE_CHANNEL,
+  AVATAR_SIZES,
+  COVER_SIZE,
+  avatarPaths,
+} from './avatars.js';
 export { hiveMapping, imageUrl, atPath } from './hive-profile.js';
 export { isUploadKey, sha256Hex, mendScheme, unwrapOptions, resolveSource } from './sources.js';
-export { TAKEDOWN_CHANNEL, TAKEDOWN_EVICT_CHANNEL, TAKEDOWN_KEYS, parseEntry, entryField, entryOf, compileList, createTakedownList, takedownError, createServedLog, SERVED_KEYS } from './takedowns.js';
+export {
+  TAKEDOWN_CHANNEL,
+  TAKEDOWN_EVICT_CHANNEL,
+  TAKEDOWN_KEYS,
+  parseEntry,
+  entryField,
+  entryOf,
+  compileList,
+  createTakedownList,
+  takedownError,
+  createServedLog,
+  SERVED_KEYS,
+} from './takedowns.js';
 export { RULES, checkRules, transformSlots } from './rules.js';

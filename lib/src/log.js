@@ -27,7 +27,11 @@ export function requestIdOf(req) {
  */
 export function logRequest(logger, { started, ...request }) {
   const level = request.error || request.status === 500 ? 'error' : 'debug';
-  if (logger.isLevelEnabled(level)) logger[level]({ ...request, url: redactUrl(request.url), ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
+  if (logger.isLevelEnabled(level))
+    logger[level](
+      { ...request, url: redactUrl(request.url), ms: Math.round((performance.now() - started) * 10) / 10 },
+      'request',
+    );
 }
 
 /**
@@ -52,7 +56,16 @@ export function requestLogger(logger) {
     res.locals.requestId = id;
     if (logger.isLevelEnabled('error')) {
       const started = performance.now();
-      res.once('finish', () => logRequest(logger, { reqId: id, method: req.method, url: req.originalUrl, status: res.statusCode, started, error: res.locals.error }));
+      res.once('finish', () =>
+        logRequest(logger, {
+          reqId: id,
+          method: req.method,
+          url: req.originalUrl,
+          status: res.statusCode,
+          started,
+          error: res.locals.error,
+        }),
+      );
     }
     next();
   };

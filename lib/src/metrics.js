@@ -44,7 +44,8 @@ export function requestMetrics(registry) {
     next();
   };
   /** The same histogram for a handler outside Express. @param {string} route @param {number} status @param {number} started performance.now() */
-  const observe = (route, status, started) => duration.observe({ route, status: String(status) }, (performance.now() - started) / 1000);
+  const observe = (route, status, started) =>
+    duration.observe({ route, status: String(status) }, (performance.now() - started) / 1000);
   return Object.assign(middleware, { observe });
 }
 

@@ -21,18 +21,21 @@ export function redisTarget(config) {
     const at = address.lastIndexOf(':');
     return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) };
   });
-  return ['', {
-    sentinels,
-    name: config.REDIS_MASTER_NAME || 'mymaster',
-    db: Number(url.pathname.slice(1) || 0),
-    password,
-    username,
-    // the sentinels know the services' users too (infra/secrets.js)
-    sentinelPassword: password,
-    sentinelUsername: username,
-    // a failover: the master now answers READONLY until the client asks the sentinels again
-    reconnectOnError: (err) => err.message.startsWith('READONLY'),
-  }];
+  return [
+    '',
+    {
+      sentinels,
+      name: config.REDIS_MASTER_NAME || 'mymaster',
+      db: Number(url.pathname.slice(1) || 0),
+      password,
+      username,
+      // the sentinels know the services' users too (infra/secrets.js)
+      sentinelPassword: password,
+      sentinelUsername: username,
+      // a failover: the master now answers READONLY until the client asks the sentinels again
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+    },
+  ];
 }
 
 /**

@@ -37,5 +37,7 @@ export const RULES = [
 export function checkRules(config, rules = RULES) {
   const broken = rules.filter((rule) => rule.names.every((name) => name in config) && !rule.holds(config));
   if (!broken.length) return;
-  throw new Error(broken.map((rule) => `${rule.names.map((name) => `${name}=${config[name]}`).join(', ')}: ${rule.why}`).join('; '));
+  throw new Error(
+    broken.map((rule) => `${rule.names.map((name) => `${name}=${config[name]}`).join(', ')}: ${rule.why}`).join('; '),
+  );
 }

@@ -38,9 +38,14 @@ export async function runService(spec) {
   const server = createServer(parts.app);
   server.keepAliveTimeout = 65_000; // longer than haproxy's idle timeout, so haproxy closes first
   server.headersTimeout = 66_000;
-  await new Promise((resolve) => server.listen(config[`${prefix}_PORT`], config[`${prefix}_HOST`], () => resolve(null)));
+  await new Promise((resolve) =>
+    server.listen(config[`${prefix}_PORT`], config[`${prefix}_HOST`], () => resolve(null)),
+  );
   const metricsServer = await serveMetrics(registry, config[`${prefix}_METRICS_PORT`], config[`${prefix}_HOST`]);
-  logger.info({ port: config[`${prefix}_PORT`], metricsPort: config[`${prefix}_METRICS_PORT`] }, `${spec.name} listening`);
+  logger.info(
+    { port: config[`${prefix}_PORT`], metricsPort: config[`${prefix}_METRICS_PORT`] },
+    `${spec.name} listening`,
+  );
   const stop = async () => {
     logger.info('stopping');
     server.close();

@@ -6,6 +6,7 @@
 export function allowedSizeList(list, cap) {
   const sizes = list.map(Number).sort((a, b) => a - b);
   const bad = sizes.find((size) => !Number.isInteger(size) || size < 1 || size > cap);
-  if (bad !== undefined) throw new Error(`ALLOWED_SIZES: ${bad} is not a whole number of pixels from 1 to MAX_DIMENSION (${cap})`);
+  if (bad !== undefined)
+    throw new Error(`ALLOWED_SIZES: ${bad} is not a whole number of pixels from 1 to MAX_DIMENSION (${cap})`);
   return sizes;
 }

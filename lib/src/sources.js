@@ -36,7 +36,9 @@ function legacyInner(url) {
 
 /** @param {Record<string, any>} config PUBLIC_URL, UNWRAP_HOSTS, UPSTREAM_IMAGE_HOSTS @returns {UnwrapOptions} */
 export function unwrapOptions(config) {
-  const uploadHosts = new Set((config.UPSTREAM_IMAGE_HOSTS || []).map((/** @type {string} */ base) => new URL(base).host));
+  const uploadHosts = new Set(
+    (config.UPSTREAM_IMAGE_HOSTS || []).map((/** @type {string} */ base) => new URL(base).host),
+  );
   return { ownHost: new URL(config.PUBLIC_URL).host, unwrapHosts: new Set(config.UNWRAP_HOSTS), uploadHosts };
 }
 
@@ -52,7 +54,8 @@ export function resolveSource(text, options, depth = 0) {
   } catch {
     throw new HttpError(400, 'invalid_url', { reason: 'not an absolute URL' });
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError(400, 'invalid_url', { reason: 'only http and https' });
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new HttpError(400, 'invalid_url', { reason: 'only http and https' });
   // an upstream image host's uploads are ours: pulled through on first request (UPSTREAM_IMAGE_HOSTS)
   const own = url.host === options.ownHost || Boolean(options.uploadHosts?.has(url.host));
   if (depth < 4 && (own || options.unwrapHosts.has(url.hostname))) {

@@ -55,8 +55,10 @@ export function urlIdentity(url) {
  * @returns {TakedownEntry}
  */
 export function parseEntry(kind, given, unwrap) {
-  if (!TAKEDOWN_KINDS.includes(/** @type {any} */ (kind))) throw invalid('unknown kind', { kind: String(kind).slice(0, 20), allowed: TAKEDOWN_KINDS });
-  if (typeof given !== 'string' || !given.trim() || given.length > 4096) throw invalid('a value is a non-empty string of at most 4096 characters', { kind });
+  if (!TAKEDOWN_KINDS.includes(/** @type {any} */ (kind)))
+    throw invalid('unknown kind', { kind: String(kind).slice(0, 20), allowed: TAKEDOWN_KINDS });
+  if (typeof given !== 'string' || !given.trim() || given.length > 4096)
+    throw invalid('a value is a non-empty string of at most 4096 characters', { kind });
   const value = given.trim();
   if (kind === 'key') {
     if (!isUploadKey(value)) throw invalid('not an upload key', { kind });
@@ -191,13 +193,15 @@ export function createTakedownList({ redis, logger, service, pollMs }) {
       again = true; // a change may have landed after the running load read the list
       return loading;
     }
-    loading = load().catch((err) => logger.warn({ err: err.message }, 'takedown list not reloaded')).finally(() => {
-      loading = null;
-      if (again) {
-        again = false;
-        reload();
-      }
-    });
+    loading = load()
+      .catch((err) => logger.warn({ err: err.message }, 'takedown list not reloaded'))
+      .finally(() => {
+        loading = null;
+        if (again) {
+          again = false;
+          reload();
+        }
+      });
     return loading;
   }
   const timer = setInterval(reload, pollMs);
@@ -222,7 +226,12 @@ export function createTakedownList({ redis, logger, service, pollMs }) {
 
 /** A 451 in the one JSON shape, with the short lifetime that lets an unblock show. @param {string} cacheControl @param {Record<string, string>} [headers] */
 export function takedownError(cacheControl, headers = {}) {
-  return new HttpError(451, 'unavailable_for_legal_reasons', { reason: 'taken down' }, { ...headers, 'Cache-Control': cacheControl });
+  return new HttpError(
+    451,
+    'unavailable_for_legal_reasons',
+    { reason: 'taken down' },
+    { ...headers, 'Cache-Control': cacheControl },
+  );
 }
 
 // Remembers (bounded) which sources this fleet has served and under which paths: a takedown then knows the
@@ -248,7 +257,11 @@ if redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[4]) then
 end
 return 1`;
 
-export const SERVED_KEYS = { recent: 'takedown:served', sources: 'takedown:served:source', paths: 'takedown:served:paths:' };
+export const SERVED_KEYS = {
+  recent: 'takedown:served',
+  sources: 'takedown:served:source',
+  paths: 'takedown:served:paths:',
+};
 
 /**
  * The log of served sources (see RECORD) that takedowns read: the origin writes every image answer, the
@@ -265,10 +278,26 @@ export function createServedLog({ redis, logger, max, perSource }) {
      * @param {(string | undefined)[]} paths @param {boolean} [onlyKnown] only for a source remembered already
      */
     served(source, paths, onlyKnown = false) {
-      const fresh = /** @type {string[]} */ ([...new Set(paths)].filter((path) => path && path.length < 2048 && !recorded.has(`${source.id} ${path}`)));
+      const fresh = /** @type {string[]} */ (
+        [...new Set(paths)].filter((path) => path && path.length < 2048 && !recorded.has(`${source.id} ${path}`))
+      );
       if (!fresh.length) return;
       for (const path of fresh) recorded.set(`${source.id} ${path}`, true);
-      redis.eval(RECORD, 3, SERVED_KEYS.recent, SERVED_KEYS.sources, SERVED_KEYS.paths, Date.now(), source.id, source.url || '', max, perSource, onlyKnown ? 'known' : 'any', ...fresh)
+      redis
+        .eval(
+          RECORD,
+          3,
+          SERVED_KEYS.recent,
+          SERVED_KEYS.sources,
+          SERVED_KEYS.paths,
+          Date.now(),
+          source.id,
+          source.url || '',
+          max,
+          perSource,
+          onlyKnown ? 'known' : 'any',
+          ...fresh,
+        )
         .catch((/** @type {Error} */ err) => {
           for (const path of fresh) recorded.delete(`${source.id} ${path}`);
           logger.debug({ err: err.message }, 'served paths not recorded');

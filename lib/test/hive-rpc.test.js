@@ -22,6 +22,9 @@ test('a dead Hive node fails over to the next, which is then tried first', async
 });
 
 test('every node down rejects with the last error', async () => {
-  const client = createHiveClient({ urls: [`http://127.0.0.1:${await freePort()}`, `http://127.0.0.1:${await freePort()}`], timeoutMs: 500 });
+  const client = createHiveClient({
+    urls: [`http://127.0.0.1:${await freePort()}`, `http://127.0.0.1:${await freePort()}`],
+    timeoutMs: 500,
+  });
   await assert.rejects(client.call('condenser_api.get_accounts', [['alice']]));
 });

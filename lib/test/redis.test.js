@@ -10,8 +10,23 @@ let port = 0;
 
 before(async () => {
   port = await freePort();
-  server = startProcess('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--requirepass', 'p@ss word']);
-  await waitFor(async () => (await ask({ REDIS_URL: `redis://127.0.0.1:${port}/0`, REDIS_PASSWORD: 'p@ss word' })) === 'PONG', 10_000, 'redis');
+  server = startProcess('redis-server', [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--requirepass',
+    'p@ss word',
+  ]);
+  await waitFor(
+    async () => (await ask({ REDIS_URL: `redis://127.0.0.1:${port}/0`, REDIS_PASSWORD: 'p@ss word' })) === 'PONG',
+    10_000,
+    'redis',
+  );
 });
 after(() => server?.stop());
 
@@ -28,9 +43,16 @@ async function ask(settings) {
   }
 }
 
-test('the Redis password comes from REDIS_PASSWORD, else from REDIS_URL; REDIS_PASSWORD wins over the URL\'s', async () => {
+test("the Redis password comes from REDIS_PASSWORD, else from REDIS_URL; REDIS_PASSWORD wins over the URL's", async () => {
   assert.equal(await ask({ REDIS_URL: `redis://127.0.0.1:${port}/0`, REDIS_PASSWORD: 'p@ss word' }), 'PONG');
-  assert.equal(await ask({ REDIS_URL: `redis://:${encodeURIComponent('p@ss word')}@127.0.0.1:${port}/0`, REDIS_PASSWORD: '' }), 'PONG');
+  assert.equal(
+    await ask({ REDIS_URL: `redis://:${encodeURIComponent('p@ss word')}@127.0.0.1:${port}/0`, REDIS_PASSWORD: '' }),
+    'PONG',
+  );
   assert.equal(await ask({ REDIS_URL: `redis://:wrong@127.0.0.1:${port}/0`, REDIS_PASSWORD: 'p@ss word' }), 'PONG');
-  assert.doesNotMatch(await ask({ REDIS_URL: `redis://127.0.0.1:${port}/0`, REDIS_PASSWORD: '' }), /^PONG$/, 'without one: refused');
+  assert.doesNotMatch(
+    await ask({ REDIS_URL: `redis://127.0.0.1:${port}/0`, REDIS_PASSWORD: '' }),
+    /^PONG$/,
+    'without one: refused',
+  );
 });

@@ -39,7 +39,11 @@ export function createApp(deps) {
 
   app.all('*', (req, _res, next) => {
     const known = ['GET', 'HEAD', 'POST'].includes(req.method);
-    next(known ? new HttpError(404, 'not_found') : new HttpError(405, 'method_not_allowed', { method: req.method }, { Allow: 'GET, HEAD, POST' }));
+    next(
+      known
+        ? new HttpError(404, 'not_found')
+        : new HttpError(405, 'method_not_allowed', { method: req.method }, { Allow: 'GET, HEAD, POST' }),
+    );
   });
   app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));
   const fast = proxyFastPath({ ...deps, observe: metrics.observe });

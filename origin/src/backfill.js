@@ -60,7 +60,11 @@ export function readProgress(file) {
 async function askOrigin(origin, key) {
   for (let attempt = 0; ; attempt += 1) {
     // Accept: HEIC, so that a HEIC original is not converted to JPEG for an answer nobody reads
-    const response = await fetch(`${origin}/${key}/backfill`, { method: 'HEAD', headers: { accept: 'image/heic,*/*' }, signal: AbortSignal.timeout(120_000) });
+    const response = await fetch(`${origin}/${key}/backfill`, {
+      method: 'HEAD',
+      headers: { accept: 'image/heic,*/*' },
+      signal: AbortSignal.timeout(120_000),
+    });
     if (response.status === 200) return response.headers.get('x-pulled-from') ? 'stored' : 'present';
     if (response.status === 404) return 'missing';
     if (response.status === 502) return 'mismatched';
@@ -84,7 +88,11 @@ export async function backfill({ file, origin, concurrency, retry = false, log }
   const progress = fs.openSync(progressFile, 'a', 0o600);
   try {
     const counts = await runBatch({
-      items: todo, concurrency, outcomes: OUTCOMES, name: (key) => key, log,
+      items: todo,
+      concurrency,
+      outcomes: OUTCOMES,
+      name: (key) => key,
+      log,
       async work(key) {
         const outcome = await askOrigin(origin, key);
         fs.appendFileSync(progress, `${key}\t${outcome}\n`);
@@ -100,18 +108,32 @@ export async function backfill({ file, origin, concurrency, retry = false, log }
 async function main() {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { concurrency: { type: 'string', default: '4' }, origin: { type: 'string' }, retry: { type: 'boolean', default: false } },
+    options: {
+      concurrency: { type: 'string', default: '4' },
+      origin: { type: 'string' },
+      retry: { type: 'boolean', default: false },
+    },
   });
   if (positionals.length !== 1) throw new Error('usage: backfill KEYS_FILE [--concurrency N] [--origin URL] [--retry]');
   const config = loadConfig(settings);
-  if (!values.origin && !config.UPSTREAM_IMAGE_HOSTS.length) throw new Error('UPSTREAM_IMAGE_HOSTS is empty: the origin has no image host to pull from');
+  if (!values.origin && !config.UPSTREAM_IMAGE_HOSTS.length)
+    throw new Error('UPSTREAM_IMAGE_HOSTS is empty: the origin has no image host to pull from');
   const host = config.ORIGIN_HOST === '0.0.0.0' ? '127.0.0.1' : config.ORIGIN_HOST;
   const origin = (values.origin || `http://${host}:${config.ORIGIN_PORT}`).replace(/\/+$/, '');
-  process.stderr.write(`backfilling the keys of ${positionals[0]} through ${origin} (progress in ${positionals[0]}.progress)\n`);
-  const result = await backfill({ file: positionals[0], origin, concurrency: Number(values.concurrency), retry: values.retry });
+  process.stderr.write(
+    `backfilling the keys of ${positionals[0]} through ${origin} (progress in ${positionals[0]}.progress)\n`,
+  );
+  const result = await backfill({
+    file: positionals[0],
+    origin,
+    concurrency: Number(values.concurrency),
+    retry: values.retry,
+  });
   process.stdout.write(`${JSON.stringify(result)}\n`);
-  process.stderr.write(`${result.total} keys: ${result.stored} stored, ${result.present} already present, ${result.mismatched} mismatched upstream (refused), `
-    + `${result.missing} missing upstream, ${result.blocked} blocked, ${result.failed} failed (run again), ${result.doneBefore} done before; ${result.refused} lines not a key\n`);
+  process.stderr.write(
+    `${result.total} keys: ${result.stored} stored, ${result.present} already present, ${result.mismatched} mismatched upstream (refused), ` +
+      `${result.missing} missing upstream, ${result.blocked} blocked, ${result.failed} failed (run again), ${result.doneBefore} done before; ${result.refused} lines not a key\n`,
+  );
   process.exitCode = result.failed ? 1 : 0;
 }
 

@@ -40,11 +40,16 @@ export function createBackground({ queue, maxPending, pollMs = 100, onResult, on
     running = true;
     current = key;
     onChange(pending.size + 1);
-    job().then(() => onResult('done'), (err) => onResult('failed', err)).finally(() => {
-      running = false;
-      current = '';
-      pump();
-    });
+    job()
+      .then(
+        () => onResult('done'),
+        (err) => onResult('failed', err),
+      )
+      .finally(() => {
+        running = false;
+        current = '';
+        pump();
+      });
   }
 
   return {

@@ -6,7 +6,14 @@
  *   name: (item: T) => string, log?: (line: string) => void }} options
  * @returns {Promise<Record<string, number> & { total: number }>}
  */
-export async function runBatch({ items, concurrency, outcomes, work, name, log = (line) => process.stderr.write(`${line}\n`) }) {
+export async function runBatch({
+  items,
+  concurrency,
+  outcomes,
+  work,
+  name,
+  log = (line) => process.stderr.write(`${line}\n`),
+}) {
   /** @type {Record<string, number>} */
   const counts = Object.fromEntries([...outcomes, 'failed'].map((outcome) => [outcome, 0]));
   const show = progress(items.length);
@@ -38,7 +45,9 @@ function progress(total) {
   return (/** @type {number} */ done, /** @type {Record<string, number>} */ counts) => {
     const share = total ? done / total : 1;
     const bar = '#'.repeat(Math.round(share * 30)).padEnd(30, '.');
-    const line = `[${bar}] ${done}/${total} ${Object.entries(counts).map(([outcome, count]) => `${outcome} ${count}`).join(', ')}`;
+    const line = `[${bar}] ${done}/${total} ${Object.entries(counts)
+      .map(([outcome, count]) => `${outcome} ${count}`)
+      .join(', ')}`;
     if (tty) process.stderr.write(`\r${line}`);
     else if (Math.floor(share * 10) > lastTenth || done === total) {
       lastTenth = Math.floor(share * 10);

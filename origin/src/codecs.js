@@ -46,9 +46,13 @@ export function loadSystemCodecs(mode) {
   const jpeg = koffi && attempt(() => turboJpeg(koffi.load('libturbojpeg.so.0')));
   const webp = koffi && attempt(() => libwebp(koffi, koffi.load('libwebp.so.7')));
   if (mode === 'on' && (!jpeg || !webp)) {
-    throw new Error(`SYSTEM_CODECS=on but ${[!jpeg && 'libturbojpeg.so.0 (Debian: libturbojpeg0)', !webp && 'libwebp.so.7 (Debian: libwebp7)'].filter(Boolean).join(' and ')} could not be loaded`);
+    throw new Error(
+      `SYSTEM_CODECS=on but ${[!jpeg && 'libturbojpeg.so.0 (Debian: libturbojpeg0)', !webp && 'libwebp.so.7 (Debian: libwebp7)'].filter(Boolean).join(' and ')} could not be loaded`,
+    );
   }
-  const libraries = [jpeg && 'libturbojpeg.so.0', webp && `libwebp.so.7 ${webp.version}`].filter((name) => typeof name === 'string');
+  const libraries = [jpeg && 'libturbojpeg.so.0', webp && `libwebp.so.7 ${webp.version}`].filter(
+    (name) => typeof name === 'string',
+  );
   return { jpeg, webp, libraries: /** @type {string[]} */ (libraries), buffers };
 }
 
@@ -64,7 +68,9 @@ function attempt(load) {
 /** A koffi function called on libuv's thread pool. @param {any} fn @param {...any} args @returns {Promise<any>} */
 function callAsync(fn, ...args) {
   return new Promise((resolve, reject) => {
-    fn.async(...args, (/** @type {Error | null} */ err, /** @type {any} */ result) => (err ? reject(err) : resolve(result)));
+    fn.async(...args, (/** @type {Error | null} */ err, /** @type {any} */ result) =>
+      err ? reject(err) : resolve(result),
+    );
   });
 }
 
@@ -78,21 +84,43 @@ function callAsync(fn, ...args) {
 function turboJpeg(lib) {
   const init = lib.func('void *tjInitDecompress()');
   const destroy = lib.func('int tjDestroy(void *handle)');
-  const header = lib.func('int tjDecompressHeader3(void *handle, const uint8_t *jpeg, unsigned long size, _Out_ int *width, _Out_ int *height, _Out_ int *subsamp, _Out_ int *colorspace)');
-  const decompress = lib.func('int tjDecompress2(void *handle, const uint8_t *jpeg, unsigned long size, uint8_t *dst, int width, int pitch, int height, int format, int flags)');
+  const header = lib.func(
+    'int tjDecompressHeader3(void *handle, const uint8_t *jpeg, unsigned long size, _Out_ int *width, _Out_ int *height, _Out_ int *subsamp, _Out_ int *colorspace)',
+  );
+  const decompress = lib.func(
+    'int tjDecompress2(void *handle, const uint8_t *jpeg, unsigned long size, uint8_t *dst, int width, int pitch, int height, int format, int flags)',
+  );
   return {
     async decode(jpeg, scale, pool) {
       if (scans(jpeg) > MAX_SCANS) return null;
       const handle = init();
       if (!handle) return null;
       try {
-        const w = [0], h = [0], subsamp = [0], colorspace = [0];
+        const w = [0],
+          h = [0],
+          subsamp = [0],
+          colorspace = [0];
         if (header(handle, jpeg, jpeg.length, w, h, subsamp, colorspace) !== 0) return null;
         if (colorspace[0] !== TJCS_YCbCr && colorspace[0] !== TJCS_RGB) return null;
-        const out = { width: Math.ceil(w[0] / scale), height: Math.ceil(h[0] / scale), channels: /** @type {const} */ (3) };
+        const out = {
+          width: Math.ceil(w[0] / scale),
+          height: Math.ceil(h[0] / scale),
+          channels: /** @type {const} */ (3),
+        };
         if (out.width * out.height > MAX_DECODED_PIXELS) return null;
         const data = pool.take(out.width * out.height * 3);
-        const failed = await callAsync(decompress, handle, jpeg, jpeg.length, data, out.width, 0, out.height, TJPF_RGB, 0);
+        const failed = await callAsync(
+          decompress,
+          handle,
+          jpeg,
+          jpeg.length,
+          data,
+          out.width,
+          0,
+          out.height,
+          TJPF_RGB,
+          0,
+        );
         if (!failed) return { data, info: out };
         pool.give(data);
         return null;
@@ -122,8 +150,12 @@ export function scans(jpeg) {
  */
 function libwebp(koffi, lib) {
   const version = lib.func('int WebPGetEncoderVersion()')();
-  const rgb = lib.func('size_t WebPEncodeRGB(const uint8_t *rgb, int width, int height, int stride, float quality, _Out_ uint8_t **output)');
-  const rgba = lib.func('size_t WebPEncodeRGBA(const uint8_t *rgba, int width, int height, int stride, float quality, _Out_ uint8_t **output)');
+  const rgb = lib.func(
+    'size_t WebPEncodeRGB(const uint8_t *rgb, int width, int height, int stride, float quality, _Out_ uint8_t **output)',
+  );
+  const rgba = lib.func(
+    'size_t WebPEncodeRGBA(const uint8_t *rgba, int width, int height, int stride, float quality, _Out_ uint8_t **output)',
+  );
   const free = lib.func('void WebPFree(void *ptr)');
   return {
     version: [version >> 16, (version >> 8) & 0xff, version & 0xff].join('.'),
@@ -162,9 +194,11 @@ export class BufferPool {
   take(size) {
     let best = -1;
     for (let i = 0; i < this.free.length; i += 1) {
-      if (this.free[i].byteLength >= size && (best === -1 || this.free[i].byteLength < this.free[best].byteLength)) best = i;
+      if (this.free[i].byteLength >= size && (best === -1 || this.free[i].byteLength < this.free[best].byteLength))
+        best = i;
     }
-    if (best === -1) return Buffer.from(new ArrayBuffer(Math.max(65536, 2 ** Math.ceil(Math.log2(Math.max(1, size))))), 0, size);
+    if (best === -1)
+      return Buffer.from(new ArrayBuffer(Math.max(65536, 2 ** Math.ceil(Math.log2(Math.max(1, size))))), 0, size);
     const [memory] = this.free.splice(best, 1);
     this.keptBytes -= memory.byteLength;
     return Buffer.from(memory, 0, size);

@@ -37,7 +37,8 @@ export function checkTarget(text, allowedHosts) {
   } catch {
     throw fetchError(400, 'invalid_url', true);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw fetchError(400, 'invalid_url', true, { reason: 'only http and https' });
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw fetchError(400, 'invalid_url', true, { reason: 'only http and https' });
   if (url.username || url.password) throw fetchError(400, 'invalid_url', true, { reason: 'credentials in URL' });
   const host = bareHost(url.hostname);
   if (!allowedHosts.has(url.hostname) && ipaddr.isValid(host) && isForbiddenAddress(host)) {
@@ -147,5 +148,7 @@ function classify(err) {
   const names = [anyErr?.code, anyErr?.name, anyErr?.cause?.code, anyErr?.cause?.name].join(' ');
   if (/timeout|ETIMEDOUT|abort/i.test(names)) return fetchError(504, 'upstream_timeout', false);
   // the errno stays in the log (a port scan through /p/ must not read open, closed and filtered apart)
-  return Object.assign(fetchError(502, 'upstream_error', false, { reason: 'connection failed' }), { code: String(code || '') });
+  return Object.assign(fetchError(502, 'upstream_error', false, { reason: 'connection failed' }), {
+    code: String(code || ''),
+  });
 }

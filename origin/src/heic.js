@@ -37,14 +37,17 @@ export function heicDecoder() {
 }
 
 /** A HEIF whose images are not decodable: the client's file, a 400. @param {string} message */
-const corrupt = (message) => new HttpError(400, 'invalid_image', { reason: 'corrupt or unsupported HEIC', detail: message.slice(0, 120) });
+const corrupt = (message) =>
+  new HttpError(400, 'invalid_image', { reason: 'corrupt or unsupported HEIC', detail: message.slice(0, 120) });
 
 /** @param {any} koffi @param {any} lib @returns {HeicDecoder} */
 function libheif(koffi, lib) {
   koffi.struct('heif_error', { code: 'int', subcode: 'int', message: 'const char *' });
   const alloc = lib.func('void *heif_context_alloc()');
   const free = lib.func('void heif_context_free(void *ctx)');
-  const read = lib.func('heif_error heif_context_read_from_memory_without_copy(void *ctx, const uint8_t *mem, size_t size, void *options)');
+  const read = lib.func(
+    'heif_error heif_context_read_from_memory_without_copy(void *ctx, const uint8_t *mem, size_t size, void *options)',
+  );
   const primary = lib.func('heif_error heif_context_get_primary_image_handle(void *ctx, _Out_ void **handle)');
   const width = lib.func('int heif_image_handle_get_width(void *handle)');
   const height = lib.func('int heif_image_handle_get_height(void *handle)');
@@ -53,7 +56,9 @@ function libheif(koffi, lib) {
   const profileSize = lib.func('size_t heif_image_handle_get_raw_color_profile_size(void *handle)');
   const profile = lib.func('heif_error heif_image_handle_get_raw_color_profile(void *handle, _Out_ uint8_t *out)');
   const releaseHandle = lib.func('void heif_image_handle_release(void *handle)');
-  const decode = lib.func('heif_error heif_decode_image(void *handle, _Out_ void **image, int colorspace, int chroma, void *options)');
+  const decode = lib.func(
+    'heif_error heif_decode_image(void *handle, _Out_ void **image, int colorspace, int chroma, void *options)',
+  );
   const plane = lib.func('void *heif_image_get_plane_readonly(void *image, int channel, _Out_ int *stride)');
   const planeWidth = lib.func('int heif_image_get_width(void *image, int channel)');
   const planeHeight = lib.func('int heif_image_get_height(void *image, int channel)');
@@ -120,11 +125,23 @@ function libheif(koffi, lib) {
     decode(file, maxPixels) {
       return withPrimary(file, async (handle) => {
         const info = infoOf(handle);
-        if (info.width * info.height > maxPixels) throw new HttpError(400, 'image_too_large', { width: info.width, height: info.height, limit_pixels: maxPixels });
+        if (info.width * info.height > maxPixels)
+          throw new HttpError(400, 'image_too_large', {
+            width: info.width,
+            height: info.height,
+            limit_pixels: maxPixels,
+          });
         const channels = info.hasAlpha ? 4 : 3;
         const out = [null];
         const err = await new Promise((resolve, reject) => {
-          decode.async(handle, out, COLORSPACE_RGB, info.hasAlpha ? CHROMA_RGBA : CHROMA_RGB, null, (/** @type {Error | null} */ e, /** @type {any} */ r) => (e ? reject(e) : resolve(r)));
+          decode.async(
+            handle,
+            out,
+            COLORSPACE_RGB,
+            info.hasAlpha ? CHROMA_RGBA : CHROMA_RGB,
+            null,
+            (/** @type {Error | null} */ e, /** @type {any} */ r) => (e ? reject(e) : resolve(r)),
+          );
         });
         check(/** @type {any} */ (err));
         const image = out[0];
@@ -153,8 +170,16 @@ export function rgbTiff(rows, width, height, channels, stride, icc) {
   const rowBytes = width * channels;
   /** @type {Array<[number, number, number, number | number[]]>} tag, type (3 SHORT, 4 LONG, 7 UNDEFINED), count, value */
   const entries = [
-    [256, 4, 1, width], [257, 4, 1, height], [258, 3, channels, Array(channels).fill(8)], [259, 3, 1, 1], [262, 3, 1, 2],
-    [273, 4, 1, 0], [277, 3, 1, channels], [278, 4, 1, height], [279, 4, 1, rowBytes * height], [284, 3, 1, 1],
+    [256, 4, 1, width],
+    [257, 4, 1, height],
+    [258, 3, channels, Array(channels).fill(8)],
+    [259, 3, 1, 1],
+    [262, 3, 1, 2],
+    [273, 4, 1, 0],
+    [277, 3, 1, channels],
+    [278, 4, 1, height],
+    [279, 4, 1, rowBytes * height],
+    [284, 3, 1, 1],
     ...(channels === 4 ? [/** @type {[number, number, number, number]} */ ([338, 3, 1, 2])] : []),
     ...(icc ? [/** @type {[number, number, number, number]} */ ([34675, 7, icc.length, 0])] : []),
   ];
@@ -180,6 +205,7 @@ export function rgbTiff(rows, width, height, channels, stride, icc) {
   });
   for (let i = 0; i < channels; i += 1) out.writeUInt16LE(8, bitsAt + i * 2);
   if (icc) icc.copy(out, iccAt);
-  for (let y = 0; y < height; y += 1) out.set(rows.subarray(y * stride, y * stride + rowBytes), pixelsAt + y * rowBytes);
+  for (let y = 0; y < height; y += 1)
+    out.set(rows.subarray(y * stride, y * stride + rowBytes), pixelsAt + y * rowBytes);
   return out;
 }

@@ -21,7 +21,12 @@ export function readAccessToken(token) {
   const message = parsed?.signed_message;
   if (!Array.isArray(parsed?.authors) || typeof parsed.authors[0] !== 'string') invalidToken('no author');
   if (!Array.isArray(parsed?.signatures) || typeof parsed.signatures[0] !== 'string') invalidToken('no signature');
-  if (!message || typeof message !== 'object' || !['login', 'posting', 'offline', 'code', 'refresh'].includes(message.type)) invalidToken('bad signed_message');
+  if (
+    !message ||
+    typeof message !== 'object' ||
+    !['login', 'posting', 'offline', 'code', 'refresh'].includes(message.type)
+  )
+    invalidToken('bad signed_message');
   if (typeof message.app !== 'string') invalidToken('no app');
   return { author: parsed.authors[0], app: message.app };
 }
@@ -40,7 +45,13 @@ export function createHivesignerAuth({ apiUrl, app, timeoutMs }) {
     if (tokenApp !== app) invalidToken('issued to another app');
     let answer;
     try {
-      const response = await request(me, { method: 'POST', headers: { authorization: token, 'content-type': 'application/json' }, body: '{}', headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+      const response = await request(me, {
+        method: 'POST',
+        headers: { authorization: token, 'content-type': 'application/json' },
+        body: '{}',
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
       const text = await response.body.text();
       if (response.statusCode === 401 || response.statusCode === 403) invalidToken('Hivesigner refused it');
       if (response.statusCode !== 200) throw new Error(`status ${response.statusCode}`);
@@ -52,7 +63,11 @@ export function createHivesignerAuth({ apiUrl, app, timeoutMs }) {
     const account = answer?.account;
     if (!account || account.name !== author) invalidToken('Hivesigner names another account');
     if (!Array.isArray(answer.scope) || !answer.scope.includes('comment')) invalidToken('the token may not post');
-    const granted = ['posting', 'active'].some((role) => (account[role]?.account_auths || []).some((/** @type {unknown} */ auth) => Array.isArray(auth) && auth[0] === app));
+    const granted = ['posting', 'active'].some((role) =>
+      (account[role]?.account_auths || []).some(
+        (/** @type {unknown} */ auth) => Array.isArray(auth) && auth[0] === app,
+      ),
+    );
     if (!granted) invalidToken(`${author} has not authorised ${app}`);
     return author;
   };

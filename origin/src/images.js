@@ -31,7 +31,10 @@ function withinDeadline(work, seconds) {
   /** @type {NodeJS.Timeout | undefined} */
   let timer;
   const deadline = new Promise((_resolve, reject) => {
-    timer = setTimeout(() => reject(new HttpError(503, 'request_timeout', { limit_s: seconds }, { 'Retry-After': '5' })), seconds * 1000);
+    timer = setTimeout(
+      () => reject(new HttpError(503, 'request_timeout', { limit_s: seconds }, { 'Retry-After': '5' })),
+      seconds * 1000,
+    );
   });
   work.catch(() => {}); // answered by the deadline already
   return /** @type {Promise<T>} */ (Promise.race([work, deadline])).finally(() => clearTimeout(timer));
@@ -58,19 +61,37 @@ export function createImages(deps) {
     },
     onChange: (jobs) => metrics.backgroundJobs.set(jobs),
   });
-  const budgets = { maxPixels: config.MAX_OUTPUT_PIXELS, avifPixels: config.AVIF_MAX_PIXELS, maxFrames: config.MAX_FRAMES, maxInputPixels: config.MAX_INPUT_PIXELS };
+  const budgets = {
+    maxPixels: config.MAX_OUTPUT_PIXELS,
+    avifPixels: config.AVIF_MAX_PIXELS,
+    maxFrames: config.MAX_FRAMES,
+    maxInputPixels: config.MAX_INPUT_PIXELS,
+  };
   // what a worker process makes (it can be stopped at the deadline): every AVIF, every HEIC source (libheif
   // and libde265 parse it there), and any large variant
-  const workers = createWorkerPool({ keep: cores, nice: config.TRANSFORM_NICE, onKill: () => metrics.workerKills.inc() });
+  const workers = createWorkerPool({
+    keep: cores,
+    nice: config.TRANSFORM_NICE,
+    onKill: () => metrics.workerKills.inc(),
+  });
   // a warmer's transforms run in a process of their own at the lowest CPU priority: the kernel gives a
   // reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
   const warmWorkers = createWorkerPool({ keep: 1, nice: 19, onKill: () => metrics.workerKills.inc() });
   // with WARM_MAX_CPU_PRESSURE: a warm transform starts only while the machine's CPU is that idle (PSI)
   const pressure = config.WARM_MAX_CPU_PRESSURE > 0 ? watchCpuPressure() : { share: () => 0, stop: () => {} };
-  const inWorker = (/** @type {import('./pipeline/index.js').Plan} */ p) => p.format === 'avif' || p.heic || p.pixels > config.TRANSFORM_WORKER_PIXELS;
+  const inWorker = (/** @type {import('./pipeline/index.js').Plan} */ p) =>
+    p.format === 'avif' || p.heic || p.pixels > config.TRANSFORM_WORKER_PIXELS;
   const encoder = {
-    maxPixels: config.MAX_INPUT_PIXELS, timeoutS: config.TRANSFORM_TIMEOUT_S, jpegQuality: config.JPEG_QUALITY, jpegProgressive: config.JPEG_PROGRESSIVE, jpegTrellis: config.JPEG_TRELLIS,
-    webpQuality: config.WEBP_QUALITY, webpEffort: config.WEBP_EFFORT, avifQuality: config.AVIF_QUALITY, avifEffort: config.AVIF_EFFORT, codecs,
+    maxPixels: config.MAX_INPUT_PIXELS,
+    timeoutS: config.TRANSFORM_TIMEOUT_S,
+    jpegQuality: config.JPEG_QUALITY,
+    jpegProgressive: config.JPEG_PROGRESSIVE,
+    jpegTrellis: config.JPEG_TRELLIS,
+    webpQuality: config.WEBP_QUALITY,
+    webpEffort: config.WEBP_EFFORT,
+    avifQuality: config.AVIF_QUALITY,
+    avifEffort: config.AVIF_EFFORT,
+    codecs,
   };
   // a worker's (sharp alone: the system codecs' handles do not cross processes)
   const { codecs: _unused, ...plainEncoder } = encoder;
@@ -95,10 +116,21 @@ export function createImages(deps) {
     const key = variantKey(source, want);
     const cached = variants.get(key);
     metrics.cache.inc({ level: 'variant', result: cached ? 'hit' : 'miss' });
-    if (cached) return { variantKey: key, format: /** @type {any} */ (formatOfExt(cached.ext)), degraded: false, cached, timings: {} };
+    if (cached)
+      return {
+        variantKey: key,
+        format: /** @type {any} */ (formatOfExt(cached.ext)),
+        degraded: false,
+        cached,
+        timings: {},
+      };
     if (warm) return warmVariant(source, want, key);
     // a miss answers by REQUEST_TIMEOUT_S, whatever a fetch, the queue and a transform add up to
-    const made = () => withinDeadline(flight('transform', key, () => makeVariant(source, want, key)), config.REQUEST_TIMEOUT_S);
+    const made = () =>
+      withinDeadline(
+        flight('transform', key, () => makeVariant(source, want, key)),
+        config.REQUEST_TIMEOUT_S,
+      );
     if (!flight.has('transform', key)) return made();
     // joining a transform in flight is waiting like a queued request, so it holds a place in the queue
     // (refused when it is full): otherwise duplicates, which varnish sends while an earlier 503 for the same
@@ -125,18 +157,23 @@ export function createImages(deps) {
       throw new HttpError(429, 'warm_deferred', { reason: busy.reason }, { 'Retry-After': busy.retryAfter });
     }
     metrics.warm.inc({ result: 'made' });
-    return withinDeadline(flight('transform', key, async () => {
-      const made = await makeVariant(source, want, key, 'warm');
-      await originals.keep(source);
-      return made;
-    }), config.REQUEST_TIMEOUT_S);
+    return withinDeadline(
+      flight('transform', key, async () => {
+        const made = await makeVariant(source, want, key, 'warm');
+        await originals.keep(source);
+        return made;
+      }),
+      config.REQUEST_TIMEOUT_S,
+    );
   }
 
   /** Why a warm transform may not start now (null when it may): readers' queue, the warm lane, the CPU. */
   function warmBusy() {
-    if (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH || !queue.laterHasRoom) return { reason: 'the transform queue is busy with readers', retryAfter: '2' };
+    if (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH || !queue.laterHasRoom)
+      return { reason: 'the transform queue is busy with readers', retryAfter: '2' };
     // the pressure reads 0 without WARM_MAX_CPU_PRESSURE (no gate)
-    if (pressure.share() * 100 > config.WARM_MAX_CPU_PRESSURE) return { reason: 'the CPU is busy (pressure past WARM_MAX_CPU_PRESSURE)', retryAfter: '1' };
+    if (pressure.share() * 100 > config.WARM_MAX_CPU_PRESSURE)
+      return { reason: 'the CPU is busy (pressure past WARM_MAX_CPU_PRESSURE)', retryAfter: '1' };
     return null;
   }
 
@@ -162,9 +199,11 @@ export function createImages(deps) {
    * request after it lands gets it from the result cache. @param {Source} source @param {Want} want @param {string} key
    */
   function encodeLater(source, want, key) {
-    background.add(key, () => flight('background', key, async () => {
-      if (!variants.get(key)) await makeVariant(source, want, key, 'background');
-    }));
+    background.add(key, () =>
+      flight('background', key, async () => {
+        if (!variants.get(key)) await makeVariant(source, want, key, 'background');
+      }),
+    );
   }
 
   /**
@@ -213,7 +252,14 @@ export function createImages(deps) {
       const cached = variants.get(storeKey);
       if (cached) {
         release();
-        return { variantKey: key, format: 'webp', degraded: true, firstAnswer: reason === 'first_answer', cached, timings };
+        return {
+          variantKey: key,
+          format: 'webp',
+          degraded: true,
+          firstAnswer: reason === 'first_answer',
+          cached,
+          timings,
+        };
       }
     }
     const small = Math.max(want.width || 0, want.height || 0) <= config.SMALL_BOX && Boolean(want.width || want.height);
@@ -223,44 +269,66 @@ export function createImages(deps) {
     // still goes to the result cache
     /** @type {(err: Error) => void} */
     let expire = () => {};
-    const expired = new Promise((_resolve, reject) => { expire = reject; });
-    const done = queue.run(async () => {
-      const started = performance.now();
-      const timer = setTimeout(() => expire(transformTimeout()), config.TRANSFORM_TIMEOUT_S * 1000);
-      try {
-        // a warmer's on one thread, at the lowest priority: a reader's transform that starts meanwhile gets the CPU
-        const threads = warm ? 1 : config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
-        const output = warm || inWorker(p)
-          ? await (warm ? warmWorkers : workers).run(file, p, { ...plainEncoder, threads }, config.TRANSFORM_TIMEOUT_S * 1000)
-          : await transform(file, p, { ...encoder, threads });
-        timings.transform = performance.now() - started;
-        return output;
-      } finally {
-        clearTimeout(timer);
-      }
-    }, small, release, warm).then(async ({ value, waitMs }) => {
-      timings.queue = waitMs;
-      metrics.queueWait.observe(waitMs / 1000);
-      metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);
-      metrics.transforms.inc({ format: p.format });
-      metrics.codecs.inc(value.codecs);
-      if (p.degraded && reason === 'queue') metrics.degraded.inc();
-      // never bigger than the source: a variant of the original's own size that came out larger is the
-      // original, when the client takes its format (decided once: the result cache keeps the answer)
-      const size = p.fits && originalAnswers(info, want) ? (await fs.stat(file)).size : Infinity;
-      if (value.data.length > size) {
-        metrics.originalAnswers.inc({ reason: 'smaller' });
-        const bytes = await fs.readFile(file);
-        const format = /** @type {import('./pipeline/index.js').OutputFormat} */ (sourceFormat(info));
-        keep(storeKey, format, bytes);
-        return { ...value, data: bytes, format };
-      }
-      keep(storeKey, p.format, value.data);
-      return { ...value, format: p.format };
+    const expired = new Promise((_resolve, reject) => {
+      expire = reject;
     });
+    const done = queue
+      .run(
+        async () => {
+          const started = performance.now();
+          const timer = setTimeout(() => expire(transformTimeout()), config.TRANSFORM_TIMEOUT_S * 1000);
+          try {
+            // a warmer's on one thread, at the lowest priority: a reader's transform that starts meanwhile gets the CPU
+            const threads = warm ? 1 : config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
+            const output =
+              warm || inWorker(p)
+                ? await (warm ? warmWorkers : workers).run(
+                    file,
+                    p,
+                    { ...plainEncoder, threads },
+                    config.TRANSFORM_TIMEOUT_S * 1000,
+                  )
+                : await transform(file, p, { ...encoder, threads });
+            timings.transform = performance.now() - started;
+            return output;
+          } finally {
+            clearTimeout(timer);
+          }
+        },
+        small,
+        release,
+        warm,
+      )
+      .then(async ({ value, waitMs }) => {
+        timings.queue = waitMs;
+        metrics.queueWait.observe(waitMs / 1000);
+        metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (timings.transform) / 1000);
+        metrics.transforms.inc({ format: p.format });
+        metrics.codecs.inc(value.codecs);
+        if (p.degraded && reason === 'queue') metrics.degraded.inc();
+        // never bigger than the source: a variant of the original's own size that came out larger is the
+        // original, when the client takes its format (decided once: the result cache keeps the answer)
+        const size = p.fits && originalAnswers(info, want) ? (await fs.stat(file)).size : Infinity;
+        if (value.data.length > size) {
+          metrics.originalAnswers.inc({ reason: 'smaller' });
+          const bytes = await fs.readFile(file);
+          const format = /** @type {import('./pipeline/index.js').OutputFormat} */ (sourceFormat(info));
+          keep(storeKey, format, bytes);
+          return { ...value, data: bytes, format };
+        }
+        keep(storeKey, p.format, value.data);
+        return { ...value, format: p.format };
+      });
     done.catch(() => {}); // answered already when it expired
     const value = await Promise.race([done, expired]);
-    return { variantKey: key, format: value.format, degraded: p.degraded, firstAnswer: p.degraded && reason === 'first_answer', data: value.data, timings };
+    return {
+      variantKey: key,
+      format: value.format,
+      degraded: p.degraded,
+      firstAnswer: p.degraded && reason === 'first_answer',
+      data: value.data,
+      timings,
+    };
 
     /** The original's bytes as the variant (an animation past the budgets that fits the request). @param {import('./pipeline/index.js').SourceInfo} source */
     async function asOriginal(source) {
@@ -312,5 +380,18 @@ export function createImages(deps) {
     await originals.drop(source);
   }
 
-  return { resolveSource, variant, readCached, cachedFile, forgetVariant, dropSource, upload: originals.upload, close: () => { workers.close(); warmWorkers.close(); pressure.stop(); } };
+  return {
+    resolveSource,
+    variant,
+    readCached,
+    cachedFile,
+    forgetVariant,
+    dropSource,
+    upload: originals.upload,
+    close: () => {
+      workers.close();
+      warmWorkers.close();
+      pressure.stop();
+    },
+  };
 }

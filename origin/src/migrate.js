@@ -40,7 +40,7 @@ async function migrateFile(client, config, file) {
   const record = await readRecord(file);
   if (!(await verifyStored(file, key, record))) return 'damaged';
   const { size } = await fs.stat(file);
-  if (await objectSize(client, config, key) === size) return 'present';
+  if ((await objectSize(client, config, key)) === size) return 'present';
   await putObject(client, config, key, file, record);
   return 'copied';
 }
@@ -56,7 +56,11 @@ export async function migrate({ config, from, concurrency, log = (line) => proce
   const files = [];
   for await (const file of uploadFiles(from)) files.push(file);
   const result = await runBatch({
-    items: files, concurrency, outcomes: ['copied', 'present', 'damaged'], name: (file) => path.basename(file), log,
+    items: files,
+    concurrency,
+    outcomes: ['copied', 'present', 'damaged'],
+    name: (file) => path.basename(file),
+    log,
     work: async (file) => {
       const outcome = await migrateFile(client, config, file);
       if (outcome === 'damaged') log(`\n${file}: its bytes do not make its key: not copied`);
@@ -68,13 +72,23 @@ export async function migrate({ config, from, concurrency, log = (line) => proce
 }
 
 async function main() {
-  const { values } = parseArgs({ options: { from: { type: 'string' }, concurrency: { type: 'string', default: '8' } } });
+  const { values } = parseArgs({
+    options: { from: { type: 'string' }, concurrency: { type: 'string', default: '8' } },
+  });
   const config = loadConfig(settings);
   const from = path.resolve(values.from || config.DATA_DIR);
-  process.stderr.write(`copying the uploads of ${from} into bucket "${config.S3_BUCKET}" at ${config.S3_ENDPOINT || `AWS S3 (${config.S3_REGION})`}\n`);
-  const result = await migrate({ config: /** @type {import('./store/s3.js').S3Settings} */ (config), from, concurrency: Number(values.concurrency) });
+  process.stderr.write(
+    `copying the uploads of ${from} into bucket "${config.S3_BUCKET}" at ${config.S3_ENDPOINT || `AWS S3 (${config.S3_REGION})`}\n`,
+  );
+  const result = await migrate({
+    config: /** @type {import('./store/s3.js').S3Settings} */ (config),
+    from,
+    concurrency: Number(values.concurrency),
+  });
   process.stdout.write(`${JSON.stringify(result)}\n`);
-  process.stderr.write(`${result.total} uploads: ${result.copied} copied, ${result.present} already in the bucket, ${result.damaged} damaged (not copied), ${result.failed} failed\n`);
+  process.stderr.write(
+    `${result.total} uploads: ${result.copied} copied, ${result.present} already in the bucket, ${result.damaged} damaged (not copied), ${result.failed} failed\n`,
+  );
   process.exitCode = result.failed || result.damaged ? 1 : 0;
 }
 

@@ -26,7 +26,8 @@ function dimension(value, name) {
   if (typeof text !== 'string') return null;
   const number = Number.parseInt(text, 10);
   if (Number.isNaN(number) || number === 0) return null;
-  if (number < 0) throw new HttpError(400, 'invalid_parameter', { name, reason: 'a size is a positive number of pixels' });
+  if (number < 0)
+    throw new HttpError(400, 'invalid_parameter', { name, reason: 'a size is a positive number of pixels' });
   return number;
 }
 

@@ -17,7 +17,18 @@ import { probe } from './pipeline/index.js';
  *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger,
  *   pullThrough?: import('./pull-through.js').PullThrough, archive?: import('./archive.js').Archive }} deps
  */
-export function createOriginals({ config, store, cache, failures, fetcher, flight, metrics, logger, pullThrough, archive }) {
+export function createOriginals({
+  config,
+  store,
+  cache,
+  failures,
+  fetcher,
+  flight,
+  metrics,
+  logger,
+  pullThrough,
+  archive,
+}) {
   /**
    * What the header of each original said (size, frames, profile): a file under a path never changes
    * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
@@ -26,7 +37,12 @@ export function createOriginals({ config, store, cache, failures, fetcher, fligh
   const probed = new LRUCache({ max: 10000 });
   // an animation past the budgets is read, not refused: the plan makes what of it fits (images.hive.blog
   // serves a long GIF at 0x0 untouched)
-  const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES, heic: config.HEIC_DECODE, animations: true };
+  const limits = {
+    maxPixels: config.MAX_INPUT_PIXELS,
+    maxFrames: config.MAX_FRAMES,
+    heic: config.HEIC_DECODE,
+    animations: true,
+  };
 
   /**
    * An upload's file: the store's, or pulled through from an upstream image host (UPSTREAM_IMAGE_HOSTS), once
@@ -83,7 +99,9 @@ export function createOriginals({ config, store, cache, failures, fetcher, fligh
       const kept = await archive?.get(source.id);
       if (kept) return kept;
       const started = performance.now();
-      const file = await flight('fetch', source.id, () => fetchOriginal(/** @type {Source & { url: string }} */ (source)));
+      const file = await flight('fetch', source.id, () =>
+        fetchOriginal(/** @type {Source & { url: string }} */ (source)),
+      );
       timings.fetch = performance.now() - started;
       return file;
     },
@@ -105,7 +123,10 @@ export function createOriginals({ config, store, cache, failures, fetcher, fligh
     /** A warmed remote original, kept in the archive (where there is one). @param {Source} source */
     async keep(source) {
       const fetched = source.uploadKey ? null : cache.get(source.id);
-      if (fetched) await archive?.keep(source.id, fetched.path).catch((err) => logger.warn({ err: err.message, id: source.id }, 'warmed original not kept'));
+      if (fetched)
+        await archive
+          ?.keep(source.id, fetched.path)
+          .catch((err) => logger.warn({ err: err.message, id: source.id }, 'warmed original not kept'));
     },
     /** A taken-down remote original, out of the cache and the archive. @param {Source} source */
     async drop(source) {

@@ -25,12 +25,15 @@ export function watchCpuPressure({ file = '/proc/pressure/cpu', intervalMs = 100
   let last = read();
   let lastAt = performance.now();
   let share = 0;
-  const timer = last === null ? undefined : setInterval(() => {
-    const total = read();
-    const at = performance.now();
-    if (total !== null && last !== null) share = Math.min(1, Math.max(0, (total - last) / 1000 / (at - lastAt)));
-    last = total;
-    lastAt = at;
-  }, intervalMs).unref();
+  const timer =
+    last === null
+      ? undefined
+      : setInterval(() => {
+          const total = read();
+          const at = performance.now();
+          if (total !== null && last !== null) share = Math.min(1, Math.max(0, (total - last) / 1000 / (at - lastAt)));
+          last = total;
+          lastAt = at;
+        }, intervalMs).unref();
   return { share: () => share, stop: () => clearInterval(timer) };
 }

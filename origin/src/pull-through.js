@@ -23,8 +23,18 @@ import { probe } from './pipeline/index.js';
  */
 export function createPullThrough({ config, store, fetcher, failures, metrics, logger }) {
   /** @type {Upstream[]} */
-  const upstreams = config.UPSTREAM_IMAGE_HOSTS.map((/** @type {string} */ base) => ({ base, running: 0, failures: 0, openUntil: 0 }));
-  const limits = { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES, heic: config.HEIC_DECODE, animations: true };
+  const upstreams = config.UPSTREAM_IMAGE_HOSTS.map((/** @type {string} */ base) => ({
+    base,
+    running: 0,
+    failures: 0,
+    openUntil: 0,
+  }));
+  const limits = {
+    maxPixels: config.MAX_INPUT_PIXELS,
+    maxFrames: config.MAX_FRAMES,
+    heic: config.HEIC_DECODE,
+    animations: true,
+  };
 
   /**
    * One upstream's copy of `key` into `temp`, checked against the key. @param {Upstream} upstream
@@ -39,7 +49,10 @@ export function createPullThrough({ config, store, fetcher, failures, metrics, l
       await fetcher.fetchTo(`${upstream.base}/${key}/image`, temp);
       upstream.failures = 0;
       if ((await digestsOf(temp)).key !== key) {
-        logger.warn({ key, upstream: upstream.base }, 'upstream answered bytes that do not make the key: refused, nothing stored');
+        logger.warn(
+          { key, upstream: upstream.base },
+          'upstream answered bytes that do not make the key: refused, nothing stored',
+        );
         return 'mismatch';
       }
       return 'stored';
@@ -50,7 +63,10 @@ export function createPullThrough({ config, store, fetcher, failures, metrics, l
       if (upstream.failures >= config.UPSTREAM_BREAKER_FAILURES) {
         upstream.openUntil = Date.now() + config.UPSTREAM_BREAKER_COOLDOWN_MS;
         upstream.failures = 0;
-        logger.warn({ upstream: upstream.base }, 'upstream image host failing: not asked for UPSTREAM_BREAKER_COOLDOWN_MS');
+        logger.warn(
+          { upstream: upstream.base },
+          'upstream image host failing: not asked for UPSTREAM_BREAKER_COOLDOWN_MS',
+        );
       }
       return 'error';
     } finally {
@@ -80,7 +96,13 @@ export function createPullThrough({ config, store, fetcher, failures, metrics, l
           continue;
         }
         const info = await probe(temp, limits);
-        const stored = await scrubbed({ config, metrics, logger }, temp, info, key, Buffer.from((await digestsOf(temp)).sha256, 'hex'));
+        const stored = await scrubbed(
+          { config, metrics, logger },
+          temp,
+          info,
+          key,
+          Buffer.from((await digestsOf(temp)).sha256, 'hex'),
+        );
         await store.put(key, stored.path, stored.record);
         logger.info({ key, upstream: upstream.base }, 'upload pulled through from an upstream image host');
         const found = await store.stat(key);
@@ -97,7 +119,7 @@ export function createPullThrough({ config, store, fetcher, failures, metrics, l
       throw missing;
     }
     if (outcomes.includes('mismatch') && outcomes.every((outcome) => outcome === 'mismatch' || outcome === 'missing')) {
-      throw new HttpError(502, 'upstream_mismatch', { key, reason: 'the upstream\'s bytes do not make the key' });
+      throw new HttpError(502, 'upstream_mismatch', { key, reason: "the upstream's bytes do not make the key" });
     }
     throw new HttpError(503, 'upstream_unavailable', { key }, { 'Retry-After': '10' });
   }

@@ -14,7 +14,15 @@ export class TransformQueue {
    * @param {{ concurrency: number, maxQueued: number, onChange?: (queue: TransformQueue) => void,
    *   refusal?: { reason: string, retryAfterS: number }, keepFree?: number, laterMax?: number, laterConcurrency?: number }} options
    */
-  constructor({ concurrency, maxQueued, onChange = () => {}, refusal = { reason: 'transform_queue_full', retryAfterS: 2 }, keepFree = 1, laterMax = 8, laterConcurrency = 1 }) {
+  constructor({
+    concurrency,
+    maxQueued,
+    onChange = () => {},
+    refusal = { reason: 'transform_queue_full', retryAfterS: 2 },
+    keepFree = 1,
+    laterMax = 8,
+    laterConcurrency = 1,
+  }) {
     this.concurrency = concurrency;
     this.maxQueued = maxQueued;
     // slots a later task may fill: all but keepFree (a one-slot machine: its slot, when nothing else waits)
@@ -77,7 +85,12 @@ export class TransformQueue {
 
   /** The 503 a refused task gets. */
   overloaded() {
-    return new HttpError(503, 'overloaded', { reason: this.refusal.reason }, { 'Retry-After': String(this.refusal.retryAfterS) });
+    return new HttpError(
+      503,
+      'overloaded',
+      { reason: this.refusal.reason },
+      { 'Retry-After': String(this.refusal.retryAfterS) },
+    );
   }
 
   /**

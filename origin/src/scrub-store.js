@@ -53,7 +53,9 @@ function s3Objects(config) {
       const keys = [];
       let token;
       do {
-        const page = await client.send(new ListObjectsV2Command({ Bucket: config.S3_BUCKET, Prefix: config.S3_PREFIX, ContinuationToken: token }));
+        const page = await client.send(
+          new ListObjectsV2Command({ Bucket: config.S3_BUCKET, Prefix: config.S3_PREFIX, ContinuationToken: token }),
+        );
         for (const object of page.Contents || []) {
           const key = String(object.Key).slice(config.S3_PREFIX.length);
           if (isUploadKey(key)) keys.push(key);
@@ -64,7 +66,9 @@ function s3Objects(config) {
     },
     record: (key) => objectRecord(client, config, key),
     async fetch(key, temp) {
-      const object = await client.send(new GetObjectCommand({ Bucket: config.S3_BUCKET, Key: `${config.S3_PREFIX}${key}` }));
+      const object = await client.send(
+        new GetObjectCommand({ Bucket: config.S3_BUCKET, Key: `${config.S3_PREFIX}${key}` }),
+      );
       await fs.writeFile(temp, /** @type {any} */ (object.Body));
     },
     replace: (key, file, record) => putObject(client, config, key, file, record),
@@ -84,7 +88,11 @@ async function scrubObject({ objects, config, tmp, queuePurge }, key) {
     await objects.fetch(key, temp);
     const uploaded = await digestsOf(temp);
     if (uploaded.key !== key) return 'damaged';
-    const info = await probe(temp, { maxPixels: Number.MAX_SAFE_INTEGER, maxFrames: Number.MAX_SAFE_INTEGER, heic: config.HEIC_DECODE });
+    const info = await probe(temp, {
+      maxPixels: Number.MAX_SAFE_INTEGER,
+      maxFrames: Number.MAX_SAFE_INTEGER,
+      heic: config.HEIC_DECODE,
+    });
     // scrubStore refuses UPLOAD_METADATA=none before any object
     const mode = /** @type {'all' | 'location'} */ (config.UPLOAD_METADATA);
     let result;
@@ -96,7 +104,13 @@ async function scrubObject({ objects, config, tmp, queuePurge }, key) {
     }
     if (!result.removed.length) return 'clean';
     const stored = await digestsOf(result.path);
-    await objects.replace(key, result.path, { key, scrubbed: mode, uploadSha256: uploaded.sha256, storedSha256: stored.sha256, removed: result.removed });
+    await objects.replace(key, result.path, {
+      key,
+      scrubbed: mode,
+      uploadSha256: uploaded.sha256,
+      storedSha256: stored.sha256,
+      removed: result.removed,
+    });
     await queuePurge(key);
     return 'scrubbed';
   } finally {
@@ -111,7 +125,10 @@ async function scrubObject({ objects, config, tmp, queuePurge }, key) {
  */
 export async function scrubStore({ config, concurrency, log }) {
   if (config.UPLOAD_METADATA === 'none') throw new Error('UPLOAD_METADATA=none: nothing to scrub');
-  const objects = config.STORE === 's3' ? s3Objects(/** @type {import('./store/s3.js').S3Settings} */ (config)) : fsObjects(config.DATA_DIR);
+  const objects =
+    config.STORE === 's3'
+      ? s3Objects(/** @type {import('./store/s3.js').S3Settings} */ (config))
+      : fsObjects(config.DATA_DIR);
   const tmp = path.join(config.DATA_DIR, 'tmp');
   await fs.mkdir(tmp, { recursive: true });
   const redis = connectRedis({ ...config }, createLogger('scrub-store', 'fatal'));
@@ -120,12 +137,27 @@ export async function scrubStore({ config, concurrency, log }) {
     redis.once('error', reject);
   });
   const queuePurge = async (/** @type {string} */ key) => {
-    await redis.xadd(config.PURGE_STREAM, '*', 'type', 'changed', 'key', key, 'source', 'scrub-store', 'at', String(Date.now()));
+    await redis.xadd(
+      config.PURGE_STREAM,
+      '*',
+      'type',
+      'changed',
+      'key',
+      key,
+      'source',
+      'scrub-store',
+      'at',
+      String(Date.now()),
+    );
   };
   try {
     const keys = await objects.keys();
     return await runBatch({
-      items: keys, concurrency, outcomes: ['scrubbed', 'clean', 'already', 'unsupported', 'damaged'], name: (key) => key, log,
+      items: keys,
+      concurrency,
+      outcomes: ['scrubbed', 'clean', 'already', 'unsupported', 'damaged'],
+      name: (key) => key,
+      log,
       work: (key) => scrubObject({ objects, config, tmp, queuePurge }, key),
     });
   } finally {
@@ -137,10 +169,14 @@ export async function scrubStore({ config, concurrency, log }) {
 async function main() {
   const { values } = parseArgs({ options: { concurrency: { type: 'string', default: '4' } } });
   const config = /** @type {import('@stack/lib/src/config-types.js').OriginConfig} */ (loadConfig(settings));
-  process.stderr.write(`scrubbing the uploads of the ${config.STORE} store (UPLOAD_METADATA=${config.UPLOAD_METADATA})\n`);
+  process.stderr.write(
+    `scrubbing the uploads of the ${config.STORE} store (UPLOAD_METADATA=${config.UPLOAD_METADATA})\n`,
+  );
   const result = await scrubStore({ config, concurrency: Number(values.concurrency) });
   process.stdout.write(`${JSON.stringify(result)}\n`);
-  process.stderr.write(`${result.total} uploads: ${result.scrubbed} scrubbed (their caches purged), ${result.clean} with nothing to remove, ${result.already} scrubbed before, ${result.unsupported} not editable in place (left as they are), ${result.damaged} damaged, ${result.failed} failed\n`);
+  process.stderr.write(
+    `${result.total} uploads: ${result.scrubbed} scrubbed (their caches purged), ${result.clean} with nothing to remove, ${result.already} scrubbed before, ${result.unsupported} not editable in place (left as they are), ${result.damaged} damaged, ${result.failed} failed\n`,
+  );
   process.exitCode = result.failed || result.damaged ? 1 : 0;
 }
 

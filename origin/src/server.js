@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { StartupError, connectRedis, createHiveClient, createTakedownList, redisReady, runService, transformSlots } from '@stack/lib';
+import {
+  StartupError,
+  connectRedis,
+  createHiveClient,
+  createTakedownList,
+  redisReady,
+  runService,
+  transformSlots,
+} from '@stack/lib';
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
 import { FailureCache } from './cache/failures.js';
@@ -44,7 +52,9 @@ await runService({
     await redisReady(redis, 2000);
     const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
     const store = createStore({ config, originals, logger, metrics });
-    const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, { warn: (details, message) => logger.warn(details, message) });
+    const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, {
+      warn: (details, message) => logger.warn(details, message),
+    });
     variants.init();
     metrics.watchResultCache(variants);
     await originals.init();
@@ -72,7 +82,10 @@ await runService({
       allowedHosts: config.FETCH_ALLOW_PRIVATE_HOSTS,
       userAgent: config.FETCH_USER_AGENT,
     });
-    const failures = new FailureCache(redis, { permanentTtl: config.FAILURE_TTL_PERMANENT_S, transientTtl: config.FAILURE_TTL_TRANSIENT_S });
+    const failures = new FailureCache(redis, {
+      permanentTtl: config.FAILURE_TTL_PERMANENT_S,
+      transientTtl: config.FAILURE_TTL_TRANSIENT_S,
+    });
     const flight = createSingleFlight((kind) => metrics.joins.inc({ kind }));
     let codecs;
     try {
@@ -80,7 +93,12 @@ await runService({
     } catch (err) {
       throw new StartupError(/** @type {Error} */ (err).message, { cause: err });
     }
-    logger.info({ libraries: codecs.libraries, setting: config.SYSTEM_CODECS }, codecs.libraries.length ? 'system codecs for JPEG originals' : 'no system codecs: sharp decodes and encodes everything');
+    logger.info(
+      { libraries: codecs.libraries, setting: config.SYSTEM_CODECS },
+      codecs.libraries.length
+        ? 'system codecs for JPEG originals'
+        : 'no system codecs: sharp decodes and encodes everything',
+    );
     // the upstream image hosts a missing upload is pulled from: their own fetcher, with their own time bound
     const upstreamFetcher = createFetcher({
       maxBytes: config.UPLOAD_MAX_BYTES,
@@ -92,23 +110,66 @@ await runService({
       userAgent: config.FETCH_USER_AGENT,
     });
     const pullThrough = createPullThrough({ config, store, fetcher: upstreamFetcher, failures, metrics, logger });
-    const sources = createOriginals({ config, store, cache: originals, failures, fetcher, flight, metrics, logger, pullThrough, archive: createArchive(config.DATA_DIR) });
-    const images = createImages({ config, store, originals: sources, variants, queue, flight, metrics, logger, codecs });
-    const priority = lowerWorkerPriority({ nice: config.TRANSFORM_NICE, onError: (err) => logger.debug({ err }, 'worker priority') });
+    const sources = createOriginals({
+      config,
+      store,
+      cache: originals,
+      failures,
+      fetcher,
+      flight,
+      metrics,
+      logger,
+      pullThrough,
+      archive: createArchive(config.DATA_DIR),
+    });
+    const images = createImages({
+      config,
+      store,
+      originals: sources,
+      variants,
+      queue,
+      flight,
+      metrics,
+      logger,
+      codecs,
+    });
+    const priority = lowerWorkerPriority({
+      nice: config.TRANSFORM_NICE,
+      onError: (err) => logger.debug({ err }, 'worker priority'),
+    });
     const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
     const verifySignature = createHiveAuth(hive);
     const verifyHivesigner = config.HIVESIGNER_APP
-      ? createHivesignerAuth({ apiUrl: config.HIVESIGNER_API_URL, app: config.HIVESIGNER_APP, timeoutMs: config.HIVE_API_TIMEOUT_MS })
+      ? createHivesignerAuth({
+          apiUrl: config.HIVESIGNER_API_URL,
+          app: config.HIVESIGNER_APP,
+          timeoutMs: config.HIVE_API_TIMEOUT_MS,
+        })
       : null;
     // an upload's check decode has slots of its own (one per core) and a bounded waiting list: never behind transforms
     const checks = new TransformQueue({
-      concurrency: os.availableParallelism(), maxQueued: config.UPLOAD_CHECKS_QUEUE_MAX, refusal: { reason: 'upload_checks_full', retryAfterS: 5 },
+      concurrency: os.availableParallelism(),
+      maxQueued: config.UPLOAD_CHECKS_QUEUE_MAX,
+      refusal: { reason: 'upload_checks_full', retryAfterS: 5 },
     });
     const takedowns = createTakedownList({ redis, logger, service: 'origin', pollMs: config.TAKEDOWN_POLL_MS });
     await takedowns.ready;
     const guard = createGuard({ takedowns, redis, config, logger });
     const evictions = listenForEvictions({ redis, images, store, config, logger });
-    const app = createApp({ config, logger, registry, images, store, checks, metrics, redis, verifySignature, verifyHivesigner, guard, version });
+    const app = createApp({
+      config,
+      logger,
+      registry,
+      images,
+      store,
+      checks,
+      metrics,
+      redis,
+      verifySignature,
+      verifyHivesigner,
+      guard,
+      version,
+    });
     return {
       app,
       async close() {

@@ -43,7 +43,9 @@ export function safeLookup(allowedHosts) {
       const allowed = allowedHosts.has(hostname);
       const bad = list.find((entry) => !allowed && isForbiddenAddress(entry.address));
       if (bad || list.length === 0) {
-        const refusal = Object.assign(new Error(`forbidden address ${bad?.address} for ${hostname}`), { code: 'EFORBIDDEN' });
+        const refusal = Object.assign(new Error(`forbidden address ${bad?.address} for ${hostname}`), {
+          code: 'EFORBIDDEN',
+        });
         return callback(refusal, '', 0);
       }
       if (/** @type {any} */ (options).all) return callback(null, /** @type {any} */ (list));

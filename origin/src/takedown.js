@@ -8,7 +8,12 @@ import { parseWant } from './options.js';
  *   logger: import('pino').Logger }} deps
  */
 export function createGuard({ takedowns, redis, config, logger }) {
-  const log = createServedLog({ redis, logger, max: config.SERVED_SOURCES_MAX, perSource: config.SERVED_PATHS_PER_SOURCE });
+  const log = createServedLog({
+    redis,
+    logger,
+    max: config.SERVED_SOURCES_MAX,
+    perSource: config.SERVED_PATHS_PER_SOURCE,
+  });
 
   /** @param {string} key @returns {Promise<import('@stack/lib/src/takedowns.js').TakedownEntry | null>} */
   async function uploaderBlocked(key) {
@@ -25,7 +30,8 @@ export function createGuard({ takedowns, redis, config, logger }) {
      * @param {import('@stack/lib/src/sources.js').Source} source
      */
     async check(source) {
-      const hit = takedowns.current.source(source) || (source.uploadKey ? await uploaderBlocked(source.uploadKey) : null);
+      const hit =
+        takedowns.current.source(source) || (source.uploadKey ? await uploaderBlocked(source.uploadKey) : null);
       if (hit) throw takedownError(config.CACHE_CONTROL_TAKEDOWN, { xkey: `img:${source.id}` });
     },
     /** A new upload's entry in the list (its key, or its uploader's account). @param {string} key @param {string | null} account */
@@ -70,7 +76,10 @@ export function listenForEvictions({ redis, images, store, config, logger }) {
       const { sources, changed = [] } = JSON.parse(message);
       for (const [id, paths] of Object.entries(/** @type {Record<string, string[]>} */ (sources))) {
         const uploadKey = /^[0-9a-f]{64}$/.test(id) ? undefined : id;
-        await images.dropSource({ id, uploadKey }, paths.flatMap((path) => wantsOf(path, config)));
+        await images.dropSource(
+          { id, uploadKey },
+          paths.flatMap((path) => wantsOf(path, config)),
+        );
         // an upload whose stored bytes changed (scrub-store) is dropped from the caches, never deleted
         if (uploadKey && config.TAKEDOWN_DELETE_UPLOADS && !changed.includes(uploadKey)) await store.remove(uploadKey);
       }

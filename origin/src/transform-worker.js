@@ -14,13 +14,24 @@ if (nice > 0) {
   }
 }
 
-process.on('message', async (/** @type {{ file: string, plan: import('./pipeline/index.js').Plan, options: any }} */ job) => {
-  try {
-    const output = await transform(job.file, job.plan, job.options);
-    process.send?.({ output });
-  } catch (err) {
-    const failure = /** @type {any} */ (err);
-    process.send?.({ error: { status: failure.status || 500, name: failure.status ? failure.name : 'internal_error', info: failure.info || {}, headers: failure.headers || {}, missing: isGone(failure) } });
-  }
-});
+process.on(
+  'message',
+  async (/** @type {{ file: string, plan: import('./pipeline/index.js').Plan, options: any }} */ job) => {
+    try {
+      const output = await transform(job.file, job.plan, job.options);
+      process.send?.({ output });
+    } catch (err) {
+      const failure = /** @type {any} */ (err);
+      process.send?.({
+        error: {
+          status: failure.status || 500,
+          name: failure.status ? failure.name : 'internal_error',
+          info: failure.info || {},
+          headers: failure.headers || {},
+          missing: isGone(failure),
+        },
+      });
+    }
+  },
+);
 process.on('disconnect', () => process.exit(0));

@@ -25,7 +25,11 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
   const all = new Set();
 
   function spawn() {
-    const child = fork(SCRIPT, [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, TRANSFORM_NICE: String(nice) } });
+    const child = fork(SCRIPT, [], {
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, TRANSFORM_NICE: String(nice) },
+    });
     all.add(child);
     child.once('exit', () => {
       all.delete(child);

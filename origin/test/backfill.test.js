@@ -16,7 +16,12 @@ import { keyOf } from '../src/keys.js';
 import { startOrigin } from './harness.js';
 
 /** A tiny distinct PNG. @param {number} seed */
-const png = (seed) => sharp({ create: { width: 8, height: 8, channels: 3, background: { r: seed % 256, g: Math.floor(seed / 256), b: 7 } } }).png().toBuffer();
+const png = (seed) =>
+  sharp({
+    create: { width: 8, height: 8, channels: 3, background: { r: seed % 256, g: Math.floor(seed / 256), b: 7 } },
+  })
+    .png()
+    .toBuffer();
 
 /** @type {Awaited<ReturnType<typeof startUpstreamHost>>} */
 let upstream;
@@ -37,19 +42,33 @@ after(async () => {
 
 /** Runs the command; `onStart` may kill it. @param {string} file @param {(child: import('node:child_process').ChildProcess) => Promise<void>} [onStart] */
 function runBackfill(file, onStart) {
-  const child = spawn(process.execPath, [path.join(root, 'origin/src/backfill.js'), file, '--origin', origin.base, '--concurrency', '4'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [path.join(root, 'origin/src/backfill.js'), file, '--origin', origin.base, '--concurrency', '4'],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (chunk) => { stdout += chunk; });
-  child.stderr.on('data', (chunk) => { stderr += chunk; });
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   onStart?.(child);
-  return exited.then((/** @type {any} */ exit) => ({ ...exit, stderr, result: stdout.trim() ? JSON.parse(stdout.trim()) : null }));
+  return exited.then((/** @type {any} */ exit) => ({
+    ...exit,
+    stderr,
+    result: stdout.trim() ? JSON.parse(stdout.trim()) : null,
+  }));
 }
 
 test('keysOf: bare keys and URLs, each once; comments skipped; the rest refused', () => {
   const key = 'DQmZi174Xz96UrRVBMNRHb6A2FfU3z1HRPwPPQCgSMgdiUT';
-  const { keys, refused } = keysOf(`# from the old host's log\n${key}\nhttps://images.hive.blog/${key}/photo.jpg\n\nhttps://images.hive.blog/p/abc\nnot a key!\n`);
+  const { keys, refused } = keysOf(
+    `# from the old host's log\n${key}\nhttps://images.hive.blog/${key}/photo.jpg\n\nhttps://images.hive.blog/p/abc\nnot a key!\n`,
+  );
   assert.deepEqual(keys, [key]);
   assert.deepEqual(refused, ['https://images.hive.blog/p/abc', 'not a key!']);
 });
@@ -74,7 +93,13 @@ test('500 keys, interrupted and resumed: counts add up, and a second full run fe
   fs.writeFileSync(file, `${lines.join('\n')}\n`);
 
   const cut = await runBackfill(file, async (child) => {
-    await waitFor(async () => fs.existsSync(`${file}.progress`) && fs.readFileSync(`${file}.progress`, 'utf8').trim().split('\n').length >= 100, 60_000, '100 keys done');
+    await waitFor(
+      async () =>
+        fs.existsSync(`${file}.progress`) &&
+        fs.readFileSync(`${file}.progress`, 'utf8').trim().split('\n').length >= 100,
+      60_000,
+      '100 keys done',
+    );
     child.kill('SIGKILL');
   });
   assert.equal(cut.signal, 'SIGKILL');
@@ -87,17 +112,31 @@ test('500 keys, interrupted and resumed: counts add up, and a second full run fe
   assert.equal(second.total, 500);
   assert.equal(second.doneBefore, doneFirst, 'what the first run finished was not asked again');
   assert.equal(second.failed, 0);
-  assert.equal(second.doneBefore + second.stored + second.present + second.mismatched + second.missing, 500, JSON.stringify(second));
+  assert.equal(
+    second.doneBefore + second.stored + second.present + second.mismatched + second.missing,
+    500,
+    JSON.stringify(second),
+  );
 
   // over both runs, by the progress file: every key once with its true outcome (a key stored just before
   // the kill, but not written down, is "present" on the second run)
-  const outcomes = new Map(fs.readFileSync(`${file}.progress`, 'utf8').trim().split('\n').map((line) => /** @type {[string, string]} */ (line.split('\t'))));
+  const outcomes = new Map(
+    fs
+      .readFileSync(`${file}.progress`, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => /** @type {[string, string]} */ (line.split('\t'))),
+  );
   assert.equal(outcomes.size, 500);
-  const tally = (/** @type {string[]} */ names) => [...outcomes.values()].filter((outcome) => names.includes(outcome)).length;
+  const tally = (/** @type {string[]} */ names) =>
+    [...outcomes.values()].filter((outcome) => names.includes(outcome)).length;
   assert.equal(tally(['stored', 'present']), expected.stored);
   assert.equal(tally(['missing']), expected.missing);
   assert.equal(tally(['mismatched']), expected.mismatched);
-  const stored = fs.readdirSync(path.join(origin.dataDir, 'uploads'), { recursive: true }).map(String).filter((name) => /[1-9A-HJ-NP-Za-km-z]{40,}$/.test(name));
+  const stored = fs
+    .readdirSync(path.join(origin.dataDir, 'uploads'), { recursive: true })
+    .map(String)
+    .filter((name) => /[1-9A-HJ-NP-Za-km-z]{40,}$/.test(name));
   assert.equal(stored.length, expected.stored, 'exactly the keys whose bytes were right are stored');
 
   const hits = upstream.hits();

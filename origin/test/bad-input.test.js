@@ -39,7 +39,13 @@ test('corrupt, truncated, empty, HTML and SVG sources are 400s, negatively cache
     ['flipped.jpg', flipped, 'invalid_image'],
     ['empty.jpg', Buffer.alloc(0), 'invalid_image'],
     ['page.html', Buffer.from('<!doctype html><html><body>hi</body></html>'), 'invalid_image'],
-    ['drawing.svg', Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><image href="http://169.254.169.254/x"/></svg>'), 'unsupported_format'],
+    [
+      'drawing.svg',
+      Buffer.from(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><image href="http://169.254.169.254/x"/></svg>',
+      ),
+      'unsupported_format',
+    ],
   ];
   for (const [name, body, error] of cases) {
     const url = origin.site.add(String(name), /** @type {Buffer} */ (body));
@@ -63,8 +69,13 @@ test('decompression bombs are refused before decoding; an animation past the fra
 
 test('bad parameters are 400s naming the parameter', async () => {
   const url = origin.site.add('ok.jpg', await solid(100, 100, 'jpeg'));
-  for (const [query, name] of [[{ width: '-5' }, 'width'], [{ height: '-1e9' }, 'height'], [{ mode: 'zoom' }, 'mode'],
-    [{ format: 'bmp' }, 'format'], [{ format: 'JPEG' }, 'format']]) {
+  for (const [query, name] of [
+    [{ width: '-5' }, 'width'],
+    [{ height: '-1e9' }, 'height'],
+    [{ mode: 'zoom' }, 'mode'],
+    [{ format: 'bmp' }, 'format'],
+    [{ format: 'JPEG' }, 'format'],
+  ]) {
     const response = await fetch(origin.proxied(url, /** @type {any} */ (query)));
     assert.equal(response.status, 400, JSON.stringify(query));
     const error = await jsonError(response);
@@ -74,8 +85,17 @@ test('bad parameters are 400s naming the parameter', async () => {
 
 test('sizes are read as images.hive.blog reads them: the leading whole number, or no size at all', async () => {
   const url = origin.site.add('sizes.jpg', await solid(400, 200, 'jpeg'));
-  for (const [width, expected] of [['100.7', 100], ['100px', 100], [' 100', 100], ['abc', 400], ['', 400], ['0', 400], ['1e9', 1],
-    ['9999999999999', 400], [['50', '80'], 50]]) {
+  for (const [width, expected] of [
+    ['100.7', 100],
+    ['100px', 100],
+    [' 100', 100],
+    ['abc', 400],
+    ['', 400],
+    ['0', 400],
+    ['1e9', 1],
+    ['9999999999999', 400],
+    [['50', '80'], 50],
+  ]) {
     const search = new URLSearchParams({ mode: 'fit', format: 'jpg' });
     for (const value of [width].flat()) search.append('width', String(value));
     const response = await fetch(`${origin.proxied(url)}?${search}`);
@@ -87,16 +107,33 @@ test('sizes are read as images.hive.blog reads them: the leading whole number, o
 
 test('bad proxy URLs: not base58, not http(s), not a URL', async () => {
   await expectError(`${origin.base}/p/0OIl`, 400, 'invalid_url');
-  for (const target of ['javascript:alert(1)', 'file:///etc/passwd', 'ftp://example.com/a.jpg', 'data:image/png;base64,AAAA', 'just text']) {
+  for (const target of [
+    'javascript:alert(1)',
+    'file:///etc/passwd',
+    'ftp://example.com/a.jpg',
+    'data:image/png;base64,AAAA',
+    'just text',
+  ]) {
     await expectError(`${origin.base}/p/${base58Url.encode(target)}`, 400, 'invalid_url');
   }
   await expectError(`${origin.base}/100x100/javascript:alert(1)`, 400, 'invalid_url', { redirect: 'manual' });
 });
 
 test('SSRF: loopback, private, link-local and metadata targets are refused in every spelling, redirects included', async () => {
-  const targets = ['http://127.0.0.2/a.jpg', 'http://10.0.0.1/a.jpg', 'http://169.254.169.254/latest/meta-data/', 'http://[::1]/a.jpg',
-    'http://[::ffff:127.0.0.2]/a.jpg', 'http://0x7f.0.0.2/a.jpg', 'http://2130706434/a.jpg', 'http://localhost/a.jpg',
-    'http://192.168.0.1/a.jpg', 'http://100.64.1.1/', 'http://[fe80::1]/', 'http://0.0.0.0/'];
+  const targets = [
+    'http://127.0.0.2/a.jpg',
+    'http://10.0.0.1/a.jpg',
+    'http://169.254.169.254/latest/meta-data/',
+    'http://[::1]/a.jpg',
+    'http://[::ffff:127.0.0.2]/a.jpg',
+    'http://0x7f.0.0.2/a.jpg',
+    'http://2130706434/a.jpg',
+    'http://localhost/a.jpg',
+    'http://192.168.0.1/a.jpg',
+    'http://100.64.1.1/',
+    'http://[fe80::1]/',
+    'http://0.0.0.0/',
+  ];
   for (const target of targets) await expectError(origin.proxied(target, { width: 10 }), 403, 'forbidden_target');
   const viaRedirect = `${origin.site.base}/to?url=${encodeURIComponent('http://169.254.169.254/latest/meta-data/')}`;
   await expectError(origin.proxied(viaRedirect, { width: 10 }), 403, 'forbidden_target');
@@ -112,7 +149,10 @@ test('redirects are followed up to the limit, each re-checked', async () => {
 });
 
 test('upstream 404 is remembered long and 5xx briefly: a second request never reaches the upstream', async () => {
-  for (const [code, status, name] of /** @type {Array<[number, number, string]>} */ ([[404, 404, 'upstream_not_found'], [500, 502, 'upstream_error']])) {
+  for (const [code, status, name] of /** @type {Array<[number, number, string]>} */ ([
+    [404, 404, 'upstream_not_found'],
+    [500, 502, 'upstream_error'],
+  ])) {
     const url = `${origin.site.base}/status/${code}`;
     const first = await expectError(origin.proxied(url, { width: 10 }), status, name);
     const second = await expectError(origin.proxied(url, { width: 20 }), status, name);
@@ -122,11 +162,19 @@ test('upstream 404 is remembered long and 5xx briefly: a second request never re
     const ttl = await origin.redis.client.ttl(`origin:fail:${(await import('@stack/lib')).sha256Hex(url)}`);
     assert.ok(code === 404 ? ttl > 3600 : ttl > 0 && ttl <= 120, `ttl ${ttl} for ${code}`);
   }
-  assert.ok(await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'failure', result: 'hit' }) >= 2);
+  assert.ok(
+    (await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'failure', result: 'hit' })) >= 2,
+  );
 });
 
 test('keys with path tricks are 404s; unknown methods 405; all JSON', async () => {
-  for (const path of ['/..%2f..%2fetc%2fpasswd', '/%2e%2e/%2e%2e/etc/passwd', '/DQm..%00/x', '/favicon.ico', `/${'D'.repeat(300)}`]) {
+  for (const path of [
+    '/..%2f..%2fetc%2fpasswd',
+    '/%2e%2e/%2e%2e/etc/passwd',
+    '/DQm..%00/x',
+    '/favicon.ico',
+    `/${'D'.repeat(300)}`,
+  ]) {
     await expectError(origin.base + path, 404, 'not_found');
   }
   // not valid percent-encoding: the client's mistake, never a 500
@@ -139,22 +187,34 @@ test('keys with path tricks are 404s; unknown methods 405; all JSON', async () =
 test('uploads: 411 without a length, 413 before reading an oversized body, 401 without a token, 400 for a non-image', async () => {
   const http = await import('node:http');
   /** @param {Record<string, string>} headers @param {string | null} body null: send the headers only */
-  const post = (headers, body) => new Promise((resolve, reject) => {
-    const req = http.request(`${origin.base}/upload`, {
-      method: 'POST',
-      headers: { authorization: 'Bearer test-token', 'content-type': 'multipart/form-data; boundary=x', ...headers },
-    }, (res) => {
-      let text = '';
-      res.on('data', (chunk) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode, name: JSON.parse(text).error.name }));
+  const post = (headers, body) =>
+    new Promise((resolve, reject) => {
+      const req = http.request(
+        `${origin.base}/upload`,
+        {
+          method: 'POST',
+          headers: {
+            authorization: 'Bearer test-token',
+            'content-type': 'multipart/form-data; boundary=x',
+            ...headers,
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode, name: JSON.parse(text).error.name }));
+        },
+      );
+      req.on('error', reject);
+      if (body === null) req.flushHeaders();
+      else req.end(body);
     });
-    req.on('error', reject);
-    if (body === null) req.flushHeaders();
-    else req.end(body);
-  });
   assert.deepEqual(await post({ 'transfer-encoding': 'chunked' }, '--x--'), { status: 411, name: 'length_required' });
   // 30 MB announced, not one byte sent: the answer comes before the body
-  assert.deepEqual(await post({ 'content-length': String(30 * 1024 * 1024) }, null), { status: 413, name: 'payload_too_large' });
+  assert.deepEqual(await post({ 'content-length': String(30 * 1024 * 1024) }, null), {
+    status: 413,
+    name: 'payload_too_large',
+  });
 
   const noToken = await tokenUpload(origin.base, await solid(10, 10, 'png'), 'a.png', 'wrong-token');
   assert.equal(noToken.status, 401);
@@ -164,7 +224,10 @@ test('uploads: 411 without a length, 413 before reading an oversized body, 401 w
   // only the header of these is whole: what is stored under a key must decode to the last byte
   const jpeg = await solid(200, 150, 'jpeg');
   const gif = await animated(64, 48, 3, 'gif');
-  for (const [name, body] of /** @type {Array<[string, Buffer]>} */ ([['cut.jpg', jpeg.subarray(0, Math.floor(jpeg.length * 0.9))], ['cut.gif', gif.subarray(0, Math.floor(gif.length * 0.9))]])) {
+  for (const [name, body] of /** @type {Array<[string, Buffer]>} */ ([
+    ['cut.jpg', jpeg.subarray(0, Math.floor(jpeg.length * 0.9))],
+    ['cut.gif', gif.subarray(0, Math.floor(gif.length * 0.9))],
+  ])) {
     const cut = await tokenUpload(origin.base, body, name);
     assert.equal(cut.status, 400, name);
     assert.deepEqual(await jsonError(cut), { name: 'invalid_image', info: { reason: 'corrupt or truncated image' } });

@@ -17,17 +17,29 @@ let single;
 before(async () => {
   [origin, single] = await Promise.all([
     startOrigin(),
-    startOrigin({ TRANSFORM_CONCURRENCY: '1', TRANSFORM_TIMEOUT_S: '1', AVIF_EFFORT: '6', AVIF_MAX_PIXELS: '100000000' }),
+    startOrigin({
+      TRANSFORM_CONCURRENCY: '1',
+      TRANSFORM_TIMEOUT_S: '1',
+      AVIF_EFFORT: '6',
+      AVIF_MAX_PIXELS: '100000000',
+    }),
   ]);
 });
 after(() => Promise.all([origin?.stop(), single?.stop()]));
 
 /** A photograph-like JPEG. @param {number} width @param {number} height */
-const noise = (width, height) => sharp({ create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).jpeg({ quality: 90 }).toBuffer();
+const noise = (width, height) =>
+  sharp({
+    create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } },
+  })
+    .jpeg({ quality: 90 })
+    .toBuffer();
 
 test('a small file of high declared resolution: large AVIFs are made in WebP or refused, large variants refused', async () => {
   // 7000×7000 of one colour: 150 KB, 49 MP
-  const flat = await sharp({ create: { width: 7000, height: 7000, channels: 3, background: '#6080a0' } }).png({ compressionLevel: 9 }).toBuffer();
+  const flat = await sharp({ create: { width: 7000, height: 7000, channels: 3, background: '#6080a0' } })
+    .png({ compressionLevel: 9 })
+    .toBuffer();
   const url = origin.site.add('flat.png', flat);
   const chrome = 'image/avif,image/webp,image/apng,image/*,*/*;q=0.8';
   const negotiated = await fetch(origin.proxied(url, { width: 4000, format: 'auto' }), { headers: { accept: chrome } });
@@ -63,5 +75,5 @@ test('a costly transform past TRANSFORM_TIMEOUT_S gives its slot back at once: t
   assert.equal((await jsonError(answer)).name, 'transform_timeout');
   // the slot was free at the 1 s deadline (a sanity bound far under the encode's own time)
   assert.ok(waited < 2500, `the next request waited ${Math.round(waited)} ms for the slot`);
-  assert.equal(await metricValue(single.metricsUrl, 'origin_transform_worker_kills_total') - kills, 1);
+  assert.equal((await metricValue(single.metricsUrl, 'origin_transform_worker_kills_total')) - kills, 1);
 });

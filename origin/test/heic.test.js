@@ -41,7 +41,8 @@ function heic(source, extension) {
   return fs.readFileSync(output);
 }
 
-const landscape = () => sharp(photo('Path', '1280x800')).resize(640).jpeg({ quality: 95 }).withIccProfile('p3').toBuffer();
+const landscape = () =>
+  sharp(photo('Path', '1280x800')).resize(640).jpeg({ quality: 95 }).withIccProfile('p3').toBuffer();
 // a portrait photograph: its pixels upright (a phone's HEIC turns them with irot, which libheif applies)
 const portrait = () => sharp(photo('Path', '1280x800')).resize(640).rotate(90).jpeg({ quality: 95 }).toBuffer();
 
@@ -51,14 +52,23 @@ async function fetched(url, accept = 'image/avif,image/webp,*/*') {
   return { response, bytes: Buffer.from(await response.arrayBuffer()) };
 }
 
-test('a HEIC upload is accepted, stored as uploaded less its location data, under the uploaded bytes\' key', async () => {
-  const uploaded = withMetadata(heic(await landscape(), 'jpg'), 'heic', ['-GPSLatitude=48.8583', '-GPSLatitudeRef=N', '-GPSLongitude=2.2945', '-GPSLongitudeRef=E', '-SerialNumber=F2LXK0QJHG7F']);
+test("a HEIC upload is accepted, stored as uploaded less its location data, under the uploaded bytes' key", async () => {
+  const uploaded = withMetadata(heic(await landscape(), 'jpg'), 'heic', [
+    '-GPSLatitude=48.8583',
+    '-GPSLatitudeRef=N',
+    '-GPSLongitude=2.2945',
+    '-GPSLongitudeRef=E',
+    '-SerialNumber=F2LXK0QJHG7F',
+  ]);
   assert.ok(personalTags(readMetadata(uploaded)).length >= 2);
   const response = await tokenUpload(origin.base, uploaded, 'IMG_0001.HEIC');
   assert.equal(response.status, 200, await response.clone().text());
   const { url } = /** @type {{ url: string }} */ (await response.json());
   assert.equal(new URL(url).pathname.split('/')[1], keyOf(uploaded));
-  const safari = await fetched(url, 'image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5');
+  const safari = await fetched(
+    url,
+    'image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5',
+  );
   assert.equal(safari.response.headers.get('content-type'), 'image/heic');
   assert.equal(safari.response.headers.get('vary'), 'Accept');
   assert.equal(safari.bytes.length, uploaded.length, 'the same size: edited in place');
@@ -69,24 +79,38 @@ test('a HEIC upload is accepted, stored as uploaded less its location data, unde
   assert.deepEqual([info.format, info.width, info.height], ['jpeg', 640, 400], 'of the same size');
 });
 
-test('/p/ variants of HEIC photographs: the right size and orientation, close to the JPEG\'s variant, the profile applied', async () => {
-  for (const [name, make] of /** @type {const} */ ([['landscape', landscape], ['portrait', portrait]])) {
+test("/p/ variants of HEIC photographs: the right size and orientation, close to the JPEG's variant, the profile applied", async () => {
+  for (const [name, make] of /** @type {const} */ ([
+    ['landscape', landscape],
+    ['portrait', portrait],
+  ])) {
     const jpeg = await make();
     const url = origin.site.add(`${name}.heic`, heic(jpeg, 'jpg'));
     const reference = origin.site.add(`${name}.jpg`, jpeg);
-    const [fromHeic, fromJpeg] = await Promise.all([url, reference].map((source) => fetched(origin.proxied(source, { width: 200, format: 'png' }))));
+    const [fromHeic, fromJpeg] = await Promise.all(
+      [url, reference].map((source) => fetched(origin.proxied(source, { width: 200, format: 'png' }))),
+    );
     assert.equal(fromHeic.response.status, 200, fromHeic.bytes.toString().slice(0, 200));
     const [a, b] = await Promise.all([decode(fromHeic.bytes), decode(fromJpeg.bytes)]);
     assert.deepEqual([a.width, a.height], [b.width, b.height], `${name}: the JPEG's size and orientation`);
     // mean absolute difference per channel, 0-255: HEVC at q85 against a JPEG at q95 of the same pixels
-    const [rawHeic, rawJpeg] = await Promise.all([fromHeic.bytes, fromJpeg.bytes].map((bytes) => sharp(bytes).removeAlpha().raw().toBuffer()));
+    const [rawHeic, rawJpeg] = await Promise.all(
+      [fromHeic.bytes, fromJpeg.bytes].map((bytes) => sharp(bytes).removeAlpha().raw().toBuffer()),
+    );
     const difference = meanDifference(rawHeic, rawJpeg);
     assert.ok(difference < 6, `${name}: ${difference.toFixed(2)} from the JPEG's variant`);
     if (name === 'landscape') {
       // its Display P3 profile applied: nearer the JPEG's variant than to the same pixels taken as sRGB
-      const unconverted = await sharp(jpeg, { ignoreIcc: true }).resize(a.width, a.height).removeAlpha().raw().toBuffer();
+      const unconverted = await sharp(jpeg, { ignoreIcc: true })
+        .resize(a.width, a.height)
+        .removeAlpha()
+        .raw()
+        .toBuffer();
       const asSrgb = meanDifference(rawHeic, unconverted);
-      assert.ok(difference < asSrgb * 0.8, `the profile applied: ${difference.toFixed(2)} from the converted variant, ${asSrgb.toFixed(2)} from unconverted pixels`);
+      assert.ok(
+        difference < asSrgb * 0.8,
+        `the profile applied: ${difference.toFixed(2)} from the converted variant, ${asSrgb.toFixed(2)} from unconverted pixels`,
+      );
     }
     for (const format of ['jpeg', 'webp', 'avif']) {
       const { response } = await fetched(origin.proxied(url, { width: 120, format }));
@@ -96,7 +120,11 @@ test('/p/ variants of HEIC photographs: the right size and orientation, close to
 });
 
 test('a HEIC with alpha keeps its transparency in a PNG variant', async () => {
-  const png = await sharp({ create: { width: 320, height: 200, channels: 4, background: { r: 200, g: 40, b: 30, alpha: 0.5 } } }).png().toBuffer();
+  const png = await sharp({
+    create: { width: 320, height: 200, channels: 4, background: { r: 200, g: 40, b: 30, alpha: 0.5 } },
+  })
+    .png()
+    .toBuffer();
   const url = origin.site.add('alpha.heic', heic(png, 'png'));
   const { response, bytes } = await fetched(origin.proxied(url, { width: 160, format: 'png' }));
   assert.equal(response.status, 200);
@@ -113,12 +141,20 @@ test('cut, truncated and hostile HEIC files are a 400 JSON error, and the origin
   bomb.writeUInt32BE(30000, ispe + 8);
   bomb.writeUInt32BE(30000, ispe + 12);
   /** @type {Array<[string, Buffer]>} */
-  const cases = [['cut', whole.subarray(0, Math.floor(whole.length / 2))], ['header-only', whole.subarray(0, 300)], ['bomb', bomb]];
+  const cases = [
+    ['cut', whole.subarray(0, Math.floor(whole.length / 2))],
+    ['header-only', whole.subarray(0, 300)],
+    ['bomb', bomb],
+  ];
   for (const [name, bytes] of cases) {
     const url = origin.site.add(`broken-${name}.heic`, bytes);
     const { response, bytes: answer } = await fetched(origin.proxied(url, { width: 100 }));
     assert.equal(response.status, 400, `${name}: ${answer.toString().slice(0, 200)}`);
-    assert.match(JSON.parse(answer.toString()).error.name, /^(invalid_image|image_too_large|unsupported_format)$/, name);
+    assert.match(
+      JSON.parse(answer.toString()).error.name,
+      /^(invalid_image|image_too_large|unsupported_format)$/,
+      name,
+    );
   }
   assert.equal((await fetched(`${origin.base}/healthz`)).response.status, 200);
 });

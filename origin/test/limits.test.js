@@ -26,13 +26,22 @@ before(async () => {
 after(() => origin?.stop());
 
 /** A photograph-like JPEG (noise compresses badly: its size follows its pixels). @param {number} width @param {number} height */
-const noise = (width, height, quality = 80) => sharp({ create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).jpeg({ quality }).toBuffer();
+const noise = (width, height, quality = 80) =>
+  sharp({
+    create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } },
+  })
+    .jpeg({ quality })
+    .toBuffer();
 
 /** @param {string} url @param {Record<string, string | number>} [query] */
 async function timed(url, query = { width: 100 }) {
   const started = performance.now();
   const response = await fetch(origin.proxied(url, query));
-  return { response, ms: performance.now() - started, error: response.status >= 400 ? await jsonError(response) : null };
+  return {
+    response,
+    ms: performance.now() - started,
+    error: response.status >= 400 ? await jsonError(response) : null,
+  };
 }
 
 test('a remote original past FETCH_MAX_BYTES is refused, whether its size is declared or not, and nothing is kept', async () => {
@@ -46,7 +55,9 @@ test('a remote original past FETCH_MAX_BYTES is refused, whether its size is dec
   assert.equal(streamed.response.status, 400, JSON.stringify(streamed.error));
   assert.equal(streamed.error.name, 'image_too_large');
   const originals = path.join(origin.dataDir, 'originals');
-  const kept = fs.readdirSync(originals, { recursive: true }).filter((name) => fs.statSync(path.join(originals, String(name))).isFile());
+  const kept = fs
+    .readdirSync(originals, { recursive: true })
+    .filter((name) => fs.statSync(path.join(originals, String(name))).isFile());
   assert.deepEqual(kept, [], 'no partial original left behind');
 });
 
@@ -101,18 +112,22 @@ test('the originals cache stays within ORIGINALS_CACHE_BYTES: the oldest origina
   }
   for (const url of names) assert.equal((await timed(url, { width: 50 })).response.status, 200);
   const originals = path.join(origin.dataDir, 'originals');
-  const files = fs.readdirSync(originals, { recursive: true }).map((name) => path.join(originals, String(name))).filter((file) => fs.statSync(file).isFile());
+  const files = fs
+    .readdirSync(originals, { recursive: true })
+    .map((name) => path.join(originals, String(name)))
+    .filter((file) => fs.statSync(file).isFile());
   const bytes = files.reduce((sum, file) => sum + fs.statSync(file).size, 0);
   assert.ok(bytes <= 200 * 1024, `${bytes} bytes of originals on disk`);
   assert.ok(files.length < names.length, `${files.length} originals kept of ${names.length}`);
   // a new size of the newest comes from the cache; of the oldest, from the site again
-  const fetches = () => metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'original', result: 'miss' });
+  const fetches = () =>
+    metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'original', result: 'miss' });
   let before = await fetches();
   assert.equal((await timed(names[5], { width: 51 })).response.status, 200);
-  assert.equal(await fetches() - before, 0, 'the newest original is still cached');
+  assert.equal((await fetches()) - before, 0, 'the newest original is still cached');
   before = await fetches();
   assert.equal((await timed(names[0], { width: 51 })).response.status, 200);
-  assert.equal(await fetches() - before, 1, 'the oldest was evicted and fetched again');
+  assert.equal((await fetches()) - before, 1, 'the oldest was evicted and fetched again');
   assert.equal(origin.site.hits('/img/cache-0.jpg'), 2);
 });
 
@@ -123,8 +138,19 @@ test('the originals cache stays within ORIGINALS_CACHE_BYTES: the oldest origina
 function rgbaTiff(width, height) {
   const pixels = Buffer.alloc(width * height * 4);
   for (let i = 0; i < pixels.length; i += 4) pixels.set([200, 40, 40, i % 8 ? 255 : 64], i);
-  const tags = [[256, 3, 1, width], [257, 3, 1, height], [258, 3, 4, 8], [259, 3, 1, 1], [262, 3, 1, 2], [273, 4, 1, 0],
-    [277, 3, 1, 4], [278, 3, 1, height], [279, 4, 1, pixels.length], [284, 3, 1, 1], [338, 3, 1, 2]];
+  const tags = [
+    [256, 3, 1, width],
+    [257, 3, 1, height],
+    [258, 3, 4, 8],
+    [259, 3, 1, 1],
+    [262, 3, 1, 2],
+    [273, 4, 1, 0],
+    [277, 3, 1, 4],
+    [278, 3, 1, height],
+    [279, 4, 1, pixels.length],
+    [284, 3, 1, 1],
+    [338, 3, 1, 2],
+  ];
   const ifdSize = 2 + tags.length * 12 + 4;
   const bitsAt = 8 + ifdSize;
   const dataAt = bitsAt + 8;
@@ -138,7 +164,8 @@ function rgbaTiff(width, height) {
     header.writeUInt16LE(tag, at);
     header.writeUInt16LE(type, at + 2);
     header.writeUInt32LE(count, at + 4);
-    if (tag === 258) header.writeUInt32LE(bitsAt, at + 8); // 4 × 8 bits, stored after the IFD
+    if (tag === 258)
+      header.writeUInt32LE(bitsAt, at + 8); // 4 × 8 bits, stored after the IFD
     else if (tag === 273) header.writeUInt32LE(dataAt, at + 8);
     else if (type === 3) header.writeUInt16LE(value, at + 8);
     else header.writeUInt32LE(value, at + 8);
@@ -148,13 +175,22 @@ function rgbaTiff(width, height) {
 }
 
 test('TIFF sources are served as JPEG, or PNG when they have alpha', async () => {
-  const opaque = origin.site.add('scan.tiff', await sharp({ create: { width: 300, height: 200, channels: 3, background: '#224466' } }).tiff().toBuffer(), 'image/tiff');
+  const opaque = origin.site.add(
+    'scan.tiff',
+    await sharp({ create: { width: 300, height: 200, channels: 3, background: '#224466' } })
+      .tiff()
+      .toBuffer(),
+    'image/tiff',
+  );
   const cutout = rgbaTiff(300, 200);
   assert.equal((await sharp(cutout).metadata()).hasAlpha, true);
   // 240 KB: larger than the whole originals cache (200 KB here), which must not make it unservable
   assert.ok(cutout.length > 200 * 1024);
   const alpha = origin.site.add('cutout.tiff', cutout, 'image/tiff');
-  for (const [url, format] of [[opaque, 'jpeg'], [alpha, 'png']]) {
+  for (const [url, format] of [
+    [opaque, 'jpeg'],
+    [alpha, 'png'],
+  ]) {
     const response = await fetch(origin.proxied(url, { width: 150 }));
     assert.equal(response.status, 200, await response.clone().text());
     assert.equal(response.headers.get('content-type'), `image/${format}`);
@@ -168,13 +204,16 @@ test('uploads waiting for their check decode are bounded: past UPLOAD_CHECKS_QUE
   try {
     // one decode per core at once and none waiting: a burst of large uploads cannot all be checked at once
     const photos = await Promise.all(Array.from({ length: 8 }, (_, i) => noise(2400 + i, 1800)));
-    const answers = await Promise.all(photos.map(async (photo) => {
-      const response = await tokenUpload(bounded.base, photo);
-      return { status: response.status, body: /** @type {any} */ (await response.json()) };
-    }));
+    const answers = await Promise.all(
+      photos.map(async (photo) => {
+        const response = await tokenUpload(bounded.base, photo);
+        return { status: response.status, body: /** @type {any} */ (await response.json()) };
+      }),
+    );
     const refused = answers.filter((answer) => answer.status === 503);
     assert.ok(refused.length >= 1, `refused: ${answers.map((answer) => answer.status)}`);
-    for (const { body } of refused) assert.deepEqual(body.error, { name: 'overloaded', info: { reason: 'upload_checks_full' } });
+    for (const { body } of refused)
+      assert.deepEqual(body.error, { name: 'overloaded', info: { reason: 'upload_checks_full' } });
     const stored = answers.filter((answer) => answer.status === 200);
     assert.ok(stored.length >= 1);
     for (const { body } of stored) assert.equal((await fetch(body.url)).status, 200);
@@ -185,7 +224,11 @@ test('uploads waiting for their check decode are bounded: past UPLOAD_CHECKS_QUE
 });
 
 test('a /p/ answer past REQUEST_TIMEOUT_S is a JSON 503 from the origin itself; the work goes on and is served next', async () => {
-  const deadline = await startOrigin({ REQUEST_TIMEOUT_S: '1', FETCH_RESPONSE_TIMEOUT_MS: '5000', FETCH_TOTAL_TIMEOUT_MS: '10000' });
+  const deadline = await startOrigin({
+    REQUEST_TIMEOUT_S: '1',
+    FETCH_RESPONSE_TIMEOUT_MS: '5000',
+    FETCH_TOTAL_TIMEOUT_MS: '10000',
+  });
   try {
     deadline.site.add('late.jpg', await noise(300, 200));
     // headers after 2.5 s: within every fetch limit, past the request's deadline

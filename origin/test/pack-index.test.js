@@ -23,10 +23,12 @@ function tempDir(t) {
 
 /** What a cache's index says, keyed by full key: [segment, offset, size, ext]. @param {PackCache} cache @param {string[]} keys */
 function snapshot(cache, keys) {
-  return new Map(keys.map((key) => {
-    const entry = cache.get(key);
-    return [key, entry && [entry.segment.seq, entry.offset, entry.size, entry.ext]];
-  }));
+  return new Map(
+    keys.map((key) => {
+      const entry = cache.get(key);
+      return [key, entry && [entry.segment.seq, entry.offset, entry.size, entry.ext]];
+    }),
+  );
 }
 
 /**
@@ -98,7 +100,11 @@ test('the index grows a few hundred entries at a time: every key is found while 
       const early = key(3);
       growing.set(early, 0, 1, 8, 1, 0);
       reference.set(early, 0, 1, 8, 1, 0);
-      assert.deepEqual(growing.get(early), { seq: 1, offset: 24, size: 103, ext: 3 }, 'an older record does not replace a newer one');
+      assert.deepEqual(
+        growing.get(early),
+        { seq: 1, offset: 24, size: 103, ext: 3 },
+        'an older record does not replace a newer one',
+      );
       // a few hundred entries move per call: two calls later, a table of thousands is still moving
       if (moving.capacity >= 4096) assert.ok(growing.old === moving, 'still moving');
       for (let j = 0; j <= i; j += 97) {

@@ -7,7 +7,12 @@ import { test } from 'node:test';
 import { stalledMicros, watchCpuPressure } from '../src/pressure.js';
 
 test('the stalled share of each interval is read from PSI\'s "some" total; no PSI file reads 0', async () => {
-  assert.equal(stalledMicros('some avg10=1.63 avg60=4.76 avg300=25.28 total=3267651981\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n'), 3267651981);
+  assert.equal(
+    stalledMicros(
+      'some avg10=1.63 avg60=4.76 avg300=25.28 total=3267651981\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n',
+    ),
+    3267651981,
+  );
   assert.equal(stalledMicros('nonsense'), null);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'psi-'));
   try {

@@ -18,10 +18,24 @@ import { keyOf } from '../src/keys.js';
 import { jsonError, startOrigin, tokenUpload } from './harness.js';
 
 /** A small distinct JPEG: `seed` picks its colour. @param {number} seed */
-const jpeg = (seed) => sharp({ create: { width: 320, height: 200, channels: 3, background: { r: seed % 256, g: (seed * 7) % 256, b: (seed * 13) % 256 } } }).jpeg().toBuffer();
+const jpeg = (seed) =>
+  sharp({
+    create: {
+      width: 320,
+      height: 200,
+      channels: 3,
+      background: { r: seed % 256, g: (seed * 7) % 256, b: (seed * 13) % 256 },
+    },
+  })
+    .jpeg()
+    .toBuffer();
 
 /** Where the fs store keeps `key` (exists only once stored). @param {string} dataDir @param {string} key */
-const storedFiles = (dataDir, key) => fs.readdirSync(path.join(dataDir, 'uploads'), { recursive: true }).map(String).filter((file) => file.endsWith(key));
+const storedFiles = (dataDir, key) =>
+  fs
+    .readdirSync(path.join(dataDir, 'uploads'), { recursive: true })
+    .map(String)
+    .filter((file) => file.endsWith(key));
 
 describe('pull-through from upstream image hosts', () => {
   /** @type {Awaited<ReturnType<typeof startUpstreamHost>>} */
@@ -35,7 +49,11 @@ describe('pull-through from upstream image hosts', () => {
     liar = await startUpstreamHost('liar');
     honest = await startUpstreamHost('honest');
     liar.lie(await jpeg(999));
-    origin = await startOrigin({ UPSTREAM_IMAGE_HOSTS: `${liar.base},${honest.base}`, TAKEDOWN_POLL_MS: '100', FAILURE_TTL_TRANSIENT_S: '0' });
+    origin = await startOrigin({
+      UPSTREAM_IMAGE_HOSTS: `${liar.base},${honest.base}`,
+      TAKEDOWN_POLL_MS: '100',
+      FAILURE_TTL_TRANSIENT_S: '0',
+    });
   });
 
   let stopped = false;
@@ -44,7 +62,7 @@ describe('pull-through from upstream image hosts', () => {
     await Promise.all([liar?.close(), honest?.close()]);
   });
 
-  test('a key only an upstream holds: the liar refused (counted), the honest host\'s bytes served and stored', async () => {
+  test("a key only an upstream holds: the liar refused (counted), the honest host's bytes served and stored", async () => {
     const body = await jpeg(1);
     const key = keyOf(body);
     honest.hold(key, body);
@@ -54,8 +72,14 @@ describe('pull-through from upstream image hosts', () => {
     assert.equal(first.headers.get('x-pulled-from'), honest.base);
     assert.deepEqual(Buffer.from(await first.arrayBuffer()), body);
     assert.equal(liar.hits(key), 1, 'the liar was asked first');
-    assert.equal(await metricValue(origin.metricsUrl, 'origin_pull_through_total', { upstream: liar.base, result: 'mismatch' }), 1);
-    assert.equal(await metricValue(origin.metricsUrl, 'origin_pull_through_total', { upstream: honest.base, result: 'stored' }), 1);
+    assert.equal(
+      await metricValue(origin.metricsUrl, 'origin_pull_through_total', { upstream: liar.base, result: 'mismatch' }),
+      1,
+    );
+    assert.equal(
+      await metricValue(origin.metricsUrl, 'origin_pull_through_total', { upstream: honest.base, result: 'stored' }),
+      1,
+    );
     assert.equal(storedFiles(origin.dataDir, key).length, 1, 'stored in the fs store');
     const again = await fetch(`${origin.base}/${key}/photo.jpg`);
     assert.equal(again.status, 200);
@@ -64,14 +88,18 @@ describe('pull-through from upstream image hosts', () => {
     assert.equal(honest.hits(key), 1, 'not asked again');
   });
 
-  test('the upstream\'s own /p/ and legacy URLs name the upload: resized from the pulled copy', async () => {
+  test("the upstream's own /p/ and legacy URLs name the upload: resized from the pulled copy", async () => {
     const body = await jpeg(2);
     const key = keyOf(body);
     honest.hold(key, body);
     const upstreamUrl = `${honest.base}/${key}/photo.jpg`;
     const resized = await fetch(`${origin.base}/p/${base58Url.encode(upstreamUrl)}?width=100&format=png`);
     assert.equal(resized.status, 200, await resized.clone().text());
-    assert.match(String(resized.headers.get('xkey')), new RegExp(`img:${key}`), 'tagged as the upload, so its purges reach it');
+    assert.match(
+      String(resized.headers.get('xkey')),
+      new RegExp(`img:${key}`),
+      'tagged as the upload, so its purges reach it',
+    );
     const meta = await sharp(Buffer.from(await resized.arrayBuffer())).metadata();
     assert.deepEqual([meta.format, meta.width], ['png', 100]);
     const legacy = await fetch(`${origin.base}/100x0/${upstreamUrl}`);
@@ -94,8 +122,18 @@ describe('pull-through from upstream image hosts', () => {
     const body = await jpeg(4);
     const key = keyOf(body);
     honest.hold(key, body);
-    const answers = await Promise.all(Array.from({ length: 50 }, () => fetch(`${origin.base}/${key}/photo.jpg`).then(async (response) => ({ status: response.status, bytes: Buffer.from(await response.arrayBuffer()) }))));
-    assert.deepEqual(answers.map((answer) => answer.status), Array(50).fill(200));
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        fetch(`${origin.base}/${key}/photo.jpg`).then(async (response) => ({
+          status: response.status,
+          bytes: Buffer.from(await response.arrayBuffer()),
+        })),
+      ),
+    );
+    assert.deepEqual(
+      answers.map((answer) => answer.status),
+      Array(50).fill(200),
+    );
     assert.ok(answers.every((answer) => answer.bytes.equals(body)));
     assert.equal(honest.hits(key), 1);
     assert.equal(liar.hits(key), 1);
@@ -128,7 +166,12 @@ describe('pull-through from upstream image hosts', () => {
       const version = await redis.incr(TAKEDOWN_KEYS.version);
       await redis.publish(TAKEDOWN_CHANNEL, 'changed');
       // the origin reports the list version it holds: asked before, it would have pulled the key
-      await waitFor(async () => Object.values(await redis.hgetall(TAKEDOWN_KEYS.seen)).some((seen) => seen.startsWith(`${version} `)), 10_000, 'the takedown in force');
+      await waitFor(
+        async () =>
+          Object.values(await redis.hgetall(TAKEDOWN_KEYS.seen)).some((seen) => seen.startsWith(`${version} `)),
+        10_000,
+        'the takedown in force',
+      );
     } finally {
       redis.disconnect();
     }
@@ -144,7 +187,10 @@ describe('pull-through from upstream image hosts', () => {
   test('the log names the upstream that lied (read once the origin has stopped and flushed it)', async () => {
     await origin.stop();
     stopped = true;
-    const lines = origin.output().split('\n').filter((line) => line.includes('do not make the key'));
+    const lines = origin
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('do not make the key'));
     assert.ok(lines.length >= 1, origin.output().slice(-2000));
     assert.ok(lines.every((line) => line.includes(liar.base)));
   });
@@ -158,7 +204,13 @@ describe('a hanging upstream image host', () => {
 
   before(async () => {
     hang = await startUpstreamHost('hang');
-    origin = await startOrigin({ UPSTREAM_IMAGE_HOSTS: hang.base, UPSTREAM_TIMEOUT_MS: '1500', UPSTREAM_BREAKER_FAILURES: '2', UPSTREAM_BREAKER_COOLDOWN_MS: '60000', FAILURE_TTL_TRANSIENT_S: '0' });
+    origin = await startOrigin({
+      UPSTREAM_IMAGE_HOSTS: hang.base,
+      UPSTREAM_TIMEOUT_MS: '1500',
+      UPSTREAM_BREAKER_FAILURES: '2',
+      UPSTREAM_BREAKER_COOLDOWN_MS: '60000',
+      FAILURE_TTL_TRANSIENT_S: '0',
+    });
   });
 
   after(async () => {
@@ -172,7 +224,11 @@ describe('a hanging upstream image host', () => {
     const storedUrl = /** @type {any} */ (await stored.json()).url.replace(/^https?:\/\/[^/]+/, origin.base);
     const missing = keyOf(await jpeg(8));
     const started = performance.now();
-    const pending = fetch(`${origin.base}/${missing}/photo.jpg`).then(async (response) => ({ status: response.status, error: await jsonError(response), ms: performance.now() - started }));
+    const pending = fetch(`${origin.base}/${missing}/photo.jpg`).then(async (response) => ({
+      status: response.status,
+      error: await jsonError(response),
+      ms: performance.now() - started,
+    }));
     // while the pull hangs, the stored image answers as fast as ever (a generous bound for a busy machine)
     let slowest = 0;
     for (let i = 0; i < 20; i += 1) {

@@ -8,13 +8,21 @@ import { TransformQueue } from '../src/queue.js';
 function held(log, name) {
   /** @type {() => void} */
   let end = () => {};
-  const done = new Promise((resolve) => { end = () => resolve(name); });
-  return { task: async () => { log.push(name); return done; }, end };
+  const done = new Promise((resolve) => {
+    end = () => resolve(name);
+  });
+  return {
+    task: async () => {
+      log.push(name);
+      return done;
+    },
+    end,
+  };
 }
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
-test('later tasks run beside the readers\' slots: readers find every slot, and a later task starts only while none waits', async () => {
+test("later tasks run beside the readers' slots: readers find every slot, and a later task starts only while none waits", async () => {
   const queue = new TransformQueue({ concurrency: 2, maxQueued: 10, keepFree: 1, laterMax: 2 });
   const log = [];
   const warmA = held(log, 'warm-a');
@@ -29,20 +37,36 @@ test('later tasks run beside the readers\' slots: readers find every slot, and a
   assert.ok(queue.laterHasRoom && queue.later.length === 1);
   runs.push(...readers.map((reader) => queue.run(reader.task, true)));
   await tick();
-  assert.deepEqual(log, ['warm-a', 'reader-1', 'reader-2'], 'readers take both slots, the later task running beside them');
+  assert.deepEqual(
+    log,
+    ['warm-a', 'reader-1', 'reader-2'],
+    'readers take both slots, the later task running beside them',
+  );
   assert.equal(queue.running, 2);
   warmA.end();
   await tick();
   await tick();
-  assert.deepEqual(log, ['warm-a', 'reader-1', 'reader-2'], 'a later task\'s end frees no reader\'s slot, and a reader waits: nothing starts');
+  assert.deepEqual(
+    log,
+    ['warm-a', 'reader-1', 'reader-2'],
+    "a later task's end frees no reader's slot, and a reader waits: nothing starts",
+  );
   readers[0].end();
   await tick();
   await tick();
-  assert.deepEqual(log, ['warm-a', 'reader-1', 'reader-2', 'reader-3'], 'the waiting reader goes before the waiting later task');
+  assert.deepEqual(
+    log,
+    ['warm-a', 'reader-1', 'reader-2', 'reader-3'],
+    'the waiting reader goes before the waiting later task',
+  );
   readers[1].end();
   await tick();
   await tick();
-  assert.deepEqual(log, ['warm-a', 'reader-1', 'reader-2', 'reader-3'], 'one slot busy and one to keep free: the later task still waits');
+  assert.deepEqual(
+    log,
+    ['warm-a', 'reader-1', 'reader-2', 'reader-3'],
+    'one slot busy and one to keep free: the later task still waits',
+  );
   readers[2].end();
   await tick();
   await tick();

@@ -14,7 +14,11 @@ import { startOrigin } from './harness.js';
 
 /** A JPEG of noise: its variants do not compress to nothing. @param {number} width @param {number} height */
 function noise(width, height) {
-  return sharp({ create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).jpeg({ quality: 90 }).toBuffer();
+  return sharp({
+    create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } },
+  })
+    .jpeg({ quality: 90 })
+    .toBuffer();
 }
 
 /** @param {string} url */
@@ -27,13 +31,21 @@ async function get(url) {
 
 /** Until the origin's result-cache index is rebuilt after a start. @param {{ metricsUrl: string }} origin */
 async function indexBuilt(origin) {
-  await waitFor(async () => (await metricValue(origin.metricsUrl, 'origin_result_cache_index_building')) === 0, 30_000, 'the result-cache index');
+  await waitFor(
+    async () => (await metricValue(origin.metricsUrl, 'origin_result_cache_index_building')) === 0,
+    30_000,
+    'the result-cache index',
+  );
 }
 
 /** @param {string} dir the origin's data directory @returns {string[]} its result cache's segment files, oldest first */
 function segments(dir) {
   const variants = path.join(dir, 'variants');
-  return fs.readdirSync(variants).filter((name) => name.endsWith('.pack')).sort().map((name) => path.join(variants, name));
+  return fs
+    .readdirSync(variants)
+    .filter((name) => name.endsWith('.pack'))
+    .sort()
+    .map((name) => path.join(variants, name));
 }
 
 test('after a crash, variants answered before it come from the result cache byte for byte; a torn or corrupt tail is cut off and made again, never served', async () => {
@@ -53,17 +65,20 @@ test('after a crash, variants answered before it come from the result cache byte
 
     await origin.start();
     await indexBuilt(origin);
-    assert.ok(fs.statSync(newest).size <= bytes.length - first.c.body.length, 'the segment is cut before c\'s record');
+    assert.ok(fs.statSync(newest).size <= bytes.length - first.c.body.length, "the segment is cut before c's record");
     let before = await made();
-    for (const [target, was] of /** @type {const} */ ([[a, first.a], [b, first.b]])) {
+    for (const [target, was] of /** @type {const} */ ([
+      [a, first.a],
+      [b, first.b],
+    ])) {
       const again = await get(target);
       assert.equal(again.timing, 'cache;desc=hit');
       assert.ok(again.body.equals(was.body));
     }
-    assert.equal(await made() - before, 0);
+    assert.equal((await made()) - before, 0);
     const remade = await get(c);
     assert.ok(remade.body.equals(first.c.body));
-    assert.equal(await made() - before, 1);
+    assert.equal((await made()) - before, 1);
 
     // appends go on after the cut, and survive the next crash
     const d = origin.proxied(url, { width: 160 });
@@ -75,7 +90,7 @@ test('after a crash, variants answered before it come from the result cache byte
     const kept = await get(d);
     assert.equal(kept.timing, 'cache;desc=hit');
     assert.ok(kept.body.equals(fresh.body));
-    assert.equal(await made() - before, 0);
+    assert.equal((await made()) - before, 0);
   } finally {
     await origin.stop();
   }
@@ -105,9 +120,9 @@ test('the result cache stays within VARIANTS_CACHE_BYTES on disk; what is asked 
 
     // the hot variant, asked for every 10 new ones, was never made again; the cold one, asked once, is
     assert.equal((await get(hot)).timing, 'cache;desc=hit');
-    assert.equal(await made() - before, 120);
+    assert.equal((await made()) - before, 120);
     assert.notEqual((await get(cold)).timing, 'cache;desc=hit');
-    assert.equal(await made() - before, 121);
+    assert.equal((await made()) - before, 121);
   } finally {
     await origin.stop();
   }

@@ -11,10 +11,20 @@ import { personalTags as personal, photo, readMetadata as exif, withMetadata } f
 /** A file of `format` from a real photograph, with a phone's metadata (and IPTC places for a JPEG). @param {string} format */
 async function phonePhoto(format) {
   const image = sharp(photo('Path', '1280x800')).resize(640);
-  const encoded = await (format === 'png' ? image.png() : format === 'webp' ? image.webp() : image.jpeg({ quality: 90 })).withIccProfile('p3').toBuffer();
+  const encoded = await (
+    format === 'png' ? image.png() : format === 'webp' ? image.webp() : image.jpeg({ quality: 90 })
+  )
+    .withIccProfile('p3')
+    .toBuffer();
   const extension = format === 'jpeg' ? 'jpg' : format;
   const phone = withMetadata(encoded, extension);
-  return format === 'jpeg' ? withMetadata(phone, extension, ['-IPTC:City=Paris', '-IPTC:Country-PrimaryLocationName=France', '-IPTC:Keywords=tower']) : phone;
+  return format === 'jpeg'
+    ? withMetadata(phone, extension, [
+        '-IPTC:City=Paris',
+        '-IPTC:Country-PrimaryLocationName=France',
+        '-IPTC:Keywords=tower',
+      ])
+    : phone;
 }
 
 /** Decoded pixels (as stored: no rotation) and their size. @param {Buffer} bytes */
@@ -30,7 +40,10 @@ for (const format of ['jpeg', 'png', 'webp']) {
     assert.deepEqual(personal(tags), [], `no GPS, serial, owner or place left (removed ${removed})`);
     assert.equal(tags['IFD0:Orientation'], 6, 'a portrait photograph stays upright');
     assert.equal(tags['IFD0:Make'], 'Apple', 'what does not identify a person stays');
-    assert.ok(Object.keys(tags).some((name) => name.startsWith('ICC')), 'the colour profile stays');
+    assert.ok(
+      Object.keys(tags).some((name) => name.startsWith('ICC')),
+      'the colour profile stays',
+    );
     const [before, afterScrub] = [await pixels(uploaded), await pixels(data)];
     assert.deepEqual(afterScrub.info, before.info);
     assert.ok(afterScrub.data.equals(before.data), 'decodes to exactly the same pixels');
@@ -44,7 +57,9 @@ test('jpeg: the compressed pixels are the uploaded bytes; "none" keeps the file 
   assert.ok(scan(data).equals(scan(uploaded)), 'from the first scan on, byte for byte');
   assert.equal(scrubMetadata(uploaded, 'jpeg', 'none').data, uploaded);
   const all = exif(scrubMetadata(uploaded, 'jpeg', 'all').data);
-  const left = Object.keys(all).filter((name) => !/^(ExifTool|System|File|Composite|ICC[-_\w]*|JFIF):|^SourceFile$/.test(name));
+  const left = Object.keys(all).filter(
+    (name) => !/^(ExifTool|System|File|Composite|ICC[-_\w]*|JFIF):|^SourceFile$/.test(name),
+  );
   assert.deepEqual(left.sort(), ['IFD0:Orientation'], `left: ${left}`);
   assert.ok(Object.keys(all).some((name) => name.startsWith('ICC')));
 });

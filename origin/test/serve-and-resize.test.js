@@ -57,7 +57,9 @@ test('an uploaded original is served with its sniffed type, a strong ETag, 304 a
   assert.equal(response.headers.get('xkey'), `img:${key}`);
   assert.deepEqual(Buffer.from(await response.arrayBuffer()), png);
 
-  const again = await fetch(`${origin.base}/${key}`, { headers: { 'if-none-match': `"${key}"`, 'cache-control': 'max-age=0' } });
+  const again = await fetch(`${origin.base}/${key}`, {
+    headers: { 'if-none-match': `"${key}"`, 'cache-control': 'max-age=0' },
+  });
   assert.equal(again.status, 304);
   const head = await fetch(`${origin.base}/${key}`, { method: 'HEAD' });
   assert.equal(head.status, 200);
@@ -93,14 +95,24 @@ function luminanceTable(jpeg) {
 /** libjpeg's standard (Annex K) luminance table at `quality`, first 8 values in zigzag order. @param {number} quality */
 function standardTable(quality) {
   const scale = quality < 50 ? 5000 / quality : 200 - quality * 2;
-  return [16, 11, 12, 14, 12, 10, 16, 14].map((base) => Math.min(255, Math.max(1, Math.floor((base * scale + 50) / 100))));
+  return [16, 11, 12, 14, 12, 10, 16, 14].map((base) =>
+    Math.min(255, Math.max(1, Math.floor((base * scale + 50) / 100))),
+  );
 }
 
 test('JPEG is baseline with the standard tables; JPEG_PROGRESSIVE=true makes it progressive; JPEG_TRELLIS=true trades encode time for a smaller file of the same picture', async () => {
   const trellis = await startOrigin({ JPEG_TRELLIS: 'true' });
   const progressive = await startOrigin({ JPEG_PROGRESSIVE: 'true' });
   try {
-    const variant = async (/** @type {typeof origin} */ server) => image(server.proxied(server.site.add('path.jpg', fs.readFileSync(photo('Path', '1920x1080'))), { width: 512, height: 512, mode: 'fit', format: 'jpeg' }));
+    const variant = async (/** @type {typeof origin} */ server) =>
+      image(
+        server.proxied(server.site.add('path.jpg', fs.readFileSync(photo('Path', '1920x1080'))), {
+          width: 512,
+          height: 512,
+          mode: 'fit',
+          format: 'jpeg',
+        }),
+      );
     const plain = await image(origin.proxied(photoUrl, { width: 512, height: 512, mode: 'fit', format: 'jpeg' }));
     const [small, drawn] = [await variant(trellis), await variant(progressive)];
     const scans = [];
@@ -114,15 +126,26 @@ test('JPEG is baseline with the standard tables; JPEG_PROGRESSIVE=true makes it 
     assert.deepEqual(luminanceTable(drawn.body), standardTable(80));
     assert.notDeepEqual(luminanceTable(small.body), standardTable(80)); // trellis goes with mozjpeg's own table
     // progressive scans: the same pixels in a file a little smaller
-    assert.ok(drawn.body.length < plain.body.length, `progressive ${drawn.body.length} B, baseline ${plain.body.length} B`);
-    assert.ok(small.body.length < plain.body.length * 0.95, `trellis ${small.body.length} B, plain ${plain.body.length} B`);
+    assert.ok(
+      drawn.body.length < plain.body.length,
+      `progressive ${drawn.body.length} B, baseline ${plain.body.length} B`,
+    );
+    assert.ok(
+      small.body.length < plain.body.length * 0.95,
+      `trellis ${small.body.length} B, plain ${plain.body.length} B`,
+    );
     // the same picture: each decoding stays close to the photograph resized and not encoded
     const reference = await sharp(photo('Path', '1920x1080')).resize(512, 512, { fit: 'inside' }).raw().toBuffer();
-    const [a, b, c] = await Promise.all([plain.body, small.body, drawn.body].map((body) => sharp(body).raw().toBuffer()));
+    const [a, b, c] = await Promise.all(
+      [plain.body, small.body, drawn.body].map((body) => sharp(body).raw().toBuffer()),
+    );
     assert.ok(a.equals(c), 'progressive and baseline decode to the same pixels');
     const [plainError, trellisError] = [a, b].map((pixels) => meanDifference(pixels, reference));
     // about 4.1 each here (chroma subsampling and q80); a broken encode or a wrong size is far off
-    assert.ok(plainError < 5 && Math.abs(trellisError - plainError) < 0.5, `mean differences: plain ${plainError}, trellis ${trellisError}`);
+    assert.ok(
+      plainError < 5 && Math.abs(trellisError - plainError) < 0.5,
+      `mean differences: plain ${plainError}, trellis ${trellisError}`,
+    );
   } finally {
     await Promise.all([trellis.stop(), progressive.stop()]);
   }
@@ -130,15 +153,25 @@ test('JPEG is baseline with the standard tables; JPEG_PROGRESSIVE=true makes it 
 
 test('colour profiles: an sRGB-tagged source keeps its colours, a Display P3 one is converted to sRGB', async () => {
   const colour = { r: 192, g: 64, b: 32 };
-  const pixel = async (/** @type {Buffer} */ data) => [...(await sharp(data).removeAlpha().extract({ left: 8, top: 8, width: 1, height: 1 }).raw().toBuffer())];
+  const pixel = async (/** @type {Buffer} */ data) => [
+    ...(await sharp(data).removeAlpha().extract({ left: 8, top: 8, width: 1, height: 1 }).raw().toBuffer()),
+  ];
   for (const profile of ['srgb', 'p3']) {
     // withIccProfile converts the pixels into the profile's space and tags them: both show the same colour
-    const source = await sharp({ create: { width: 32, height: 32, channels: 3, background: colour } }).withIccProfile(profile).png().toBuffer();
+    const source = await sharp({ create: { width: 32, height: 32, channels: 3, background: colour } })
+      .withIccProfile(profile)
+      .png()
+      .toBuffer();
     const stored = await pixel(await sharp(source, { ignoreIcc: true }).png().toBuffer());
     if (profile === 'p3') assert.ok(Math.abs(stored[0] - colour.r) > 8, `P3 numbers differ from sRGB ones: ${stored}`);
-    const { body } = await image(origin.proxied(origin.site.add(`tagged-${profile}.png`, source), { width: 16, height: 16, format: 'png' }));
+    const { body } = await image(
+      origin.proxied(origin.site.add(`tagged-${profile}.png`, source), { width: 16, height: 16, format: 'png' }),
+    );
     const shown = await pixel(body);
-    assert.ok(shown.every((value, i) => Math.abs(value - [colour.r, colour.g, colour.b][i]) <= 3), `${profile}: ${shown}`);
+    assert.ok(
+      shown.every((value, i) => Math.abs(value - [colour.r, colour.g, colour.b][i]) <= 3),
+      `${profile}: ${shown}`,
+    );
     assert.equal((await sharp(body).metadata()).icc, undefined);
   }
 });
@@ -174,9 +207,17 @@ test('format=auto picks avif > webp > jpeg from Accept and varies on it; the fir
   const first = await image(url, { headers: avifAccept });
   assert.equal(first.info.format, 'webp');
   assert.equal(first.response.headers.get('cache-control'), 'public, max-age=30, s-maxage=30');
-  assert.equal(await metricValue(origin.metricsUrl, 'origin_fallback_answers_total') - fallbacks, 1);
-  await waitFor(async () => await metricValue(origin.metricsUrl, 'origin_background_encodes_total', { result: 'done' }) >= 1, 10_000, 'the AVIF made in the background');
-  const cases = [[avifAccept.accept, 'heif', 'image/avif'], ['image/webp,*/*', 'webp', 'image/webp'], ['*/*', 'jpeg', 'image/jpeg']];
+  assert.equal((await metricValue(origin.metricsUrl, 'origin_fallback_answers_total')) - fallbacks, 1);
+  await waitFor(
+    async () => (await metricValue(origin.metricsUrl, 'origin_background_encodes_total', { result: 'done' })) >= 1,
+    10_000,
+    'the AVIF made in the background',
+  );
+  const cases = [
+    [avifAccept.accept, 'heif', 'image/avif'],
+    ['image/webp,*/*', 'webp', 'image/webp'],
+    ['*/*', 'jpeg', 'image/jpeg'],
+  ];
   for (const [accept, decoded, type] of cases) {
     const { response, info } = await image(url, { headers: { accept } });
     assert.equal(info.format, decoded, accept);
@@ -187,7 +228,11 @@ test('format=auto picks avif > webp > jpeg from Accept and varies on it; the fir
     assert.equal(response.headers.get('cdn-cache-control'), 'no-store');
     assert.equal(response.headers.get('cloudflare-cdn-cache-control'), 'no-store');
   }
-  assert.equal((await image(origin.proxied(photoUrl, { width: 200, format: 'webp' }))).response.headers.get('cdn-cache-control'), null, 'only negotiated answers');
+  assert.equal(
+    (await image(origin.proxied(photoUrl, { width: 200, format: 'webp' }))).response.headers.get('cdn-cache-control'),
+    null,
+    'only negotiated answers',
+  );
 });
 
 test('EXIF orientation is applied and metadata stripped', async () => {
@@ -207,7 +252,9 @@ test('animated GIF and WebP stay animated at any size', async () => {
   assert.deepEqual([info.format, info.frames, info.width, info.height], ['gif', 3, 60, 40]);
   ({ info } = await image(origin.proxied(gif, { width: 60, format: 'webp' })));
   assert.deepEqual([info.format, info.frames, info.width], ['webp', 3, 60]);
-  ({ info } = await image(origin.proxied(gif, { width: 50, height: 50, format: 'auto' }), { headers: { accept: 'image/avif,image/webp' } }));
+  ({ info } = await image(origin.proxied(gif, { width: 50, height: 50, format: 'auto' }), {
+    headers: { accept: 'image/avif,image/webp' },
+  }));
   assert.deepEqual([info.format, info.frames, info.width, info.height], ['webp', 3, 50, 50]);
   const webp = origin.site.add('anim.webp', await animated(120, 80, 4, 'webp'), 'image/webp');
   ({ info } = await image(origin.proxied(webp, { width: 30 })));
@@ -250,10 +297,14 @@ test('a second size never refetches the original; a repeated variant comes from 
   await image(origin.proxied(url, { width: 200 }));
   const { response } = await image(origin.proxied(url, { width: 200 }));
   assert.equal(origin.site.hits('/img/twice.jpg'), 1);
-  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total') - before, 2);
+  assert.equal((await metricValue(origin.metricsUrl, 'origin_transforms_total')) - before, 2);
   assert.equal(response.headers.get('server-timing'), 'cache;desc=hit');
-  assert.ok(await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'variant', result: 'hit' }) >= 1);
-  assert.ok(await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'original', result: 'hit' }) >= 1);
+  assert.ok(
+    (await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'variant', result: 'hit' })) >= 1,
+  );
+  assert.ok(
+    (await metricValue(origin.metricsUrl, 'origin_cache_requests_total', { level: 'original', result: 'hit' })) >= 1,
+  );
 });
 
 test('a variant just answered is in the result cache after a restart: served from disk, not made again', async () => {
@@ -265,7 +316,7 @@ test('a variant just answered is in the result cache after a restart: served fro
   const again = await image(origin.proxied(url, { width: 120 }));
   assert.equal(again.response.headers.get('server-timing'), 'cache;desc=hit');
   assert.ok(again.body.equals(first.body));
-  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total') - before, 0);
+  assert.equal((await metricValue(origin.metricsUrl, 'origin_transforms_total')) - before, 0);
 });
 
 test('a variant answer carries Server-Timing and the request id it was given', async () => {
@@ -279,7 +330,8 @@ test('a variant answer carries Server-Timing and the request id it was given', a
 test('a variant answers GET, HEAD and conditional GET alike, new or cached, in any spelling of its URL', async () => {
   const url = origin.site.add('alike.jpg', await solid(400, 300, 'jpeg'));
   const target = origin.proxied(url, { width: 80 });
-  const answered = (/** @type {string} */ status) => metricValue(origin.metricsUrl, 'http_request_duration_seconds_count', { route: 'proxy', status });
+  const answered = (/** @type {string} */ status) =>
+    metricValue(origin.metricsUrl, 'http_request_duration_seconds_count', { route: 'proxy', status });
   const [ok, notModified] = [await answered('200'), await answered('304')];
 
   const head = await fetch(target, { method: 'HEAD' }); // a new variant, made for a HEAD
@@ -296,7 +348,7 @@ test('a variant answers GET, HEAD and conditional GET alike, new or cached, in a
   const cached = await image(target);
   // the same bytes a fresh encode would give: what proves the cache is that nothing was made
   assert.equal(cached.response.headers.get('server-timing'), 'cache;desc=hit');
-  assert.equal(await metricValue(origin.metricsUrl, 'origin_transforms_total') - made, 0);
+  assert.equal((await metricValue(origin.metricsUrl, 'origin_transforms_total')) - made, 0);
   assert.ok(cached.body.equals(first.body));
   assert.equal(cached.response.headers.get('content-length'), String(length));
   assert.equal(cached.response.headers.get('etag'), first.response.headers.get('etag'));
@@ -315,8 +367,8 @@ test('a variant answers GET, HEAD and conditional GET alike, new or cached, in a
   const escaped = await image(spelled.toString());
   assert.ok(escaped.body.equals(first.body));
 
-  assert.equal(await answered('200') - ok, 5);
-  assert.equal(await answered('304') - notModified, 1);
+  assert.equal((await answered('200')) - ok, 5);
+  assert.equal((await answered('304')) - notModified, 1);
 });
 
 test('a refused variant is a JSON error with the request id and the negative Cache-Control', async () => {
@@ -333,21 +385,25 @@ test('a cached variant whose bytes are gone from disk is made again, on the fast
   const url = origin.site.add('deleted.jpg', await solid(500, 400, 'jpeg'));
   const target = origin.proxied(url, { width: 90 });
   const first = await image(target);
-  const segments = () => fs.readdirSync(path.join(origin.dataDir, 'variants')).filter((name) => name.endsWith('.pack')).map((name) => path.join(origin.dataDir, 'variants', name));
+  const segments = () =>
+    fs
+      .readdirSync(path.join(origin.dataDir, 'variants'))
+      .filter((name) => name.endsWith('.pack'))
+      .map((name) => path.join(origin.dataDir, 'variants', name));
   const made = () => metricValue(origin.metricsUrl, 'origin_transforms_total');
 
   for (const file of segments()) fs.truncateSync(file, 0); // cut by hand: the fast path reads short
   let before = await made();
   const again = await image(target);
   assert.ok(again.body.equals(first.body));
-  assert.equal(await made() - before, 1);
+  assert.equal((await made()) - before, 1);
 
   for (const file of segments()) fs.rmSync(file); // deleted by hand: a range request goes through Express, which opens the file
   before = await made();
   const ranged = await fetch(target, { headers: { range: 'bytes=0-' } });
   assert.ok(ranged.ok, String(ranged.status));
   assert.ok(Buffer.from(await ranged.arrayBuffer()).equals(first.body));
-  assert.equal(await made() - before, 1);
+  assert.equal((await made()) - before, 1);
 });
 
 test('a cached original whose file was deleted by hand is fetched again, not taken for a bad image', async () => {

@@ -18,7 +18,13 @@ export async function checkStoreContract(store) {
   assert.notEqual(store.tempPath(), first, 'every temp path is fresh');
   await fs.writeFile(first, bytes);
   /** @type {import('../src/store/record.js').StoredRecord} */
-  const record = { key, scrubbed: 'location', uploadSha256: 'a'.repeat(64), storedSha256: 'b'.repeat(64), removed: ['GPS'] };
+  const record = {
+    key,
+    scrubbed: 'location',
+    uploadSha256: 'a'.repeat(64),
+    storedSha256: 'b'.repeat(64),
+    removed: ['GPS'],
+  };
   await store.put(key, first, record);
   const found = await store.stat(key);
   assert.ok(found, 'served once put resolved');

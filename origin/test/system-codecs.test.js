@@ -12,7 +12,17 @@ import { startOrigin } from './harness.js';
 
 // the codecs the stack installs (Debian's libturbojpeg0 and libwebp7): `on` fails when one is missing
 const codecs = loadSystemCodecs('on');
-const OPTIONS = { maxPixels: 50_000_000, timeoutS: 30, jpegQuality: 80, jpegProgressive: false, jpegTrellis: false, webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 3 };
+const OPTIONS = {
+  maxPixels: 50_000_000,
+  timeoutS: 30,
+  jpegQuality: 80,
+  jpegProgressive: false,
+  jpegTrellis: false,
+  webpQuality: 80,
+  webpEffort: 4,
+  avifQuality: 50,
+  avifEffort: 3,
+};
 /** @type {string} */
 let dir;
 
@@ -42,7 +52,10 @@ async function bothWays(source, want) {
 
 /** Pixels of an image and the mean absolute difference of two. @param {Buffer} a @param {Buffer} b */
 async function pixelDifference(a, b) {
-  const [x, y] = await Promise.all([sharp(a).raw().toBuffer({ resolveWithObject: true }), sharp(b).raw().toBuffer({ resolveWithObject: true })]);
+  const [x, y] = await Promise.all([
+    sharp(a).raw().toBuffer({ resolveWithObject: true }),
+    sharp(b).raw().toBuffer({ resolveWithObject: true }),
+  ]);
   assert.deepEqual([x.info.width, x.info.height, x.info.channels], [y.info.width, y.info.height, y.info.channels]);
   return meanDifference(x.data, y.data);
 }
@@ -51,19 +64,34 @@ test('a JPEG original decoded by libjpeg-turbo (and its WebP encoded by libwebp)
   // Path: baseline, 2560×1600; Autumn: progressive; 1000 px wide is a shrink of 2.56 (sharp decodes that at full
   // size), 64 px at 1/8, 512 px at 1/4, cover 300×300 crops
   const wants = /** @type {const} */ ([
-    { width: 512, height: 512, mode: 'fit' }, { width: 300, height: 300, mode: 'cover' }, { width: 1000, height: null, mode: 'fit' },
-    { width: null, height: 64, mode: 'fit' }, { width: 640, height: 200, mode: 'cover' },
+    { width: 512, height: 512, mode: 'fit' },
+    { width: 300, height: 300, mode: 'cover' },
+    { width: 1000, height: null, mode: 'fit' },
+    { width: null, height: 64, mode: 'fit' },
+    { width: 640, height: 200, mode: 'cover' },
   ]);
   for (const name of ['Path', 'Autumn']) {
     for (const want of wants) {
       for (const format of ['jpeg', 'webp']) {
         const { system, alone } = await bothWays(photo(name, '1920x1080'), { ...want, format });
-        assert.deepEqual(system.codecs, { decode: 'libjpeg-turbo', encode: format === 'webp' ? 'libwebp' : 'sharp' }, `${name} ${format}`);
-        assert.ok(system.data.equals(alone.data), `${name} ${JSON.stringify(want)} ${format}: ${system.data.length} bytes against ${alone.data.length}`);
+        assert.deepEqual(
+          system.codecs,
+          { decode: 'libjpeg-turbo', encode: format === 'webp' ? 'libwebp' : 'sharp' },
+          `${name} ${format}`,
+        );
+        assert.ok(
+          system.data.equals(alone.data),
+          `${name} ${JSON.stringify(want)} ${format}: ${system.data.length} bytes against ${alone.data.length}`,
+        );
       }
     }
   }
-  const { system, alone } = await bothWays(photo('Kite', '1920x1080'), { width: 256, height: 256, mode: 'fit', format: 'avif' });
+  const { system, alone } = await bothWays(photo('Kite', '1920x1080'), {
+    width: 256,
+    height: 256,
+    mode: 'fit',
+    format: 'avif',
+  });
   assert.equal(system.codecs.decode, 'libjpeg-turbo');
   assert.ok(system.data.equals(alone.data), 'AVIF from the same pixels');
   // PNG: the same pixels (the pHYs density differs: raw pixels carry none)
@@ -74,8 +102,14 @@ test('a JPEG original decoded by libjpeg-turbo (and its WebP encoded by libwebp)
 test('every EXIF orientation: the same size as sharp alone, the same pixels within rounding', async () => {
   const small = await sharp(photo('Kite', '1920x1080')).resize(1280).jpeg({ quality: 90 }).toBuffer();
   for (let orientation = 1; orientation <= 8; orientation += 1) {
-    const source = file(`o${orientation}.jpg`, await sharp(small).withMetadata({ orientation }).jpeg({ quality: 90 }).toBuffer());
-    for (const want of /** @type {const} */ ([{ width: 300, height: 300, mode: 'fit' }, { width: 200, height: 120, mode: 'cover' }])) {
+    const source = file(
+      `o${orientation}.jpg`,
+      await sharp(small).withMetadata({ orientation }).jpeg({ quality: 90 }).toBuffer(),
+    );
+    for (const want of /** @type {const} */ ([
+      { width: 300, height: 300, mode: 'fit' },
+      { width: 200, height: 120, mode: 'cover' },
+    ])) {
       const { system, alone } = await bothWays(source, { ...want, format: 'png' });
       assert.equal(system.codecs.decode, 'libjpeg-turbo');
       const difference = await pixelDifference(system.data, alone.data);
@@ -87,7 +121,7 @@ test('every EXIF orientation: the same size as sharp alone, the same pixels with
   }
 });
 
-test('what libjpeg-turbo leaves to sharp: greyscale, CMYK, a foreign profile, a cut file; the answer is sharp\'s own', async () => {
+test("what libjpeg-turbo leaves to sharp: greyscale, CMYK, a foreign profile, a cut file; the answer is sharp's own", async () => {
   const base = sharp(photo('Kite', '1920x1080')).resize(800);
   const sources = {
     grey: await base.clone().toColourspace('b-w').jpeg().toBuffer(),
@@ -95,15 +129,24 @@ test('what libjpeg-turbo leaves to sharp: greyscale, CMYK, a foreign profile, a 
     p3: await base.clone().withIccProfile('p3').jpeg().toBuffer(),
   };
   for (const [name, bytes] of Object.entries(sources)) {
-    const { system, alone } = await bothWays(file(`${name}.jpg`, bytes), { width: 256, height: 256, mode: 'fit', format: 'webp' });
+    const { system, alone } = await bothWays(file(`${name}.jpg`, bytes), {
+      width: 256,
+      height: 256,
+      mode: 'fit',
+      format: 'webp',
+    });
     assert.deepEqual(system.codecs, { decode: 'sharp', encode: 'sharp' }, name);
     assert.ok(system.data.equals(alone.data), name);
   }
   // cut in half: libjpeg-turbo warns, so sharp decides, and refuses it as before
   const whole = fs.readFileSync(photo('Path', '1920x1080'));
   const cut = file('cut.jpg', whole.subarray(0, whole.length >> 1));
-  const p = plan(await probe(cut, { maxPixels: OPTIONS.maxPixels, maxFrames: 1 }), { width: 256, height: 256, mode: 'fit', format: 'jpeg', accept: '' }, false);
-  assert.ok(p.jpeg, 'its header is a plain JPEG\'s');
+  const p = plan(
+    await probe(cut, { maxPixels: OPTIONS.maxPixels, maxFrames: 1 }),
+    { width: 256, height: 256, mode: 'fit', format: 'jpeg', accept: '' },
+    false,
+  );
+  assert.ok(p.jpeg, "its header is a plain JPEG's");
   for (const options of [{ ...OPTIONS, codecs }, OPTIONS]) {
     await assert.rejects(transform(cut, p, options), { status: 400, name: 'invalid_image' });
   }
@@ -114,7 +157,10 @@ test('a progressive JPEG of too many scans is not decoded by libjpeg-turbo (a CP
   assert.ok(scans(fs.readFileSync(photo('Path', '1920x1080'))) <= 2, 'a baseline one (and its EXIF thumbnail)');
   // stuffed bytes (0xFF 0x00) in the entropy-coded data are not markers
   assert.equal(scans(Buffer.from([0xff, 0xd8, 0xff, 0xda, 0x12, 0xff, 0x00, 0xda, 0xff, 0xd9])), 1);
-  const bomb = Buffer.concat([Buffer.from([0xff, 0xd8]), ...Array.from({ length: 101 }, () => Buffer.from([0xff, 0xda, 0x00, 0x08]))]);
+  const bomb = Buffer.concat([
+    Buffer.from([0xff, 0xd8]),
+    ...Array.from({ length: 101 }, () => Buffer.from([0xff, 0xda, 0x00, 0x08])),
+  ]);
   const pool = new BufferPool(1 << 20);
   let taken = 0;
   pool.take = (size) => {
@@ -162,14 +208,26 @@ test('the service counts what decoded and encoded each variant; SYSTEM_CODECS=of
     try {
       const jpeg = origin.site.add('photo.jpg', fs.readFileSync(photo('Kite', '1920x1080')));
       const png = origin.site.add('photo.png', await sharp(photo('Kite', '1920x1080')).resize(600).png().toBuffer());
-      for (const [source, format] of [[jpeg, 'webp'], [jpeg, 'jpeg'], [png, 'webp']]) {
+      for (const [source, format] of [
+        [jpeg, 'webp'],
+        [jpeg, 'jpeg'],
+        [png, 'webp'],
+      ]) {
         const response = await fetch(origin.proxied(source, { width: 320, format }));
         assert.equal(response.status, 200);
         assert.equal((await sharp(Buffer.from(await response.arrayBuffer())).metadata()).width, 320);
       }
-      const count = (/** @type {string} */ decode, /** @type {string} */ encode) => metricValue(origin.metricsUrl, 'origin_transform_codecs_total', { decode, encode });
+      const count = (/** @type {string} */ decode, /** @type {string} */ encode) =>
+        metricValue(origin.metricsUrl, 'origin_transform_codecs_total', { decode, encode });
       if (setting === 'auto') {
-        assert.deepEqual([await count('libjpeg-turbo', 'libwebp'), await count('libjpeg-turbo', 'sharp'), await count('sharp', 'sharp')], [1, 1, 1]);
+        assert.deepEqual(
+          [
+            await count('libjpeg-turbo', 'libwebp'),
+            await count('libjpeg-turbo', 'sharp'),
+            await count('sharp', 'sharp'),
+          ],
+          [1, 1, 1],
+        );
       } else {
         assert.equal(await count('sharp', 'sharp'), 3);
       }

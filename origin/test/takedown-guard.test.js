@@ -27,7 +27,12 @@ before(async () => {
   redis = await startRedis();
   client = new Redis(redis.url);
   /** @type {import('@stack/lib/src/takedowns.js').TakedownEntry[]} */
-  const entries = [{ kind: 'key', value: KEY }, { kind: 'url', value: 'img.example/bad.jpg' }, { kind: 'domain', value: 'evil.example' }, { kind: 'account', value: 'mallory' }];
+  const entries = [
+    { kind: 'key', value: KEY },
+    { kind: 'url', value: 'img.example/bad.jpg' },
+    { kind: 'domain', value: 'evil.example' },
+    { kind: 'account', value: 'mallory' },
+  ];
   await client.hset(TAKEDOWN_KEYS.all, ...entries.flatMap((entry) => [entryField(entry), '1']));
   await client.hset(TAKEDOWN_KEYS.owners, OTHER, 'mallory');
   await client.incr(TAKEDOWN_KEYS.version);
@@ -44,7 +49,10 @@ after(async () => {
 
 /** @param {import('@stack/lib/src/sources.js').Source} source */
 async function refusal(source) {
-  return guard.check(source).then(() => null, (err) => err);
+  return guard.check(source).then(
+    () => null,
+    (err) => err,
+  );
 }
 
 test('a blocked key, URL (any spelling), domain or uploader is a 451 tagged with the source', async () => {
@@ -66,13 +74,16 @@ test('a blocked key, URL (any spelling), domain or uploader is a 451 tagged with
 });
 
 test('what is not blocked passes: other URLs, a suffix that is not a subdomain, other keys', async () => {
-  for (const source of [{ id: 'd', url: 'https://img.example/good.jpg' }, { id: 'e', url: 'https://notevil.example/x.png' },
-    { id: 'DQmZ', uploadKey: 'DQmZKP4gXcPwZXdxyPVkB8xgY6JmvsdKoLYp8mEHpL8C5Vn' }]) {
+  for (const source of [
+    { id: 'd', url: 'https://img.example/good.jpg' },
+    { id: 'e', url: 'https://notevil.example/x.png' },
+    { id: 'DQmZ', uploadKey: 'DQmZKP4gXcPwZXdxyPVkB8xgY6JmvsdKoLYp8mEHpL8C5Vn' },
+  ]) {
     assert.equal(await refusal(/** @type {any} */ (source)), null, JSON.stringify(source));
   }
 });
 
-test('a new upload is refused by its key or its uploader\'s account', () => {
+test("a new upload is refused by its key or its uploader's account", () => {
   assert.equal(guard.blockedUpload(KEY, 'alice')?.kind, 'key');
   assert.equal(guard.blockedUpload(OTHER, 'mallory')?.kind, 'account');
   assert.equal(guard.blockedUpload(OTHER, 'alice'), null);

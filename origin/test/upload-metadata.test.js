@@ -32,7 +32,11 @@ async function uploadAndFetch(target, bytes, name) {
   return { url, served, key: new URL(url).pathname.split('/')[1] };
 }
 
-for (const [format, extension] of /** @type {const} */ ([['jpeg', 'jpg'], ['png', 'png'], ['webp', 'webp']])) {
+for (const [format, extension] of /** @type {const} */ ([
+  ['jpeg', 'jpg'],
+  ['png', 'png'],
+  ['webp', 'webp'],
+])) {
   test(`a ${format} from a phone: stored and served without location or device data, upright, the same pixels, under the uploaded bytes' key`, async () => {
     const encoded = await sharp(photo('Path', '1280x800')).resize(800).toFormat(format).withIccProfile('p3').toBuffer();
     const uploaded = withMetadata(encoded, extension);
@@ -43,10 +47,16 @@ for (const [format, extension] of /** @type {const} */ ([['jpeg', 'jpg'], ['png'
     const tags = readMetadata(served);
     assert.deepEqual(personalTags(tags), []);
     assert.equal(tags['IFD0:Orientation'], 6);
-    assert.ok(Object.keys(tags).some((name) => name.startsWith('ICC')), 'the profile kept');
+    assert.ok(
+      Object.keys(tags).some((name) => name.startsWith('ICC')),
+      'the profile kept',
+    );
     const [sent, got] = await Promise.all([uploaded, served].map((bytes) => sharp(bytes).raw().toBuffer()));
     assert.ok(got.equals(sent), 'the same pixels');
-    assert.equal(await metricValue(origin.metricsUrl, 'origin_upload_scrubs_total', { result: 'scrubbed' }) - scrubs, 1);
+    assert.equal(
+      (await metricValue(origin.metricsUrl, 'origin_upload_scrubs_total', { result: 'scrubbed' })) - scrubs,
+      1,
+    );
     // the record beside it: what verifies it now that its bytes no longer make its key
     const store = new FsStore(origin.dataDir);
     const record = await store.record(key);
@@ -55,7 +65,11 @@ for (const [format, extension] of /** @type {const} */ ([['jpeg', 'jpg'], ['png'
     const file = store.pathFor(key);
     assert.equal(await verifyStored(file, key, record), true);
     assert.equal(await verifyStored(file, keyOf(Buffer.from('another')), record), false, 'not under another key');
-    assert.equal(await verifyStored(file, key, { ...record, storedSha256: '0'.repeat(64) }), false, 'not with a record of other bytes');
+    assert.equal(
+      await verifyStored(file, key, { ...record, storedSha256: '0'.repeat(64) }),
+      false,
+      'not with a record of other bytes',
+    );
   });
 }
 
@@ -75,7 +89,11 @@ test('a photograph without anything to remove is stored byte for byte, with no r
 });
 
 test('a format whose metadata is not edited in place (TIFF) is stored as a clean re-encode: same pixels, no metadata, counted', async () => {
-  const tiff = withMetadata(await sharp(photo('Path', '1280x800')).resize(300).tiff({ compression: 'lzw' }).toBuffer(), 'tif', ['-GPSLatitude=48.8583', '-GPSLatitudeRef=N', '-Artist=Jane Doe']);
+  const tiff = withMetadata(
+    await sharp(photo('Path', '1280x800')).resize(300).tiff({ compression: 'lzw' }).toBuffer(),
+    'tif',
+    ['-GPSLatitude=48.8583', '-GPSLatitudeRef=N', '-Artist=Jane Doe'],
+  );
   assert.ok(personalTags(readMetadata(tiff)).length > 0);
   const before = await metricValue(origin.metricsUrl, 'origin_upload_scrubs_total', { result: 'reencoded' });
   const { served, key } = await uploadAndFetch(origin, tiff, 'scan.tif');
@@ -83,6 +101,9 @@ test('a format whose metadata is not edited in place (TIFF) is stored as a clean
   assert.deepEqual(personalTags(readMetadata(served)), []);
   const [sent, got] = await Promise.all([tiff, served].map((bytes) => sharp(bytes).raw().toBuffer()));
   assert.ok(got.equals(sent), 'losslessly: the same pixels');
-  assert.equal(await metricValue(origin.metricsUrl, 'origin_upload_scrubs_total', { result: 'reencoded' }) - before, 1);
+  assert.equal(
+    (await metricValue(origin.metricsUrl, 'origin_upload_scrubs_total', { result: 'reencoded' })) - before,
+    1,
+  );
   assert.equal((await new FsStore(origin.dataDir).record(key))?.scrubbed, 'reencoded');
 });

@@ -14,7 +14,13 @@ const stranger = secp256k1.keygen();
 
 /** An account as condenser_api.get_accounts returns it. @param {string} name */
 function account(name) {
-  return { name, posting: keyAuthority(posting.publicKey), active: keyAuthority(active.publicKey), json_metadata: '', posting_json_metadata: '' };
+  return {
+    name,
+    posting: keyAuthority(posting.publicKey),
+    active: keyAuthority(active.publicKey),
+    json_metadata: '',
+    posting_json_metadata: '',
+  };
 }
 
 /** Signs like Hive clients: sha256("ImageSigningChallenge" + bytes), recovery byte 31 + id first. @param {Buffer} bytes @param {Uint8Array} secretKey */
@@ -29,7 +35,11 @@ function hiveUpload(name, signature, bytes) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(bytes)]), 'avatar.png');
   clients += 1;
-  return fetch(`${origin.base}/${name}/${signature}`, { method: 'POST', body: form, headers: { 'x-forwarded-for': `198.51.100.${clients}` } });
+  return fetch(`${origin.base}/${name}/${signature}`, {
+    method: 'POST',
+    body: form,
+    headers: { 'x-forwarded-for': `198.51.100.${clients}` },
+  });
 }
 
 before(async () => {
@@ -41,7 +51,7 @@ after(() => origin.stop());
 
 test('a Hive upload signed with a posting or active key is stored and served under its key', async () => {
   for (const key of [posting, active]) {
-    const bytes = await solid(32 + key.secretKey[0] % 8, 32, 'png');
+    const bytes = await solid(32 + (key.secretKey[0] % 8), 32, 'png');
     const response = await hiveUpload('alice', sign(bytes, key.secretKey), bytes);
     assert.equal(response.status, 200, JSON.stringify(await response.clone().json()));
     const { url } = /** @type {any} */ (await response.json());
@@ -57,15 +67,23 @@ test('a Hive upload signed with a posting or active key is stored and served und
 // 'not a real password', 'posting').sign(sha256("ImageSigningChallenge" + bytes))), not by the code under test:
 // a wrong challenge would sign and verify consistently in the tests above, but not this.
 const DHIVE_VECTOR = {
-  bytes: 'iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAACXBIWXMAAAPoAAAD6AG1e1JrAAAAEklEQVQImWMQWBAgsCCAAUIBABsOBAHGEGy7AAAAAElFTkSuQmCC',
+  bytes:
+    'iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAACXBIWXMAAAPoAAAD6AG1e1JrAAAAEklEQVQImWMQWBAgsCCAAUIBABsOBAHGEGy7AAAAAElFTkSuQmCC',
   publicKey: 'STM6vHpuS7fCWsx6zDogJX7HMErb6FJKrYBsFvyYfYuWoMSCmnHfF',
-  signature: '1f353b2c3b18d29171f8156c94bd3d2211abcf7bc41abf0f30a1991a9161c8fb2856cb9be7c735ebc5f6bb4e372eacab5faf58d3c51e5901ef544f2c923d45271d',
+  signature:
+    '1f353b2c3b18d29171f8156c94bd3d2211abcf7bc41abf0f30a1991a9161c8fb2856cb9be7c735ebc5f6bb4e372eacab5faf58d3c51e5901ef544f2c923d45271d',
   key: 'DQmZPPfnqxAaoEKxAdUnisqmr6BWwozXFXDvYPN2hCP9Pnk',
 };
 
 test('an upload signed by dhive (a fixed vector) is accepted and stored under the key of its bytes', async () => {
   const authority = { weight_threshold: 1, account_auths: [], key_auths: [[DHIVE_VECTOR.publicKey, 1]] };
-  origin.hive.setAccount({ name: 'image-cdn-test', posting: authority, active: keyAuthority(active.publicKey), json_metadata: '', posting_json_metadata: '' });
+  origin.hive.setAccount({
+    name: 'image-cdn-test',
+    posting: authority,
+    active: keyAuthority(active.publicKey),
+    json_metadata: '',
+    posting_json_metadata: '',
+  });
   const bytes = Buffer.from(DHIVE_VECTOR.bytes, 'base64');
   const response = await hiveUpload('image-cdn-test', DHIVE_VECTOR.signature, bytes);
   assert.equal(response.status, 200, await response.clone().text());
@@ -82,7 +100,11 @@ test('wrong keys, malformed signatures, unknown and invalid accounts are refused
   assert.deepEqual([response.status, (await jsonError(response)).name], [403, 'invalid_signature']);
   const other = await solid(21, 20, 'png');
   response = await hiveUpload('alice', sign(other, posting.secretKey), bytes);
-  assert.deepEqual([response.status, (await jsonError(response)).name], [403, 'invalid_signature'], 'a signature over other bytes');
+  assert.deepEqual(
+    [response.status, (await jsonError(response)).name],
+    [403, 'invalid_signature'],
+    'a signature over other bytes',
+  );
   response = await hiveUpload('alice', 'ab'.repeat(10), bytes);
   assert.deepEqual([response.status, (await jsonError(response)).name], [400, 'invalid_signature']);
   response = await hiveUpload('alice', `ff${'00'.repeat(64)}`, bytes);
@@ -106,7 +128,10 @@ test('the quota per account over a rolling week answers 429 past its limit; a re
       if (response.status === 429) {
         assert.equal((await jsonError(response)).name, 'quota_exceeded');
         const retryAfter = Number(response.headers.get('retry-after'));
-        assert.ok(retryAfter > 7 * 24 * 3600 - 120 && retryAfter <= 7 * 24 * 3600, `Retry-After ${retryAfter}: when the oldest upload ages out`);
+        assert.ok(
+          retryAfter > 7 * 24 * 3600 - 120 && retryAfter <= 7 * 24 * 3600,
+          `Retry-After ${retryAfter}: when the oldest upload ages out`,
+        );
       }
     }
   }
@@ -114,7 +139,11 @@ test('the quota per account over a rolling week answers 429 past its limit; a re
   // a full week is refused before the body is read or the signature checked: a wrong signature is not
   // found wrong (a 401 once the body was read), the answer is the quota's
   const refused = await hiveUpload('bob', `00${'ab'.repeat(64)}`, await solid(45, 40, 'png'));
-  assert.deepEqual([refused.status, (await jsonError(refused)).name], [429, 'quota_exceeded'], 'the signature never checked');
+  assert.deepEqual(
+    [refused.status, (await jsonError(refused)).name],
+    [429, 'quota_exceeded'],
+    'the signature never checked',
+  );
   assert.equal(refused.headers.get('connection'), 'close');
   // the window rolls: once the oldest upload is older than a week, there is room again
   const redis = origin.redis.client;
@@ -178,14 +207,28 @@ test('forged Hive uploads cost the Hive API one call an account a minute, and pa
     return body;
   };
   for (let i = 0; i < 3; i += 1) {
-    const response = await fetch(`${origin.base}/dave/${forged}`, { method: 'POST', body: form(), headers: { 'x-forwarded-for': client } });
+    const response = await fetch(`${origin.base}/dave/${forged}`, {
+      method: 'POST',
+      body: form(),
+      headers: { 'x-forwarded-for': client },
+    });
     assert.equal(response.status, 403);
   }
-  assert.equal(origin.hive.calls.filter((entry) => entry.method === 'condenser_api.get_accounts').length - before, 1, 'one lookup for three forged uploads');
+  assert.equal(
+    origin.hive.calls.filter((entry) => entry.method === 'condenser_api.get_accounts').length - before,
+    1,
+    'one lookup for three forged uploads',
+  );
   // the check nginx asks before reading a body: refused once the client has failed too often
-  const check = (/** @type {string} */ from) => fetch(`${origin.base}/.upload-check/dave/${forged}`, { headers: { 'x-forwarded-for': from } });
+  const check = (/** @type {string} */ from) =>
+    fetch(`${origin.base}/.upload-check/dave/${forged}`, { headers: { 'x-forwarded-for': from } });
   assert.equal((await check(client)).status, 204, 'still under the limit');
-  for (let i = 3; i < 5; i += 1) await fetch(`${origin.base}/dave/${forged}`, { method: 'POST', body: form(), headers: { 'x-forwarded-for': client } });
+  for (let i = 3; i < 5; i += 1)
+    await fetch(`${origin.base}/dave/${forged}`, {
+      method: 'POST',
+      body: form(),
+      headers: { 'x-forwarded-for': client },
+    });
   const refused = await check(client);
   assert.equal(refused.status, 429);
   assert.equal(/** @type {any} */ (await refused.json()).error.name, 'too_many_failed_uploads');

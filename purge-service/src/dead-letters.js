@@ -21,7 +21,11 @@ export function deadLetters(redis, config) {
         // the event as it was queued (an avatar change or a takedown), without the failure's notes
         const { original_id: _id, failed_target: _target, error: _error, ...event } = fieldsOf(fields);
         Object.assign(event, { source: 'replay', at: String(Date.now()) });
-        await redis.multi().xadd(config.PURGE_STREAM, '*', ...Object.entries(event).flat()).xdel(config.PURGE_DEAD_STREAM, id).exec();
+        await redis
+          .multi()
+          .xadd(config.PURGE_STREAM, '*', ...Object.entries(event).flat())
+          .xdel(config.PURGE_DEAD_STREAM, id)
+          .exec();
       }
       return entries.length;
     },
@@ -38,7 +42,8 @@ export function adminAuth(config) {
     res.locals.route = 'admin';
     if (!config.PURGE_ADMIN_TOKEN) return next(new HttpError(404, 'admin_disabled'));
     const given = Buffer.from(req.headers.authorization || '');
-    if (given.length !== token.length || !timingSafeEqual(given, token)) return next(new HttpError(401, 'unauthorized', {}, { 'WWW-Authenticate': 'Bearer' }));
+    if (given.length !== token.length || !timingSafeEqual(given, token))
+      return next(new HttpError(401, 'unauthorized', {}, { 'WWW-Authenticate': 'Bearer' }));
     return next();
   };
 }
@@ -52,14 +57,18 @@ export function deadLetterRouter(redis, config) {
   const letters = deadLetters(redis, /** @type {any} */ (config));
   router.get('/admin/dead-letters', async (req, res, next) => {
     try {
-      res.set('Cache-Control', 'no-store').json({ dead_letters: await letters.list(Math.min(Number(req.query.count) || 100, 1000)) });
+      res
+        .set('Cache-Control', 'no-store')
+        .json({ dead_letters: await letters.list(Math.min(Number(req.query.count) || 100, 1000)) });
     } catch (err) {
       next(err);
     }
   });
   router.post('/admin/dead-letters/replay', async (req, res, next) => {
     try {
-      res.set('Cache-Control', 'no-store').json({ replayed: await letters.replay(Math.min(Number(req.query.count) || 1000, 10000)) });
+      res
+        .set('Cache-Control', 'no-store')
+        .json({ replayed: await letters.replay(Math.min(Number(req.query.count) || 1000, 10000)) });
     } catch (err) {
       next(err);
     }

@@ -24,7 +24,13 @@ export async function changesIn(ops, redis) {
     const cover = !last || last.cover !== next.cover;
     if (!avatar && !cover) continue;
     const kind = avatar && cover ? 'both' : avatar ? 'avatar' : 'cover';
-    events.push({ account: body.account, kind, avatar: next.avatar || undefined, cover: next.cover || undefined, source: 'hive' });
+    events.push({
+      account: body.account,
+      kind,
+      avatar: next.avatar || undefined,
+      cover: next.cover || undefined,
+      source: 'hive',
+    });
   }
   return events;
 }
@@ -60,7 +66,8 @@ export function createFollower({ hive, redis, config, logger, metrics }) {
   async function warmPosts(ops) {
     for (const entry of ops) {
       const [name, body] = entry?.op || [];
-      if (name === 'comment' && body && await warmPost(redis, config, body)) metrics.received.inc({ source: 'hive', result: 'warm' });
+      if (name === 'comment' && body && (await warmPost(redis, config, body)))
+        metrics.received.inc({ source: 'hive', result: 'warm' });
     }
   }
 

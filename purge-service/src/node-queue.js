@@ -20,7 +20,8 @@ export function createNodeQueue({ redis, varnish, config, logger, metrics }) {
    * @param {{ xkeys: string[], paths: string[] }} purge
    */
   async function defer(node, purge) {
-    await redis.multi()
+    await redis
+      .multi()
       .xadd(streamOf(node), '*', 'xkeys', purge.xkeys.join(' '), 'paths', purge.paths.join(' '))
       .sadd(NODES, node)
       .exec();
@@ -36,7 +37,11 @@ export function createNodeQueue({ redis, varnish, config, logger, metrics }) {
       const tooOld = Date.now() - Number(id.split('-')[0]) > config.PURGE_NODE_MAX_AGE_S * 1000;
       if (!tooOld) {
         try {
-          await varnish.purgeNode(node, field('xkeys').split(' ').filter(Boolean), field('paths').split(' ').filter(Boolean));
+          await varnish.purgeNode(
+            node,
+            field('xkeys').split(' ').filter(Boolean),
+            field('paths').split(' ').filter(Boolean),
+          );
         } catch (err) {
           metrics.nodeFailures.inc({ node });
           logger.debug({ node, err: /** @type {Error} */ (err).message }, 'varnish node still away');
@@ -77,6 +82,11 @@ export function createNodeQueue({ redis, varnish, config, logger, metrics }) {
     for (const node of await redis.smembers(NODES)) await drain(node);
   }
 
-  const rounds = inRounds({ work: round, everyMs: config.PURGE_NODE_RETRY_MS, logger, what: 'varnish node queue read failed' });
+  const rounds = inRounds({
+    work: round,
+    everyMs: config.PURGE_NODE_RETRY_MS,
+    logger,
+    what: 'varnish node queue read failed',
+  });
   return { defer, start: rounds.start, stop: rounds.stop };
 }

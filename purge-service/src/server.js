@@ -1,6 +1,16 @@
 import { readFileSync } from 'node:fs';
 import express from 'express';
-import { HttpError, connectRedis, createHiveClient, errorHandler, healthRoute, redisReady, requestLogger, requestMetrics, runService } from '@stack/lib';
+import {
+  HttpError,
+  connectRedis,
+  createHiveClient,
+  errorHandler,
+  healthRoute,
+  redisReady,
+  requestLogger,
+  requestMetrics,
+  runService,
+} from '@stack/lib';
 import { settings } from './config.js';
 import { adminAuth, deadLetterRouter } from './dead-letters.js';
 import { createFollower } from './hive-follow.js';
@@ -24,23 +34,51 @@ await runService({
     const config = /** @type {import('@stack/lib/src/config-types.js').PurgeServiceConfig} */ (loaded);
     const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);
-    const metrics = createPurgeMetrics(registry, { redis, stream: config.PURGE_STREAM, group: config.PURGE_GROUP, deadStream: config.PURGE_DEAD_STREAM });
-    const varnish = createVarnishTarget({ nodes: config.PURGE_VARNISH_NODES, soft: config.PURGE_XKEY_SOFT, timeoutMs: config.PURGE_TIMEOUT_MS });
-    varnish.warm().then((refused) => {
-      if (refused.length) logger.warn({ nodes: refused }, 'varnish nodes not purgeable at start: away, or this address is not among their VARNISH_PURGERS; their purges wait in their queues');
-    }, (err) => logger.warn({ err }, 'varnish nodes not resolved at start'));
-    const cdn = config.CLOUDFLARE_ZONE_ID && config.CLOUDFLARE_API_TOKEN
-      ? createCloudflareTarget({
-        base: config.CLOUDFLARE_API_BASE, zone: config.CLOUDFLARE_ZONE_ID, token: config.CLOUDFLARE_API_TOKEN,
-        perCall: config.CLOUDFLARE_URLS_PER_CALL, callsPerSecond: config.CLOUDFLARE_CALLS_PER_SECOND, burst: config.CLOUDFLARE_BURST, timeoutMs: config.PURGE_TIMEOUT_MS,
-      })
-      : null;
+    const metrics = createPurgeMetrics(registry, {
+      redis,
+      stream: config.PURGE_STREAM,
+      group: config.PURGE_GROUP,
+      deadStream: config.PURGE_DEAD_STREAM,
+    });
+    const varnish = createVarnishTarget({
+      nodes: config.PURGE_VARNISH_NODES,
+      soft: config.PURGE_XKEY_SOFT,
+      timeoutMs: config.PURGE_TIMEOUT_MS,
+    });
+    varnish.warm().then(
+      (refused) => {
+        if (refused.length)
+          logger.warn(
+            { nodes: refused },
+            'varnish nodes not purgeable at start: away, or this address is not among their VARNISH_PURGERS; their purges wait in their queues',
+          );
+      },
+      (err) => logger.warn({ err }, 'varnish nodes not resolved at start'),
+    );
+    const cdn =
+      config.CLOUDFLARE_ZONE_ID && config.CLOUDFLARE_API_TOKEN
+        ? createCloudflareTarget({
+            base: config.CLOUDFLARE_API_BASE,
+            zone: config.CLOUDFLARE_ZONE_ID,
+            token: config.CLOUDFLARE_API_TOKEN,
+            perCall: config.CLOUDFLARE_URLS_PER_CALL,
+            callsPerSecond: config.CLOUDFLARE_CALLS_PER_SECOND,
+            burst: config.CLOUDFLARE_BURST,
+            timeoutMs: config.PURGE_TIMEOUT_MS,
+          })
+        : null;
     const nodes = createNodeQueue({ redis, varnish, config, logger, metrics });
     nodes.start();
     const worker = createWorker({ redis, config, logger, varnish, nodes, cdn, metrics });
     worker.start();
     const follower = config.HIVE_FOLLOW
-      ? createFollower({ hive: createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS }), redis, config, logger, metrics })
+      ? createFollower({
+          hive: createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS }),
+          redis,
+          config,
+          logger,
+          metrics,
+        })
       : null;
     follower?.start();
     const warmer = config.HIVE_FOLLOW && config.WARM ? createWarmer({ redis, config, logger, metrics }) : null;

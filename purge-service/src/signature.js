@@ -20,8 +20,10 @@ export function createVerifier({ keys, toleranceS }) {
   return function verify(headers, body) {
     const timestamp = String(headers['x-timestamp'] || '');
     const given = /^sha256=([0-9a-f]{64})$/.exec(String(headers['x-signature'] || ''))?.[1];
-    if (!given || !/^\d{9,11}$/.test(timestamp)) throw new HttpError(401, 'invalid_signature', { reason: 'missing or malformed X-Signature / X-Timestamp' });
-    if (Math.abs(Date.now() / 1000 - Number(timestamp)) > toleranceS) throw new HttpError(401, 'invalid_signature', { reason: 'timestamp outside the tolerance window' });
+    if (!given || !/^\d{9,11}$/.test(timestamp))
+      throw new HttpError(401, 'invalid_signature', { reason: 'missing or malformed X-Signature / X-Timestamp' });
+    if (Math.abs(Date.now() / 1000 - Number(timestamp)) > toleranceS)
+      throw new HttpError(401, 'invalid_signature', { reason: 'timestamp outside the tolerance window' });
     const givenBytes = Buffer.from(given, 'hex');
     const valid = keys.some((key) => timingSafeEqual(Buffer.from(sign(key, timestamp, body), 'hex'), givenBytes));
     if (!valid) throw new HttpError(401, 'invalid_signature', { reason: 'signature does not match' });

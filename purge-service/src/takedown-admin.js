@@ -6,7 +6,10 @@ import { entriesOfBody } from './takedowns.js';
 function text(value, name, required) {
   if (value === undefined && !required) return '';
   if (typeof value !== 'string' || (required && !value.trim()) || value.length > 1000) {
-    throw new HttpError(400, 'invalid_parameter', { name, reason: `${required ? 'required: ' : ''}a string of at most 1000 characters` });
+    throw new HttpError(400, 'invalid_parameter', {
+      name,
+      reason: `${required ? 'required: ' : ''}a string of at most 1000 characters`,
+    });
   }
   return value.trim();
 }
@@ -51,14 +54,20 @@ export function takedownRouter({ store, config, metrics }) {
   });
   router.post('/admin/takedowns', json, async (req, res, next) => {
     try {
-      res.status(202).set('Cache-Control', 'no-store').json(await change(req, 'add'));
+      res
+        .status(202)
+        .set('Cache-Control', 'no-store')
+        .json(await change(req, 'add'));
     } catch (err) {
       next(err);
     }
   });
   router.delete('/admin/takedowns', json, async (req, res, next) => {
     try {
-      res.status(202).set('Cache-Control', 'no-store').json(await change(req, 'remove'));
+      res
+        .status(202)
+        .set('Cache-Control', 'no-store')
+        .json(await change(req, 'remove'));
     } catch (err) {
       next(err);
     }

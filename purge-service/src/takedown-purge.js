@@ -6,7 +6,12 @@ import { SERVED_KEYS, TAKEDOWN_KEYS, compileList, entryField } from '@stack/lib'
  */
 
 /** @param {Record<string, string>} fields @returns {TakedownEvent} */
-export const takedownEvent = (fields) => ({ action: fields.action, kind: fields.kind, value: fields.value, version: Number(fields.version) || 0 });
+export const takedownEvent = (fields) => ({
+  action: fields.action,
+  kind: fields.kind,
+  value: fields.value,
+  version: Number(fields.version) || 0,
+});
 
 /**
  * What a batch of takedown events (blocks and unblocks alike: both must leave every cache) covers: the
@@ -17,7 +22,9 @@ export async function takedownTargets(redis, events) {
   /** @type {Set<string>} */
   const ids = new Set();
   const accounts = new Set();
-  const matcher = compileList(events.filter((e) => ['url', 'domain', 'pattern'].includes(e.kind)).map((e) => entryField(/** @type {any} */ (e))));
+  const matcher = compileList(
+    events.filter((e) => ['url', 'domain', 'pattern'].includes(e.kind)).map((e) => entryField(/** @type {any} */ (e))),
+  );
   for (const event of events) {
     if (event.kind === 'key') ids.add(event.value);
     if (event.kind === 'account') {

@@ -19,7 +19,14 @@ export function createListSync({ store, config, logger }) {
   async function applyText(source, text) {
     if (applied.get(source) === text) return;
     const { entries, refused } = entriesOfDocument(JSON.parse(text), store.unwrap);
-    const { changes } = await store.apply({ mode: 'replace', source, entries, by: source, reason: 'list', reference: '' });
+    const { changes } = await store.apply({
+      mode: 'replace',
+      source,
+      entries,
+      by: source,
+      reason: 'list',
+      reference: '',
+    });
     applied.set(source, text);
     logger.info({ source, entries: entries.length, refused, changes: changes.length }, 'takedown list applied');
   }
@@ -32,7 +39,10 @@ export function createListSync({ store, config, logger }) {
       if (size > config.TAKEDOWN_LIST_MAX_BYTES) throw new Error(`larger than ${config.TAKEDOWN_LIST_MAX_BYTES} bytes`);
       await applyText(source, await fs.promises.readFile(file, 'utf8'));
     } catch (err) {
-      logger.warn({ source, err: /** @type {Error} */ (err).message }, 'takedown file not applied: its last entries stay');
+      logger.warn(
+        { source, err: /** @type {Error} */ (err).message },
+        'takedown file not applied: its last entries stay',
+      );
     }
   }
 
@@ -49,12 +59,16 @@ export function createListSync({ store, config, logger }) {
       let bytes = 0;
       for await (const chunk of response.body) {
         bytes += chunk.length;
-        if (bytes > config.TAKEDOWN_LIST_MAX_BYTES) throw new Error(`larger than ${config.TAKEDOWN_LIST_MAX_BYTES} bytes`);
+        if (bytes > config.TAKEDOWN_LIST_MAX_BYTES)
+          throw new Error(`larger than ${config.TAKEDOWN_LIST_MAX_BYTES} bytes`);
         chunks.push(chunk);
       }
       await applyText(source, Buffer.concat(chunks).toString('utf8'));
     } catch (err) {
-      logger.warn({ source, err: /** @type {Error} */ (err).message }, 'takedown list not applied: its last entries stay');
+      logger.warn(
+        { source, err: /** @type {Error} */ (err).message },
+        'takedown list not applied: its last entries stay',
+      );
     }
   }
 

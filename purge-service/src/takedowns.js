@@ -1,7 +1,16 @@
 // Writing the takedown lists: one Lua script changes a source's entries, counts each entry's sources, and
 // for every entry that became blocked or unblocked queues a purge event and an audit record, in one step:
 // an answered change is on Redis' disk with its purge (appendfsync always), and never half done.
-import { TAKEDOWN_CHANNEL, TAKEDOWN_KEYS, HttpError, awaitReplicas, entryField, entryOf, parseEntry, unwrapOptions } from '@stack/lib';
+import {
+  TAKEDOWN_CHANNEL,
+  TAKEDOWN_KEYS,
+  HttpError,
+  awaitReplicas,
+  entryField,
+  entryOf,
+  parseEntry,
+  unwrapOptions,
+} from '@stack/lib';
 
 const APPLY = `local mode, source, by, reason, reference, now, auditMax = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local changes = {}
@@ -59,7 +68,14 @@ end
 return flat`;
 
 /** Fields of the lists documents (files, polled URLs): ecency's `images`/`accounts`/`domains` and ours. */
-const DOCUMENT_FIELDS = /** @type {const} */ ([['keys', 'key'], ['images', 'url'], ['urls', 'url'], ['domains', 'domain'], ['patterns', 'pattern'], ['accounts', 'account']]);
+const DOCUMENT_FIELDS = /** @type {const} */ ([
+  ['keys', 'key'],
+  ['images', 'url'],
+  ['urls', 'url'],
+  ['domains', 'domain'],
+  ['patterns', 'pattern'],
+  ['accounts', 'account'],
+]);
 
 /**
  * Entries from a lists document: `{"images": [...], "accounts": [...], "domains": [...], "keys": [...],
@@ -68,7 +84,8 @@ const DOCUMENT_FIELDS = /** @type {const} */ ([['keys', 'key'], ['images', 'url'
  * @param {unknown} document @param {import('@stack/lib/src/sources.js').UnwrapOptions} unwrap
  */
 export function entriesOfDocument(document, unwrap) {
-  if (!document || typeof document !== 'object' || Array.isArray(document)) throw new Error('a lists document is a JSON object');
+  if (!document || typeof document !== 'object' || Array.isArray(document))
+    throw new Error('a lists document is a JSON object');
   /** @type {import('@stack/lib/src/takedowns.js').TakedownEntry[]} */
   const entries = [];
   let refused = 0;
@@ -79,7 +96,9 @@ export function entriesOfDocument(document, unwrap) {
     for (const value of values) {
       try {
         // an ecency "images" entry may be an upload key or a URL
-        entries.push(parseEntry(kind === 'url' && typeof value === 'string' && !value.includes('/') ? 'key' : kind, value, unwrap));
+        entries.push(
+          parseEntry(kind === 'url' && typeof value === 'string' && !value.includes('/') ? 'key' : kind, value, unwrap),
+        );
       } catch {
         refused += 1;
       }
@@ -103,9 +122,26 @@ export function createTakedownStore({ redis, config }) {
      */
     async apply({ mode, source, entries, by, reason, reference }) {
       const fields = [...new Set(entries.map(entryField))];
-      const result = /** @type {string[]} */ (await redis.eval(APPLY, 6, TAKEDOWN_KEYS.source(source), TAKEDOWN_KEYS.all, TAKEDOWN_KEYS.meta,
-        TAKEDOWN_KEYS.version, config.PURGE_STREAM, TAKEDOWN_KEYS.audit,
-        mode, source, by, reason, reference, String(Date.now()), String(config.TAKEDOWN_AUDIT_MAX), ...fields));
+      const result = /** @type {string[]} */ (
+        await redis.eval(
+          APPLY,
+          6,
+          TAKEDOWN_KEYS.source(source),
+          TAKEDOWN_KEYS.all,
+          TAKEDOWN_KEYS.meta,
+          TAKEDOWN_KEYS.version,
+          config.PURGE_STREAM,
+          TAKEDOWN_KEYS.audit,
+          mode,
+          source,
+          by,
+          reason,
+          reference,
+          String(Date.now()),
+          String(config.TAKEDOWN_AUDIT_MAX),
+          ...fields,
+        )
+      );
       // answered once the change would survive a failover (REDIS_ACK_REPLICAS); applying it again is harmless
       await awaitReplicas(redis, config);
       const changes = [];
@@ -149,10 +185,12 @@ function safeJson(text) {
  */
 export function entriesOfBody(body, unwrap, max) {
   const given = body.entries === undefined ? [{ kind: body.kind, value: body.value }] : body.entries;
-  if (!Array.isArray(given) || !given.length) throw new HttpError(400, 'invalid_takedown', { reason: 'give kind and value, or entries: [{kind, value}]' });
+  if (!Array.isArray(given) || !given.length)
+    throw new HttpError(400, 'invalid_takedown', { reason: 'give kind and value, or entries: [{kind, value}]' });
   if (given.length > max) throw new HttpError(400, 'too_many_entries', { max, given: given.length });
   return given.map((entry, index) => {
-    if (!entry || typeof entry !== 'object') throw new HttpError(400, 'invalid_takedown', { reason: 'an entry is {kind, value}', index });
+    if (!entry || typeof entry !== 'object')
+      throw new HttpError(400, 'invalid_takedown', { reason: 'an entry is {kind, value}', index });
     try {
       return parseEntry(String(entry.kind), entry.value, unwrap);
     } catch (err) {

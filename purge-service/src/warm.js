@@ -16,7 +16,8 @@ import { base58Url } from '@stack/lib';
 
 const MARKDOWN_IMAGE = /!\[[^\]]*\]\(\s*<?(https?:\/\/[^\s)>]+)>?(?:\s+["'][^"']*["'])?\s*\)/gi;
 const HTML_IMAGE = /<img\b[^>]*?\bsrc\s*=\s*["'](https?:\/\/[^"']+)["']/gi;
-const BARE_IMAGE = /(?:^|[\s(>])(https?:\/\/[^\s<>"')]+?\.(?:jpe?g|png|gif|webp|avif|heic)(?:\?[^\s<>"')]*)?)(?=$|[\s)<"'])/gim;
+const BARE_IMAGE =
+  /(?:^|[\s(>])(https?:\/\/[^\s<>"')]+?\.(?:jpe?g|png|gif|webp|avif|heic)(?:\?[^\s<>"')]*)?)(?=$|[\s)<"'])/gim;
 
 /**
  * The image URLs a post shows, in the order a frontend would ask for them: json_metadata.image first (the
@@ -33,9 +34,13 @@ export function imagesOf(op) {
     // a post's metadata that is not JSON names no image
   }
   const body = String(op.body || '');
-  const found = [MARKDOWN_IMAGE, HTML_IMAGE, BARE_IMAGE].flatMap((pattern) => [...body.matchAll(pattern)].map((match) => ({ at: match.index, url: match[1] })));
+  const found = [MARKDOWN_IMAGE, HTML_IMAGE, BARE_IMAGE].flatMap((pattern) =>
+    [...body.matchAll(pattern)].map((match) => ({ at: match.index, url: match[1] })),
+  );
   urls.push(...found.sort((a, b) => a.at - b.at).map((match) => match.url));
-  return [...new Set(urls.map((url) => url.trim()).filter((url) => /^https?:\/\/[^/\s]+/i.test(url) && url.length <= 2000))];
+  return [
+    ...new Set(urls.map((url) => url.trim()).filter((url) => /^https?:\/\/[^/\s]+/i.test(url) && url.length <= 2000)),
+  ];
 }
 
 /**
@@ -46,7 +51,19 @@ export function imagesOf(op) {
 export async function warmPost(redis, config, op) {
   const urls = imagesOf(op);
   if (!urls.length || typeof op.author !== 'string') return false;
-  await redis.xadd(config.WARM_STREAM, 'MAXLEN', '~', String(config.WARM_STREAM_MAX), '*', 'author', op.author, 'permlink', String(op.permlink || ''), 'urls', JSON.stringify(urls));
+  await redis.xadd(
+    config.WARM_STREAM,
+    'MAXLEN',
+    '~',
+    String(config.WARM_STREAM_MAX),
+    '*',
+    'author',
+    op.author,
+    'permlink',
+    String(op.permlink || ''),
+    'urls',
+    JSON.stringify(urls),
+  );
   return true;
 }
 
@@ -74,7 +91,8 @@ export function createWarmer({ redis, config, logger, metrics }) {
   let running = false;
   /** @type {Promise<void> | null} */
   let loop = null;
-  const count = (/** @type {string} */ result, /** @type {string} */ reason = '') => metrics.warmed.inc({ result, reason });
+  const count = (/** @type {string} */ result, /** @type {string} */ reason = '') =>
+    metrics.warmed.inc({ result, reason });
 
   /**
    * Why an image is not warmed now ('' to warm it): the operator's skips, the rates, the day's bytes, or
@@ -90,14 +108,28 @@ export function createWarmer({ redis, config, logger, metrics }) {
     if (inDomains(host, config.WARM_SKIP_DOMAINS)) return 'domain';
     const day = new Date().toISOString().slice(0, 10);
     if (Number(await redis.get(`warm:bytes:${day}`)) >= config.WARM_MAX_BYTES_PER_DAY) return 'bytes_cap';
-    const seen = await redis.set(`warm:seen:${createHash('sha256').update(url).digest('hex')}`, '1', 'EX', 86_400, 'NX');
+    const seen = await redis.set(
+      `warm:seen:${createHash('sha256').update(url).digest('hex')}`,
+      '1',
+      'EX',
+      86_400,
+      'NX',
+    );
     if (!seen) return 'seen';
     const hour = Math.floor(Date.now() / 3_600_000);
-    const byAuthor = await redis.multi().incr(`warm:author:${author}:${hour}`).expire(`warm:author:${author}:${hour}`, 3600).exec();
+    const byAuthor = await redis
+      .multi()
+      .incr(`warm:author:${author}:${hour}`)
+      .expire(`warm:author:${author}:${hour}`, 3600)
+      .exec();
     if (Number(byAuthor?.[0]?.[1]) > config.WARM_AUTHOR_IMAGES_PER_HOUR) return 'author_rate';
     // every author together: at most WARM_IMAGES_PER_MINUTE in any 60 s (a sliding window)
     const now = Date.now();
-    const recent = await redis.multi().zremrangebyscore('warm:recent', 0, now - 60_000).zcard('warm:recent').exec();
+    const recent = await redis
+      .multi()
+      .zremrangebyscore('warm:recent', 0, now - 60_000)
+      .zcard('warm:recent')
+      .exec();
     if (Number(recent?.[1]?.[1]) >= config.WARM_IMAGES_PER_MINUTE) return 'rate';
     await redis.multi().zadd('warm:recent', now, `${now}:${url}`).expire('warm:recent', 120).exec();
     return '';
@@ -112,7 +144,11 @@ export function createWarmer({ redis, config, logger, metrics }) {
     const deadline = Date.now() + config.WARM_DEFER_MAX_S * 1000;
     let url = target;
     for (let hops = 0; hops < 5;) {
-      const response = await fetch(url, { headers: { accept, 'x-warm': '1', 'user-agent': 'image-cdn-stack warmer' }, redirect: 'manual', signal: AbortSignal.timeout(config.WARM_TIMEOUT_MS) });
+      const response = await fetch(url, {
+        headers: { accept, 'x-warm': '1', 'user-agent': 'image-cdn-stack warmer' },
+        redirect: 'manual',
+        signal: AbortSignal.timeout(config.WARM_TIMEOUT_MS),
+      });
       const body = await response.arrayBuffer();
       if (response.status >= 300 && response.status < 400 && response.headers.get('location')) {
         url = new URL(/** @type {string} */ (response.headers.get('location')), url).toString();
@@ -122,7 +158,9 @@ export function createWarmer({ redis, config, logger, metrics }) {
       // 429: no room at the origin yet; 503: its deadline passed while the variant waited (still being made)
       const later = response.status === 429 || response.status === 503;
       if (!later || Date.now() >= deadline || !running) return { status: response.status, bytes: body.byteLength };
-      await new Promise((resolve) => setTimeout(resolve, Math.max(200, Number(response.headers.get('retry-after')) * 1000 || 1000)));
+      await new Promise((resolve) =>
+        setTimeout(resolve, Math.max(200, Number(response.headers.get('retry-after')) * 1000 || 1000)),
+      );
     }
     return { status: 508, bytes: 0 };
   }
@@ -137,17 +175,32 @@ export function createWarmer({ redis, config, logger, metrics }) {
     let bytes = 0;
     for (const template of first ? [...config.WARM_THUMBNAIL_PATHS, ...config.WARM_PATHS] : config.WARM_PATHS) {
       for (const accept of config.WARM_ACCEPTS) {
-        const answer = await ask(warmUrl(config.WARM_EDGE_URL, template, url), accept).catch((err) => ({ status: 0, bytes: 0, err }));
+        const answer = await ask(warmUrl(config.WARM_EDGE_URL, template, url), accept).catch((err) => ({
+          status: 0,
+          bytes: 0,
+          err,
+        }));
         bytes += answer.bytes;
         if (answer.status === 451) return count('skipped', 'blocked');
         if (answer.status !== 200) {
           logger.debug({ url, template, status: answer.status }, 'warm request not answered');
-          return count('failed', answer.status === 429 || answer.status === 503 ? 'busy' : answer.status === 0 ? 'error' : `status_${answer.status}`);
+          return count(
+            'failed',
+            answer.status === 429 || answer.status === 503
+              ? 'busy'
+              : answer.status === 0
+                ? 'error'
+                : `status_${answer.status}`,
+          );
         }
       }
     }
     const day = new Date().toISOString().slice(0, 10);
-    await redis.multi().incrby(`warm:bytes:${day}`, bytes).expire(`warm:bytes:${day}`, 2 * 86_400).exec();
+    await redis
+      .multi()
+      .incrby(`warm:bytes:${day}`, bytes)
+      .expire(`warm:bytes:${day}`, 2 * 86_400)
+      .exec();
     return count('warmed');
   }
 
@@ -156,7 +209,11 @@ export function createWarmer({ redis, config, logger, metrics }) {
    * came already). @param {string} author @param {string[]} urls @param {number} publishedAt ms
    */
   async function warmEntry(author, urls, publishedAt) {
-    const skipAll = config.WARM_SKIP_AUTHORS.includes(author) ? 'author' : Date.now() - publishedAt > config.WARM_MAX_AGE_S * 1000 ? 'stale' : '';
+    const skipAll = config.WARM_SKIP_AUTHORS.includes(author)
+      ? 'author'
+      : Date.now() - publishedAt > config.WARM_MAX_AGE_S * 1000
+        ? 'stale'
+        : '';
     if (skipAll) {
       for (const _url of urls) count('skipped', skipAll);
       return;
@@ -174,9 +231,31 @@ export function createWarmer({ redis, config, logger, metrics }) {
    * up to a second for one when `wait`. @param {string} from @param {boolean} wait
    */
   async function read(from, wait) {
-    const answer = /** @type {any} */ (from !== '>' || !wait
-      ? await reader.xreadgroup('GROUP', config.WARM_GROUP, consumer, 'COUNT', 100, 'STREAMS', config.WARM_STREAM, from)
-      : await reader.xreadgroup('GROUP', config.WARM_GROUP, consumer, 'COUNT', 100, 'BLOCK', 1000, 'STREAMS', config.WARM_STREAM, from));
+    const answer = /** @type {any} */ (
+      from !== '>' || !wait
+        ? await reader.xreadgroup(
+            'GROUP',
+            config.WARM_GROUP,
+            consumer,
+            'COUNT',
+            100,
+            'STREAMS',
+            config.WARM_STREAM,
+            from,
+          )
+        : await reader.xreadgroup(
+            'GROUP',
+            config.WARM_GROUP,
+            consumer,
+            'COUNT',
+            100,
+            'BLOCK',
+            1000,
+            'STREAMS',
+            config.WARM_STREAM,
+            from,
+          )
+    );
     return /** @type {Array<[string, string[]]>} */ (answer?.[0]?.[1] || []);
   }
 
@@ -200,9 +279,11 @@ export function createWarmer({ redis, config, logger, metrics }) {
    * hands it over again at start.
    */
   async function run() {
-    await redis.xgroup('CREATE', config.WARM_STREAM, config.WARM_GROUP, '0', 'MKSTREAM').catch((/** @type {Error} */ err) => {
-      if (!/BUSYGROUP/.test(err.message)) throw err;
-    });
+    await redis
+      .xgroup('CREATE', config.WARM_STREAM, config.WARM_GROUP, '0', 'MKSTREAM')
+      .catch((/** @type {Error} */ err) => {
+        if (!/BUSYGROUP/.test(err.message)) throw err;
+      });
     let from = '0';
     /** @type {Array<[string, string[]]>} */
     const backlog = [];

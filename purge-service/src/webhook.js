@@ -12,14 +12,22 @@ function parseEvent(raw) {
   } catch {
     throw new HttpError(400, 'invalid_json');
   }
-  if (!body || typeof body !== 'object' || Array.isArray(body)) throw new HttpError(400, 'invalid_body', { reason: 'expected a JSON object' });
+  if (!body || typeof body !== 'object' || Array.isArray(body))
+    throw new HttpError(400, 'invalid_body', { reason: 'expected a JSON object' });
   if (typeof body.account !== 'string' || !isAccountName(body.account)) throw new HttpError(400, 'invalid_account');
   const kind = body.kind ?? 'both';
   if (!KINDS.has(kind)) throw new HttpError(400, 'invalid_parameter', { name: 'kind', allowed: [...KINDS] });
   for (const field of ['avatar', 'cover']) {
-    if (body[field] != null && !imageUrl(body[field])) throw new HttpError(400, 'invalid_parameter', { name: field, reason: 'expected an http(s) URL' });
+    if (body[field] != null && !imageUrl(body[field]))
+      throw new HttpError(400, 'invalid_parameter', { name: field, reason: 'expected an http(s) URL' });
   }
-  return { account: body.account, kind, avatar: body.avatar || undefined, cover: body.cover || undefined, source: 'webhook' };
+  return {
+    account: body.account,
+    kind,
+    avatar: body.avatar || undefined,
+    cover: body.cover || undefined,
+    source: 'webhook',
+  };
 }
 
 /**
@@ -40,7 +48,10 @@ export function webhookRouter({ redis, config, metrics }) {
       const event = parseEvent(raw);
       let id;
       try {
-        id = await enqueuePurge(redis, config.PURGE_STREAM, event, { once: { key: `purge:sig:${signature}`, ttlS: config.PURGE_TIMESTAMP_TOLERANCE_S * 2 }, durability: config });
+        id = await enqueuePurge(redis, config.PURGE_STREAM, event, {
+          once: { key: `purge:sig:${signature}`, ttlS: config.PURGE_TIMESTAMP_TOLERANCE_S * 2 },
+          durability: config,
+        });
       } catch {
         throw new HttpError(503, 'unavailable', { reason: 'queue' }, { 'Retry-After': '5' });
       }

@@ -67,31 +67,42 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
 
   /** @param {string} target @param {() => Promise<void>} work */
   function step(target, work) {
-    return retry(async () => {
-      const end = metrics.duration.startTimer({ target });
-      try {
-        await work();
-        end({ outcome: 'ok' });
-      } catch (err) {
-        end({ outcome: 'error' });
-        throw err;
-      }
-    }, {
-      attempts: config.PURGE_MAX_ATTEMPTS,
-      baseMs: config.PURGE_RETRY_BASE_MS,
-      maxMs: config.PURGE_RETRY_MAX_MS,
-      onRetry: (err, attempt) => {
-        metrics.retries.inc({ target });
-        logger.warn({ target, attempt, err: /** @type {Error} */ (err).message }, 'purge target failed, retrying');
+    return retry(
+      async () => {
+        const end = metrics.duration.startTimer({ target });
+        try {
+          await work();
+          end({ outcome: 'ok' });
+        } catch (err) {
+          end({ outcome: 'error' });
+          throw err;
+        }
       },
-    }).catch((err) => {
+      {
+        attempts: config.PURGE_MAX_ATTEMPTS,
+        baseMs: config.PURGE_RETRY_BASE_MS,
+        maxMs: config.PURGE_RETRY_MAX_MS,
+        onRetry: (err, attempt) => {
+          metrics.retries.inc({ target });
+          logger.warn({ target, attempt, err: /** @type {Error} */ (err).message }, 'purge target failed, retrying');
+        },
+      },
+    ).catch((err) => {
       throw new TargetError(target, err);
     });
   }
 
   /** Acknowledge and delete: the stream then holds only what is not done, so its length is the backlog. @param {string[]} ids */
   async function ack(ids) {
-    await retry(() => redis.multi().xack(stream, group, ...ids).xdel(stream, ...ids).exec(), { attempts: 1000, baseMs: 100, maxMs: 2000 });
+    await retry(
+      () =>
+        redis
+          .multi()
+          .xack(stream, group, ...ids)
+          .xdel(stream, ...ids)
+          .exec(),
+      { attempts: 1000, baseMs: 100, maxMs: 2000 },
+    );
   }
 
   /** @param {StreamEntry[]} entries @param {unknown} err */
@@ -99,11 +110,24 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
     const target = err instanceof TargetError ? err.target : 'unknown';
     const multi = redis.multi();
     for (const [id, fields] of entries) {
-      multi.xadd(config.PURGE_DEAD_STREAM, '*', ...fields, 'original_id', id, 'failed_target', target, 'error', String(/** @type {Error} */ (err).message).slice(0, 500));
+      multi.xadd(
+        config.PURGE_DEAD_STREAM,
+        '*',
+        ...fields,
+        'original_id',
+        id,
+        'failed_target',
+        target,
+        'error',
+        String(/** @type {Error} */ (err).message).slice(0, 500),
+      );
     }
     await retry(() => multi.exec(), { attempts: 1000, baseMs: 100, maxMs: 2000 });
     metrics.deadLetters.inc(entries.length);
-    logger.error({ target, events: entries.length, err: /** @type {Error} */ (err).message }, 'purge events dead-lettered');
+    logger.error(
+      { target, events: entries.length, err: /** @type {Error} */ (err).message },
+      'purge events dead-lettered',
+    );
   }
 
   /**
@@ -119,7 +143,10 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
       targets = await takedownTargets(redis, events);
     });
     const end = metrics.takedownSettle.startTimer();
-    const settled = await settle(redis, targets.version, { pollMs: config.TAKEDOWN_POLL_MS, timeoutMs: config.TAKEDOWN_SETTLE_TIMEOUT_MS }).catch(() => false);
+    const settled = await settle(redis, targets.version, {
+      pollMs: config.TAKEDOWN_POLL_MS,
+      timeoutMs: config.TAKEDOWN_SETTLE_TIMEOUT_MS,
+    }).catch(() => false);
     end();
     if (!settled) logger.warn({ version: targets.version }, 'takedown purged before every node confirmed the list');
     return targets;
@@ -133,18 +160,27 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
       const events = entries.map(([, fields]) => fieldsOf(fields));
       const removed = await takedowns(events.filter((fields) => fields.type === 'takedown').map(takedownEvent));
       // originals whose stored bytes changed (scrub-store): out of every cache, under every path they were served
-      const changed = events.filter((fields) => fields.type === 'changed' && isUploadKey(fields.key || '')).map((fields) => fields.key);
+      const changed = events
+        .filter((fields) => fields.type === 'changed' && isUploadKey(fields.key || ''))
+        .map((fields) => fields.key);
       if (changed.length) {
         await step('origin', async () => {
-          for (const [key, paths] of await servedPaths(redis, changed)) removed.sources.set(key, [...new Set([...(removed.sources.get(key) || []), `/${key}`, ...paths])]);
+          for (const [key, paths] of await servedPaths(redis, changed))
+            removed.sources.set(key, [...new Set([...(removed.sources.get(key) || []), `/${key}`, ...paths])]);
         });
       }
       for (const account of removed.accounts) kinds.set(account, 'both');
       /** @type {import('./targets/index.js').PurgeBatch} */
-      const batch = { kinds, tags: [...removed.sources.keys()].map((id) => `img:${id}`), sources: removed.sources, changed };
+      const batch = {
+        kinds,
+        tags: [...removed.sources.keys()].map((id) => `img:${id}`),
+        sources: removed.sources,
+        changed,
+      };
       for (const target of targets) if (target.wants(batch)) await step(target.name, () => target.purge(batch));
       metrics.batchDuration.observe((performance.now() - started) / 1000);
-      for (const [id] of entries) metrics.eventLatency.observe(Math.max(0, Date.now() - Number(id.split('-')[0])) / 1000);
+      for (const [id] of entries)
+        metrics.eventLatency.observe(Math.max(0, Date.now() - Number(id.split('-')[0])) / 1000);
     } catch (err) {
       await deadLetter(entries, err);
     }
@@ -155,7 +191,9 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
   /** @returns {Promise<StreamEntry[]>} */
   async function nextEntries(/** @type {{ own: string | null }} */ cursor) {
     if (cursor.own !== null) {
-      const own = /** @type {any} */ (await reader.xreadgroup('GROUP', group, consumer, 'COUNT', config.PURGE_BATCH, 'STREAMS', stream, cursor.own));
+      const own = /** @type {any} */ (
+        await reader.xreadgroup('GROUP', group, consumer, 'COUNT', config.PURGE_BATCH, 'STREAMS', stream, cursor.own)
+      );
       const entries = /** @type {StreamEntry[]} */ (own?.[0]?.[1] || []).filter(([, fields]) => fields);
       if (!entries.length) cursor.own = null;
       else cursor.own = entries[entries.length - 1][0];
@@ -163,11 +201,28 @@ export function createWorker({ redis, config, logger, varnish, nodes, cdn, metri
     }
     if (Date.now() - lastClaim > config.PURGE_CLAIM_IDLE_MS / 2) {
       lastClaim = Date.now();
-      const claimed = /** @type {any} */ (await reader.xautoclaim(stream, group, consumer, config.PURGE_CLAIM_IDLE_MS, '0-0', 'COUNT', config.PURGE_BATCH));
-      const entries = /** @type {StreamEntry[]} */ (claimed?.[1] || []).filter(([id, fields]) => fields && !processing.has(id));
+      const claimed = /** @type {any} */ (
+        await reader.xautoclaim(stream, group, consumer, config.PURGE_CLAIM_IDLE_MS, '0-0', 'COUNT', config.PURGE_BATCH)
+      );
+      const entries = /** @type {StreamEntry[]} */ (claimed?.[1] || []).filter(
+        ([id, fields]) => fields && !processing.has(id),
+      );
       if (entries.length) return entries;
     }
-    const fresh = /** @type {any} */ (await reader.xreadgroup('GROUP', group, consumer, 'COUNT', config.PURGE_BATCH, 'BLOCK', 1000, 'STREAMS', stream, '>'));
+    const fresh = /** @type {any} */ (
+      await reader.xreadgroup(
+        'GROUP',
+        group,
+        consumer,
+        'COUNT',
+        config.PURGE_BATCH,
+        'BLOCK',
+        1000,
+        'STREAMS',
+        stream,
+        '>',
+      )
+    );
     return fresh?.[0]?.[1] || [];
   }
 

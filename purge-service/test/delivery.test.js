@@ -50,7 +50,8 @@ after(async () => {
 /** Queues events straight into the stream, as the webhook and the chain follower do. @param {string[]} accounts */
 async function queue(accounts, kind = 'both') {
   const pipeline = redis.pipeline();
-  for (const account of accounts) pipeline.xadd('purge:events', '*', 'account', account, 'kind', kind, 'source', 'test', 'at', String(Date.now()));
+  for (const account of accounts)
+    pipeline.xadd('purge:events', '*', 'account', account, 'kind', kind, 'source', 'test', 'at', String(Date.now()));
   await pipeline.exec();
 }
 
@@ -80,12 +81,16 @@ test('the resolver, then varnish, then the CDN; the event is acknowledged only o
   assert.equal((await avatarTarget('ordered')).cache, 'HIT');
   await redis.hset('avatar:local:ordered', 'avatar', 'https://img.example/ordered-2.png');
   // the resolver keeps the old mapping in memory (the change above queued no purge): only the purge evicts it
-  const direct = async () => (await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/u/ordered/avatar`, { redirect: 'manual' })).headers.get('location');
+  const direct = async () =>
+    (
+      await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/u/ordered/avatar`, { redirect: 'manual' })
+    ).headers.get('location');
   assert.equal(await direct(), old.location);
   /** @type {Array<{ resolver: string | null, varnish: { location: string | null, cache: string | null } }>} */
   const seenByCdn = [];
   cloudflare.onCall(async (files) => {
-    if (files.includes(`${stack.base}/u/ordered/avatar`)) seenByCdn.push({ resolver: await direct(), varnish: await avatarTarget('ordered') });
+    if (files.includes(`${stack.base}/u/ordered/avatar`))
+      seenByCdn.push({ resolver: await direct(), varnish: await avatarTarget('ordered') });
   });
   cloudflare.failAlways(500);
   try {
@@ -100,13 +105,16 @@ test('the resolver, then varnish, then the CDN; the event is acknowledged only o
   cloudflare.onCall(async () => {});
   // when the CDN was first asked, the inner layers were done: the resolver's copy gone, varnish fetching anew
   const fresh = base58Url.encode('https://img.example/ordered-2.png');
-  assert.ok(seenByCdn[0].resolver?.includes(fresh), 'the resolver\'s cached mapping was evicted before the CDN was asked');
+  assert.ok(
+    seenByCdn[0].resolver?.includes(fresh),
+    "the resolver's cached mapping was evicted before the CDN was asked",
+  );
   assert.ok(seenByCdn[0].varnish.location?.includes(fresh), 'varnish answered the new avatar before the CDN was asked');
   assert.equal(purgedCount(`${stack.base}/u/ordered/avatar`), 1);
   assert.equal(await redis.xlen('purge:dead'), 0);
 });
 
-test('at most 30 URLs a call, within the CDN\'s rate: nothing refused, every URL purged once', async () => {
+test("at most 30 URLs a call, within the CDN's rate: nothing refused, every URL purged once", async () => {
   const accounts = Array.from({ length: 40 }, (_, i) => `bulk-${i}`);
   const from = cloudflare.calls.length;
   await stack.ctl('stop', 'purge-service');
@@ -114,8 +122,15 @@ test('at most 30 URLs a call, within the CDN\'s rate: nothing refused, every URL
   await stack.start('purge-service');
   await waitFor(drained, 30_000, 'the 40 accounts purged');
   const calls = cloudflare.calls.slice(from);
-  assert.deepEqual(calls.filter((call) => call.status !== 200).map((call) => call.status), [], 'no call refused (400 past 30 URLs, 429 past the rate)');
-  assert.ok(calls.every((call) => call.files.length <= 30), `URLs a call: ${calls.map((call) => call.files.length)}`);
+  assert.deepEqual(
+    calls.filter((call) => call.status !== 200).map((call) => call.status),
+    [],
+    'no call refused (400 past 30 URLs, 429 past the rate)',
+  );
+  assert.ok(
+    calls.every((call) => call.files.length <= 30),
+    `URLs a call: ${calls.map((call) => call.files.length)}`,
+  );
   assert.ok(calls.length >= 7, `200 URLs in ${calls.length} calls`);
   for (const account of accounts) assert.equal(purgedCount(`${stack.base}/u/${account}/cover`), 1, account);
   // the token bucket (4/s, burst 2): in any stretch of time t at most 2 + 4·t calls, i.e. calls i and j are at
@@ -123,13 +138,14 @@ test('at most 30 URLs a call, within the CDN\'s rate: nothing refused, every URL
   const tooClose = [];
   for (let i = 0; i < calls.length; i += 1) {
     for (let j = i + 3; j < calls.length; j += 1) {
-      if (calls[j].at - calls[i].at < (j - i - 2) * 250 - 20) tooClose.push(`${i}→${j}: ${calls[j].at - calls[i].at} ms`);
+      if (calls[j].at - calls[i].at < (j - i - 2) * 250 - 20)
+        tooClose.push(`${i}→${j}: ${calls[j].at - calls[i].at} ms`);
     }
   }
   assert.deepEqual(tooClose, [], `calls at ${calls.map((call) => call.at - calls[0].at)} ms`);
 });
 
-test('a 429\'s Retry-After is honoured, even past the longest backoff', async () => {
+test("a 429's Retry-After is honoured, even past the longest backoff", async () => {
   cloudflare.failNext(429, 1);
   const from = cloudflare.calls.length;
   await queue(['patient']);
@@ -140,26 +156,57 @@ test('a 429\'s Retry-After is honoured, even past the longest backoff', async ()
   assert.ok(next.at - refused.at >= 1900, `asked again after ${next.at - refused.at} ms`);
 });
 
-test('a crashed consumer\'s pending events are claimed and purged', async () => {
+test("a crashed consumer's pending events are claimed and purged", async () => {
   await stack.ctl('stop', 'purge-service');
   await queue(['orphan']);
   // another worker reads the event and dies before acknowledging it
-  const read = /** @type {any} */ (await redis.xreadgroup('GROUP', 'purgers', 'crashed-worker', 'COUNT', 10, 'STREAMS', 'purge:events', '>'));
+  const read = /** @type {any} */ (
+    await redis.xreadgroup('GROUP', 'purgers', 'crashed-worker', 'COUNT', 10, 'STREAMS', 'purge:events', '>')
+  );
   assert.equal(read[0][1].length, 1);
   await stack.start('purge-service');
-  await waitFor(async () => purgedCount(`${stack.base}/u/orphan/avatar`) === 1, 15_000, 'the orphan claimed after PURGE_CLAIM_IDLE_MS');
+  await waitFor(
+    async () => purgedCount(`${stack.base}/u/orphan/avatar`) === 1,
+    15_000,
+    'the orphan claimed after PURGE_CLAIM_IDLE_MS',
+  );
   await waitFor(drained, 5000, 'acknowledged');
   assert.equal(/** @type {any} */ (await redis.xpending('purge:events', 'purgers'))[0], 0);
 });
 
 test('the dead-letters CLI lists what failed and replays it', async () => {
-  const dead = [['account', 'lost-1', 'kind', 'avatar', 'failed_target', 'cdn'], ['account', 'lost-2', 'kind', 'both', 'failed_target', 'varnish']];
+  const dead = [
+    ['account', 'lost-1', 'kind', 'avatar', 'failed_target', 'cdn'],
+    ['account', 'lost-2', 'kind', 'both', 'failed_target', 'varnish'],
+  ];
   for (const fields of dead) await redis.xadd('purge:dead', '*', ...fields, 'original_id', '1-0', 'error', 'test');
-  const cli = (/** @type {string[]} */ ...args) => run('sh', ['-c', `set -a; . "${stack.dir}/env"; . "${stack.dir}/secrets/all.env"; set +a; exec "${path.join(root, 'purge-service/bin/purge-service')}" "$@"`, 'cli', ...args]);
-  const listed = (await cli('dead-letters', 'list')).stdout.trim().split('\n').map((line) => JSON.parse(line));
-  assert.deepEqual(listed.map((letter) => [letter.account, letter.failed_target]), [['lost-1', 'cdn'], ['lost-2', 'varnish']]);
+  const cli = (/** @type {string[]} */ ...args) =>
+    run('sh', [
+      '-c',
+      `set -a; . "${stack.dir}/env"; . "${stack.dir}/secrets/all.env"; set +a; exec "${path.join(root, 'purge-service/bin/purge-service')}" "$@"`,
+      'cli',
+      ...args,
+    ]);
+  const listed = (await cli('dead-letters', 'list')).stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
+  assert.deepEqual(
+    listed.map((letter) => [letter.account, letter.failed_target]),
+    [
+      ['lost-1', 'cdn'],
+      ['lost-2', 'varnish'],
+    ],
+  );
   assert.equal((await cli('dead-letters', 'replay')).stdout.trim(), 'replayed 2');
   assert.equal(await redis.xlen('purge:dead'), 0);
-  await waitFor(async () => purgedCount(`${stack.base}/u/lost-1/avatar`) === 1 && purgedCount(`${stack.base}/u/lost-2/cover`) === 1, 10_000, 'the replayed purges');
-  await assert.rejects(cli('dead-letters', 'forget'), (/** @type {any} */ err) => err.code === 2 && /usage/.test(err.stderr));
+  await waitFor(
+    async () => purgedCount(`${stack.base}/u/lost-1/avatar`) === 1 && purgedCount(`${stack.base}/u/lost-2/cover`) === 1,
+    10_000,
+    'the replayed purges',
+  );
+  await assert.rejects(
+    cli('dead-letters', 'forget'),
+    (/** @type {any} */ err) => err.code === 2 && /usage/.test(err.stderr),
+  );
 });

@@ -23,16 +23,35 @@ let head = 16;
 
 /** A recorded-format account_update2 op (as condenser_api.get_ops_in_block returns it). @param {string} account @param {string} image */
 const op = (account, image) => ({
-  trx_id: 'ab'.repeat(20), block: 0, trx_in_block: 0, op_in_trx: 0, virtual_op: false, timestamp: '2026-11-22T00:00:00',
-  op: ['account_update2', { account, json_metadata: '', posting_json_metadata: JSON.stringify({ profile: { version: 2, profile_image: image } }), extensions: [] }],
+  trx_id: 'ab'.repeat(20),
+  block: 0,
+  trx_in_block: 0,
+  op_in_trx: 0,
+  virtual_op: false,
+  timestamp: '2026-11-22T00:00:00',
+  op: [
+    'account_update2',
+    {
+      account,
+      json_metadata: '',
+      posting_json_metadata: JSON.stringify({ profile: { version: 2, profile_image: image } }),
+      extensions: [],
+    },
+  ],
 });
 
 before(async () => {
   // the chain as the follower will find it when the stack starts (it begins at block 15)
-  blocks.set(17, [op('hiveuser', 'https://img.example/hive-1.png'), { op: ['vote', { voter: 'x', author: 'y', permlink: 'z', weight: 1 }] }]);
+  blocks.set(17, [
+    op('hiveuser', 'https://img.example/hive-1.png'),
+    { op: ['vote', { voter: 'x', author: 'y', permlink: 'z', weight: 1 }] },
+  ]);
   cloudflare = await startCloudflare();
   hive = await startHiveNode();
-  hive.methods['condenser_api.get_dynamic_global_properties'] = () => ({ head_block_number: head, last_irreversible_block_num: head - 1 });
+  hive.methods['condenser_api.get_dynamic_global_properties'] = () => ({
+    head_block_number: head,
+    last_irreversible_block_num: head - 1,
+  });
   hive.methods['condenser_api.get_ops_in_block'] = ([block]) => blocks.get(block) || [];
   stack = await startStack({
     PURGE_HMAC_KEYS: 'old-key,new-key',
@@ -72,7 +91,11 @@ async function webhook(event, options = {}) {
   const body = options.raw ?? JSON.stringify(event);
   const timestamp = String(options.timestamp ?? Math.floor(Date.now() / 1000));
   const signature = options.signature ?? `sha256=${sign(options.key ?? 'new-key', timestamp, Buffer.from(body))}`;
-  return fetch(`${stack.base}/hooks/avatar`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': signature }, body });
+  return fetch(`${stack.base}/hooks/avatar`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-timestamp': timestamp, 'x-signature': signature },
+    body,
+  });
 }
 
 /** Where /u/<account>/avatar points now, through nginx and varnish. @param {string} account */
@@ -95,7 +118,11 @@ test('a signed webhook makes the changed avatar visible through varnish at once,
   assert.equal(response.status, 202);
   assert.match(/** @type {any} */ (await response.json()).queued, /^\d+-\d+$/);
   // a sanity bound, ten times the target (p99 ≤ 250 ms at 100 events/s, bench/purge)
-  await waitFor(async () => (await avatarTarget('alice')).location !== old.location, 2500, 'new avatar through varnish');
+  await waitFor(
+    async () => (await avatarTarget('alice')).location !== old.location,
+    2500,
+    'new avatar through varnish',
+  );
   const ms = performance.now() - started;
   assert.ok(ms < 2500, `visible after ${ms.toFixed(0)} ms`);
   process.stdout.write(`# webhook → new avatar through varnish: ${ms.toFixed(0)} ms\n`);
@@ -123,19 +150,29 @@ test('unsigned, wrongly signed, replayed, stale and malformed calls are refused 
   ];
   for (const [response, status] of cases) {
     assert.equal(/** @type {Response} */ (response).status, status);
-    assert.match(/** @type {any} */ (await /** @type {Response} */ (response).json()).error.name, /^(invalid_\w+|replayed)$/);
+    assert.match(
+      /** @type {any} */ (await /** @type {Response} */ (response).json()).error.name,
+      /^(invalid_\w+|replayed)$/,
+    );
   }
   const timestamp = Math.floor(Date.now() / 1000);
   const body = JSON.stringify({ account: 'carol' });
   const signature = `sha256=${sign('old-key', String(timestamp), Buffer.from(body))}`;
-  assert.equal((await webhook(null, { raw: body, timestamp, signature })).status, 202, 'the old key still works during a rotation');
+  assert.equal(
+    (await webhook(null, { raw: body, timestamp, signature })).status,
+    202,
+    'the old key still works during a rotation',
+  );
   const replay = await webhook(null, { raw: body, timestamp, signature });
   assert.equal(replay.status, 409);
   await new Promise((resolve) => setTimeout(resolve, 500));
   const after = await avatarTarget('bob');
   assert.equal(after.location, cached.location);
   assert.equal(after.cache, 'HIT');
-  assert.ok(cloudflare.calls.slice(calls).every((call) => !call.files.some((file) => file.includes('/u/bob/'))), 'bob was never purged');
+  assert.ok(
+    cloudflare.calls.slice(calls).every((call) => !call.files.some((file) => file.includes('/u/bob/'))),
+    'bob was never purged',
+  );
 });
 
 test('a CDN answering 429 and 500 is retried to success; one that keeps failing ends in the dead-letter stream, and replay works', async () => {
@@ -146,7 +183,7 @@ test('a CDN answering 429 and 500 is retried to success; one that keeps failing 
   cloudflare.failNext(500, 2);
   assert.equal((await webhook({ account: 'erin' })).status, 202);
   await waitFor(async () => cloudflare.purged().includes(`${stack.base}/u/erin/cover`), 5000, 'purge after two 500s');
-  assert.ok(await metricValue(metricsUrl(), 'purge_retries_total', { target: 'cdn' }) - retriesBefore >= 3);
+  assert.ok((await metricValue(metricsUrl(), 'purge_retries_total', { target: 'cdn' })) - retriesBefore >= 3);
 
   cloudflare.failAlways(500);
   try {
@@ -155,40 +192,74 @@ test('a CDN answering 429 and 500 is retried to success; one that keeps failing 
   } finally {
     cloudflare.failAlways(0);
   }
-  const letters = await fetch(`http://127.0.0.1:${stack.env.PURGE_SERVICE_PORT}/admin/dead-letters`, { headers: { authorization: 'Bearer purge-admin' } });
+  const letters = await fetch(`http://127.0.0.1:${stack.env.PURGE_SERVICE_PORT}/admin/dead-letters`, {
+    headers: { authorization: 'Bearer purge-admin' },
+  });
   const { dead_letters: dead } = /** @type {any} */ (await letters.json());
   assert.equal(dead[0].account, 'frank');
   assert.equal(dead[0].failed_target, 'cdn');
   assert.equal(await metricValue(metricsUrl(), 'purge_dead_letter_length'), 1);
   assert.equal((await fetch(`http://127.0.0.1:${stack.env.PURGE_SERVICE_PORT}/admin/dead-letters`)).status, 401);
-  const replay = await fetch(`http://127.0.0.1:${stack.env.PURGE_SERVICE_PORT}/admin/dead-letters/replay`, { method: 'POST', headers: { authorization: 'Bearer purge-admin' } });
+  const replay = await fetch(`http://127.0.0.1:${stack.env.PURGE_SERVICE_PORT}/admin/dead-letters/replay`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer purge-admin' },
+  });
   assert.equal(/** @type {any} */ (await replay.json()).replayed, 1);
   await waitFor(async () => cloudflare.purged().includes(`${stack.base}/u/frank/avatar`), 5000, 'replayed purge');
   assert.equal(await redis.xlen('purge:dead'), 0);
 });
 
 test('Hive mode: account_update2 ops become purges, and after a restart the follower resumes from its cursor', async () => {
-  await waitFor(async () => cloudflare.purged().includes(`${stack.base}/u/hiveuser/avatar`), 5000, 'purge from the chain');
+  await waitFor(
+    async () => cloudflare.purged().includes(`${stack.base}/u/hiveuser/avatar`),
+    5000,
+    'purge from the chain',
+  );
   await waitFor(async () => Number(await redis.get('purge:hive:cursor')) === 20, 5000, 'cursor at the head');
-  const firstBlocks = hive.calls.filter((call) => call.method === 'condenser_api.get_ops_in_block').map((call) => call.params[0]);
+  const firstBlocks = hive.calls
+    .filter((call) => call.method === 'condenser_api.get_ops_in_block')
+    .map((call) => call.params[0]);
   assert.deepEqual(firstBlocks.slice(0, 6), [15, 16, 17, 18, 19, 20], 'block by block from the start block');
 
   await stack.kill('purge-service');
   const callsBefore = hive.calls.length;
   blocks.set(21, [op('hiveother', 'https://img.example/other.png')]);
   head = 21;
-  await waitFor(async () => cloudflare.purged().includes(`${stack.base}/u/hiveother/avatar`), 10_000, 'purge after restart');
-  const resumed = hive.calls.slice(callsBefore).filter((call) => call.method === 'condenser_api.get_ops_in_block').map((call) => call.params[0]);
+  await waitFor(
+    async () => cloudflare.purged().includes(`${stack.base}/u/hiveother/avatar`),
+    10_000,
+    'purge after restart',
+  );
+  const resumed = hive.calls
+    .slice(callsBefore)
+    .filter((call) => call.method === 'condenser_api.get_ops_in_block')
+    .map((call) => call.params[0]);
   assert.equal(resumed[0], 21, 'resumed after the stored cursor: no block repeated, none skipped');
 });
 
 test('10,000 queued events survive a SIGKILL of the purge service mid-way: none lost', async () => {
   const accounts = Array.from({ length: 10_000 }, (_, i) => `load-${i}`);
   const pipeline = redis.pipeline();
-  for (const account of accounts) pipeline.xadd('purge:events', '*', 'account', account, 'kind', 'avatar', 'source', 'test', 'at', String(Date.now()));
+  for (const account of accounts)
+    pipeline.xadd(
+      'purge:events',
+      '*',
+      'account',
+      account,
+      'kind',
+      'avatar',
+      'source',
+      'test',
+      'at',
+      String(Date.now()),
+    );
   await pipeline.exec();
   const ackedBefore = await metricValue(metricsUrl(), 'purge_events_acked_total');
-  await waitFor(async () => await metricValue(metricsUrl(), 'purge_events_acked_total') - ackedBefore >= 1000, 60_000, 'a part processed');
+  await waitFor(
+    async () => (await metricValue(metricsUrl(), 'purge_events_acked_total')) - ackedBefore >= 1000,
+    60_000,
+    'a part processed',
+  );
   await stack.kill('purge-service');
   const leftAtKill = await redis.xlen('purge:events');
   assert.ok(leftAtKill > 0, 'killed with a backlog');
@@ -199,6 +270,8 @@ test('10,000 queued events survive a SIGKILL of the purge service mid-way: none 
   const counts = new Map();
   for (const url of cloudflare.purged()) counts.set(url, (counts.get(url) || 0) + 1);
   const duplicates = accounts.filter((account) => counts.get(`${stack.base}/u/${account}/avatar`) > 1).length;
-  process.stdout.write(`# 10,000 events, killed with ${leftAtKill} in the stream: 0 lost, ${duplicates} purged twice\n`);
+  process.stdout.write(
+    `# 10,000 events, killed with ${leftAtKill} in the stream: 0 lost, ${duplicates} purged twice\n`,
+  );
   assert.equal(await redis.xlen('purge:dead'), 0);
 });

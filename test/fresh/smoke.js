@@ -14,7 +14,8 @@ await smoke(base, {
       headers: { authorization: `Bearer ${process.env.AVATAR_ADMIN_TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ avatar: url }),
     });
-    if (answer.status !== 200) throw new Error(`PUT /admin/accounts/${account}: ${answer.status} ${await answer.text()}`);
+    if (answer.status !== 200)
+      throw new Error(`PUT /admin/accounts/${account}: ${answer.status} ${await answer.text()}`);
   },
 });
 console.log('smoke: an upload, a resized variant, an avatar redirect and a signed purge through the edge: ok');

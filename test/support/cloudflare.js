@@ -37,11 +37,20 @@ export async function startCloudflare({ maxFiles = 30, callsPerSecond = Infinity
       await onCall(files);
       const status = files.length > maxFiles ? 400 : rateLimited() ? 429 : failures.shift() || alwaysFail || 200;
       calls.push({ zone: match[1], files, authorization: req.headers.authorization, status, at });
-      const headers = { 'content-type': 'application/json', ...(status === 429 ? { 'retry-after': String(retryAfterS) } : {}) };
+      const headers = {
+        'content-type': 'application/json',
+        ...(status === 429 ? { 'retry-after': String(retryAfterS) } : {}),
+      };
       const code = status === 429 ? 10000 : status === 400 ? 1015 : 1000;
-      const reply = status === 200
-        ? { success: true, errors: [], messages: [], result: { id: 'purge' } }
-        : { success: false, errors: [{ code, message: status === 400 ? `at most ${maxFiles} files a call` : 'failed' }], messages: [], result: null };
+      const reply =
+        status === 200
+          ? { success: true, errors: [], messages: [], result: { id: 'purge' } }
+          : {
+              success: false,
+              errors: [{ code, message: status === 400 ? `at most ${maxFiles} files a call` : 'failed' }],
+              messages: [],
+              result: null,
+            };
       return res.writeHead(status, headers).end(JSON.stringify(reply));
     });
   });
@@ -64,9 +73,10 @@ export async function startCloudflare({ maxFiles = 30, callsPerSecond = Infinity
     },
     /** Every URL purged successfully. */
     purged: () => calls.filter((call) => call.status === 200).flatMap((call) => call.files),
-    close: () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(resolve);
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(resolve);
+      }),
   };
 }

@@ -16,10 +16,16 @@ export function fleetOn(hosts, settings, { timeoutMs = 600_000 } = {}) {
   const env = { ...process.env, FLEET_HOSTS: hosts.join(','), FLEET_DIR: dir, LOG_LEVEL: 'warn', ...settings };
   /** ./infra/stack fleet <action>, which must succeed. @param {string} action */
   const fleet = (action) => {
-    const result = spawnSync(`${ROOT}/infra/stack`, ['fleet', action], { env, encoding: 'utf8', timeout: timeoutMs, cwd: ROOT });
+    const result = spawnSync(`${ROOT}/infra/stack`, ['fleet', action], {
+      env,
+      encoding: 'utf8',
+      timeout: timeoutMs,
+      cwd: ROOT,
+    });
     if (result.status !== 0) throw new Error(`fleet ${action}:\n${(result.stdout + result.stderr).slice(-4000)}`);
   };
   /** The fleet's Redis password (infra/fleet.js keeps the shared secrets in secrets.env once `up` made them). */
-  const redisPassword = () => (fs.readFileSync(path.join(dir, 'secrets.env'), 'utf8').match(/^REDIS_PASSWORD=(.*)$/m) || [])[1] || '';
+  const redisPassword = () =>
+    (fs.readFileSync(path.join(dir, 'secrets.env'), 'utf8').match(/^REDIS_PASSWORD=(.*)$/m) || [])[1] || '';
   return { dir, env, fleet, redisPassword, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }

@@ -13,7 +13,8 @@ export async function startHiveNode(options = {}) {
   let down = false;
   /** @type {Record<string, (params: any) => any>} */
   const methods = {
-    'condenser_api.get_accounts': ([names]) => names.map((/** @type {string} */ name) => accounts.get(name)).filter(Boolean),
+    'condenser_api.get_accounts': ([names]) =>
+      names.map((/** @type {string} */ name) => accounts.get(name)).filter(Boolean),
   };
   const server = http.createServer((req, res) => {
     let body = '';
@@ -42,9 +43,10 @@ export async function startHiveNode(options = {}) {
     setDown: (value) => {
       down = value;
     },
-    close: () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(resolve);
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(resolve);
+      }),
   };
 }

@@ -15,7 +15,9 @@ export async function startHivesigner() {
       const grant = grants.get(String(req.headers.authorization || ''));
       if (req.method !== 'POST' || req.url !== '/api/me') return res.writeHead(404).end();
       if (!grant) return res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"invalid_grant"}');
-      return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ user: grant.account.name, _id: grant.account.name, name: grant.account.name, ...grant }));
+      return res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ user: grant.account.name, _id: grant.account.name, name: grant.account.name, ...grant }));
     });
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(null)));
@@ -28,13 +30,21 @@ export async function startHivesigner() {
      * @param {any} account the account object /api/me answers @param {string} app @param {string[]} [scope]
      */
     grant(account, app, scope = ['login', 'vote', 'comment']) {
-      const token = Buffer.from(JSON.stringify({ signed_message: { type: 'posting', app }, authors: [account.name], timestamp: Math.floor(Date.now() / 1000), signatures: ['1f'.padEnd(130, '0')] })).toString('base64url');
+      const token = Buffer.from(
+        JSON.stringify({
+          signed_message: { type: 'posting', app },
+          authors: [account.name],
+          timestamp: Math.floor(Date.now() / 1000),
+          signatures: ['1f'.padEnd(130, '0')],
+        }),
+      ).toString('base64url');
       grants.set(token, { account, scope });
       return token;
     },
-    close: () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(resolve);
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(resolve);
+      }),
   };
 }

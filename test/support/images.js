@@ -16,7 +16,9 @@ export function photo(name, size) {
 
 /** A solid image. @param {number} width @param {number} height @param {'jpeg'|'png'|'webp'|'gif'} format @param {string} [color] */
 export function solid(width, height, format, color = '#c04020') {
-  return sharp({ create: { width, height, channels: 3, background: color } }).toFormat(format).toBuffer();
+  return sharp({ create: { width, height, channels: 3, background: color } })
+    .toFormat(format)
+    .toBuffer();
 }
 
 /** A JPEG with an EXIF orientation tag: stored as width×height, shown rotated. @param {number} width @param {number} height @param {number} orientation */
@@ -31,9 +33,15 @@ export function oriented(width, height, orientation) {
 export async function animated(width, height, frames, format) {
   const colours = ['#ff0000', '#00ff00', '#0000ff', '#ffff00'];
   const inputs = await Promise.all(
-    Array.from({ length: frames }, (_, i) => sharp({ create: { width, height, channels: 3, background: colours[i % 4] } }).png().toBuffer()),
+    Array.from({ length: frames }, (_, i) =>
+      sharp({ create: { width, height, channels: 3, background: colours[i % 4] } })
+        .png()
+        .toBuffer(),
+    ),
   );
-  return sharp(inputs, { join: { animated: true } }).toFormat(format, { loop: 0 }).toBuffer();
+  return sharp(inputs, { join: { animated: true } })
+    .toFormat(format, { loop: 0 })
+    .toBuffer();
 }
 
 /**
@@ -56,7 +64,12 @@ export async function pngBomb(width, height) {
   header[8] = 1; // bit depth 1
   header[9] = 0; // greyscale
   const rows = deflateSync(Buffer.alloc(Math.ceil(width / 8) + 1, 0)); // one row only: the rest is missing
-  return Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), chunk('IHDR', header), chunk('IDAT', rows), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from('89504e470d0a1a0a', 'hex'),
+    chunk('IHDR', header),
+    chunk('IDAT', rows),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 /** The mean absolute difference of two equally long pixel buffers, in levels of 255. @param {Buffer} a @param {Buffer} b */
@@ -69,14 +82,33 @@ export function meanDifference(a, b) {
 /** Decodes an answer: format, size, frames. @param {Buffer} data */
 export async function decode(data) {
   const meta = await sharp(data, { animated: true }).metadata();
-  return { format: meta.format, width: meta.width, height: meta.pageHeight || meta.height, frames: meta.pages || 1, orientation: meta.orientation };
+  return {
+    format: meta.format,
+    width: meta.width,
+    height: meta.pageHeight || meta.height,
+    frames: meta.pages || 1,
+    orientation: meta.orientation,
+  };
 }
 
 /** What a phone writes into a photograph: where (GPS, EXIF and XMP; the city), the device and its owner, and a portrait orientation. */
-export const PHONE_METADATA = ['-GPSLatitude=48.8583', '-GPSLatitudeRef=N', '-GPSLongitude=2.2945', '-GPSLongitudeRef=E', '-GPSAltitude=35',
-  '-Make=Apple', '-Model=iPhone 15', '-SerialNumber=F2LXK0QJHG7F', '-OwnerName=Jane Doe', '-LensSerialNumber=LS-7731',
-  '-XMP-exif:GPSLatitude=48.8583', '-XMP-exif:GPSLongitude=2.2945', '-XMP-photoshop:City=Paris', '-XMP-photoshop:Country=France',
-  '-Orientation#=6'];
+export const PHONE_METADATA = [
+  '-GPSLatitude=48.8583',
+  '-GPSLatitudeRef=N',
+  '-GPSLongitude=2.2945',
+  '-GPSLongitudeRef=E',
+  '-GPSAltitude=35',
+  '-Make=Apple',
+  '-Model=iPhone 15',
+  '-SerialNumber=F2LXK0QJHG7F',
+  '-OwnerName=Jane Doe',
+  '-LensSerialNumber=LS-7731',
+  '-XMP-exif:GPSLatitude=48.8583',
+  '-XMP-exif:GPSLongitude=2.2945',
+  '-XMP-photoshop:City=Paris',
+  '-XMP-photoshop:Country=France',
+  '-Orientation#=6',
+];
 
 /**
  * `bytes` with metadata written by exiftool (Debian's libimage-exiftool-perl), a phone's by default.
@@ -100,11 +132,14 @@ export function readMetadata(bytes) {
   try {
     const file = path.join(dir, 'read');
     fs.writeFileSync(file, bytes);
-    return /** @type {Record<string, unknown>} */ (JSON.parse(execFileSync('exiftool', ['-j', '-G1', '-a', '-n', file], { encoding: 'utf8' }))[0]);
+    return /** @type {Record<string, unknown>} */ (
+      JSON.parse(execFileSync('exiftool', ['-j', '-G1', '-a', '-n', file], { encoding: 'utf8' }))[0]
+    );
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
 /** The tags of `tags` that say where a photograph was taken or identify its owner's device. @param {Record<string, unknown>} tags */
-export const personalTags = (tags) => Object.keys(tags).filter((name) => /GPS|Serial|OwnerName|:City|Country|Location/i.test(name));
+export const personalTags = (tags) =>
+  Object.keys(tags).filter((name) => /GPS|Serial|OwnerName|:City|Country|Location/i.test(name));

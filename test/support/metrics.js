@@ -10,7 +10,8 @@ export async function metricValue(url, name, labels = {}) {
     const match = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
     if (!match || match[1] !== name) continue;
     const labelText = match[2] || '';
-    if (Object.entries(labels).every(([key, value]) => labelText.includes(`${key}="${value}"`))) total += Number(match[3]);
+    if (Object.entries(labels).every(([key, value]) => labelText.includes(`${key}="${value}"`)))
+      total += Number(match[3]);
   }
   return total;
 }

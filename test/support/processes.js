@@ -40,7 +40,18 @@ export function startProcess(command, args, env = {}) {
 export async function startRedis(options = {}) {
   const port = await freePort();
   const dir = options.dir || fs.mkdtempSync(path.join(os.tmpdir(), 'redis-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', options.appendonly ? 'yes' : 'no'];
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    options.appendonly ? 'yes' : 'no',
+  ];
   if (options.appendonly) args.push('--appendfsync', 'always');
   const proc = startProcess('redis-server', args);
   const { Redis } = await import('ioredis');

@@ -15,7 +15,11 @@ export async function smoke(base, { uploadToken, hmacKey, setAvatar }) {
   const original = await solid(640, 480, 'png');
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(original)]), 'photo.png');
-  const uploaded = await fetch(`${base}/upload`, { method: 'POST', headers: { authorization: `Bearer ${uploadToken}` }, body: form });
+  const uploaded = await fetch(`${base}/upload`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${uploadToken}` },
+    body: form,
+  });
   assert.equal(uploaded.status, 200, await uploaded.clone().text());
   const { url } = /** @type {{ url: string }} */ (await uploaded.json());
   const key = new URL(url).pathname;
@@ -36,9 +40,13 @@ export async function smoke(base, { uploadToken, hmacKey, setAvatar }) {
   };
   const before = (await avatar()).headers.get('location');
   const denied = await fetch(`${base}/admin/accounts/alice`, { method: 'PUT' });
-  assert.notEqual(denied.status, 200, 'the resolver\'s admin API is not on the public path');
+  assert.notEqual(denied.status, 200, "the resolver's admin API is not on the public path");
   await setAvatar('alice', url);
-  await waitFor(async () => (await avatar()).headers.get('location') !== before, 20_000, 'the avatar redirect to the upload');
+  await waitFor(
+    async () => (await avatar()).headers.get('location') !== before,
+    20_000,
+    'the avatar redirect to the upload',
+  );
   const redirect = await avatar();
   assert.equal(redirect.status, 302);
   const location = new URL(redirect.headers.get('location') || '', base);
@@ -47,14 +55,26 @@ export async function smoke(base, { uploadToken, hmacKey, setAvatar }) {
   const faceInfo = await decode(Buffer.from(await face.arrayBuffer()));
   assert.ok(faceInfo.width > 0 && faceInfo.width === faceInfo.height, 'a square avatar made from the upload');
   assert.match(String(base58Url.decode(location.pathname.split('/')[2])), new RegExp(key));
-  await waitFor(async () => (await avatar()).headers.get('x-cache') === 'HIT', 10_000, 'the redirect cached by varnish');
+  await waitFor(
+    async () => (await avatar()).headers.get('x-cache') === 'HIT',
+    10_000,
+    'the redirect cached by varnish',
+  );
 
   const body = JSON.stringify({ account: 'alice', kind: 'avatar' });
   const timestamp = String(Math.floor(Date.now() / 1000));
   const headers = { 'content-type': 'application/json', 'x-timestamp': timestamp };
-  const hook = await fetch(`${base}/hooks/avatar`, { method: 'POST', body, headers: { ...headers, 'x-signature': `sha256=${sign(hmacKey, timestamp, Buffer.from(body))}` } });
+  const hook = await fetch(`${base}/hooks/avatar`, {
+    method: 'POST',
+    body,
+    headers: { ...headers, 'x-signature': `sha256=${sign(hmacKey, timestamp, Buffer.from(body))}` },
+  });
   assert.equal(hook.status, 202, await hook.text());
   await waitFor(async () => (await avatar()).headers.get('x-cache') === 'MISS', 20_000, 'the cached redirect purged');
-  const unsigned = await fetch(`${base}/hooks/avatar`, { method: 'POST', body, headers: { ...headers, 'x-signature': 'sha256=00' } });
+  const unsigned = await fetch(`${base}/hooks/avatar`, {
+    method: 'POST',
+    body,
+    headers: { ...headers, 'x-signature': 'sha256=00' },
+  });
   assert.equal(unsigned.status, 401);
 }

@@ -36,10 +36,28 @@ function alive(pid) {
   }
 }
 
-const PORTS = ['NGINX_PORT', 'NGINX_TLS_PORT', 'NGINX_STATUS_PORT', 'VARNISH_PORT', 'VARNISH_ADMIN_PORT', 'HAPROXY_IMAGES_PORT',
-  'HAPROXY_AVATARS_PORT', 'HAPROXY_STATS_PORT', 'ORIGIN_PORT', 'ORIGIN_METRICS_PORT', 'AVATAR_RESOLVER_PORT',
-  'AVATAR_RESOLVER_METRICS_PORT', 'PURGE_SERVICE_PORT', 'PURGE_SERVICE_METRICS_PORT', 'REDIS_PORT', 'PROMETHEUS_PORT',
-  'VARNISH_EXPORTER_PORT', 'NGINX_EXPORTER_PORT', 'REDIS_EXPORTER_PORT', 'MTAIL_PORT'];
+const PORTS = [
+  'NGINX_PORT',
+  'NGINX_TLS_PORT',
+  'NGINX_STATUS_PORT',
+  'VARNISH_PORT',
+  'VARNISH_ADMIN_PORT',
+  'HAPROXY_IMAGES_PORT',
+  'HAPROXY_AVATARS_PORT',
+  'HAPROXY_STATS_PORT',
+  'ORIGIN_PORT',
+  'ORIGIN_METRICS_PORT',
+  'AVATAR_RESOLVER_PORT',
+  'AVATAR_RESOLVER_METRICS_PORT',
+  'PURGE_SERVICE_PORT',
+  'PURGE_SERVICE_METRICS_PORT',
+  'REDIS_PORT',
+  'PROMETHEUS_PORT',
+  'VARNISH_EXPORTER_PORT',
+  'NGINX_EXPORTER_PORT',
+  'REDIS_EXPORTER_PORT',
+  'MTAIL_PORT',
+];
 
 /**
  * An isolated stack started through the launcher (./infra/stack up) on free ports in its own STACK_DIR,
@@ -50,12 +68,19 @@ export async function startStack(settings = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stack-'));
   fs.chmodSync(dir, 0o755);
   /** @type {Record<string, string>} */
-  const env = { STACK_DIR: dir, ENV_FILE: path.join(dir, 'none.env'), LOG_LEVEL: 'warn', HAPROXY_STATS_PASSWORD: 'stats-test-password', REDIS_PASSWORD: 'redis-test-password' };
+  const env = {
+    STACK_DIR: dir,
+    ENV_FILE: path.join(dir, 'none.env'),
+    LOG_LEVEL: 'warn',
+    HAPROXY_STATS_PASSWORD: 'stats-test-password',
+    REDIS_PASSWORD: 'redis-test-password',
+  };
   for (const name of PORTS) env[name] = String(await freePort());
   Object.assign(env, settings);
   const childEnv = { ...process.env, ...env };
   const stack = /** @type {(args: string[]) => Promise<{ stdout: string, stderr: string }>} */ (
-    (args) => run(path.join(root, 'infra/stack'), args, { env: childEnv, cwd: root, maxBuffer: 10 * 1024 * 1024 }));
+    (args) => run(path.join(root, 'infra/stack'), args, { env: childEnv, cwd: root, maxBuffer: 10 * 1024 * 1024 })
+  );
   const started = Date.now();
   try {
     await stack(['up']);
@@ -118,9 +143,15 @@ export async function startStack(settings = {}) {
      */
     async start(name) {
       await ctl('start', name);
-      const port = { origin: env.ORIGIN_PORT, 'avatar-resolver': env.AVATAR_RESOLVER_PORT, 'purge-service': env.PURGE_SERVICE_PORT }[name];
-      if (port) await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 30_000, `${name} serving`);
-      if (name === 'redis') await waitFor(() => redisPong(Number(env.REDIS_PORT), env.REDIS_PASSWORD), 30_000, 'redis serving');
+      const port = {
+        origin: env.ORIGIN_PORT,
+        'avatar-resolver': env.AVATAR_RESOLVER_PORT,
+        'purge-service': env.PURGE_SERVICE_PORT,
+      }[name];
+      if (port)
+        await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 30_000, `${name} serving`);
+      if (name === 'redis')
+        await waitFor(() => redisPong(Number(env.REDIS_PORT), env.REDIS_PASSWORD), 30_000, 'redis serving');
     },
     /** What varnish's probe says of a backend (images, avatars): healthy, sick or unknown. @param {string} backend */
     async backendHealth(backend) {
@@ -135,12 +166,22 @@ export async function startStack(settings = {}) {
     async settled() {
       // every probe of the window good ("5/5"): "healthy" alone lags a crash by the probes still to fail
       const full = async (/** @type {string} */ backend) => /\s(\d+)\/\1\s+healthy\b/.test(await backendLine(backend));
-      for (const backend of ['images', 'avatars']) await waitFor(() => full(backend), 60_000, `varnish's ${backend} backend healthy, every probe of its window good`);
+      for (const backend of ['images', 'avatars'])
+        await waitFor(
+          () => full(backend),
+          60_000,
+          `varnish's ${backend} backend healthy, every probe of its window good`,
+        );
     },
     /** haproxy's stats as records keyed by the CSV's column names (pxname, svname, status, scur, …). */
     async haproxyStats() {
-      const response = await fetch(`http://127.0.0.1:${env.HAPROXY_STATS_PORT}/stats;csv`, { headers: { authorization: statsAuth } });
-      const [header, ...rows] = (await response.text()).trim().split('\n').map((line) => line.split(','));
+      const response = await fetch(`http://127.0.0.1:${env.HAPROXY_STATS_PORT}/stats;csv`, {
+        headers: { authorization: statsAuth },
+      });
+      const [header, ...rows] = (await response.text())
+        .trim()
+        .split('\n')
+        .map((line) => line.split(','));
       const names = header.map((name) => name.replace(/^# /, ''));
       return rows.map((row) => Object.fromEntries(names.map((name, i) => [name, row[i]])));
     },
@@ -150,9 +191,28 @@ export async function startStack(settings = {}) {
      */
     async startVarnish(name, port, storage = 'malloc,64M') {
       const conf = path.join(dir, 'conf', 'varnish');
-      const node = startProcess('varnishd', ['-F', '-n', path.join(dir, 'run', `varnish-${name}`), '-i', name, '-a', `127.0.0.1:${port}`,
-        '-T', `127.0.0.1:${await freePort()}`, '-f', path.join(conf, 'default.vcl'), '-p', `vcl_path=${conf}`, '-s', storage]);
-      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status === 200, 30_000, `varnish ${name} serving`);
+      const node = startProcess('varnishd', [
+        '-F',
+        '-n',
+        path.join(dir, 'run', `varnish-${name}`),
+        '-i',
+        name,
+        '-a',
+        `127.0.0.1:${port}`,
+        '-T',
+        `127.0.0.1:${await freePort()}`,
+        '-f',
+        path.join(conf, 'default.vcl'),
+        '-p',
+        `vcl_path=${conf}`,
+        '-s',
+        storage,
+      ]);
+      await waitFor(
+        async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status === 200,
+        30_000,
+        `varnish ${name} serving`,
+      );
       return node;
     },
     /** `supervisorctl status` whatever the programs' states. */

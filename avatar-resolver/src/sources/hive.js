@@ -11,7 +11,11 @@ export function hiveSource(hive) {
     async fetchMany(names) {
       const accounts = await hive.call('condenser_api.get_accounts', [names]);
       if (!Array.isArray(accounts)) throw new Error('get_accounts did not answer an array');
-      return new Map(accounts.filter((account) => account && names.includes(account.name)).map((account) => [account.name, hiveMapping(account)]));
+      return new Map(
+        accounts
+          .filter((account) => account && names.includes(account.name))
+          .map((account) => [account.name, hiveMapping(account)]),
+      );
     },
   };
 }

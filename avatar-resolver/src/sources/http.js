@@ -31,7 +31,11 @@ export function httpSource({ url, avatarPath, coverPath, timeoutMs }) {
     /** @param {string[]} names */
     async fetchMany(names) {
       const found = await Promise.all(names.map(async (name) => /** @type {const} */ ([name, await fetchOne(name)])));
-      return new Map(/** @type {Array<[string, import('@stack/lib/src/hive-profile.js').Mapping]>} */ (found.filter(([, mapping]) => mapping)));
+      return new Map(
+        /** @type {Array<[string, import('@stack/lib/src/hive-profile.js').Mapping]>} */ (
+          found.filter(([, mapping]) => mapping)
+        ),
+      );
     },
   };
 }

@@ -140,13 +140,22 @@ export class PackCache {
     fs.mkdirSync(this.dir, { recursive: true });
     this.lock();
     const names = fs.readdirSync(this.dir);
-    const seqs = names.map((name) => SEGMENT.exec(name)).filter((match) => match !== null).map((match) => Number(match[1])).sort((a, b) => a - b);
+    const seqs = names
+      .map((name) => SEGMENT.exec(name))
+      .filter((match) => match !== null)
+      .map((match) => Number(match[1]))
+      .sort((a, b) => a - b);
     for (const seq of seqs) this.add(this.segmentOf(seq, 'r+'));
     // variants kept one file each by earlier versions (shard directories, tmp/), index files of segments
     // gone: a cache, so dropped
     for (const name of names) {
       const indexOf = SEGMENT_INDEX.exec(name);
-      if (SEGMENT.test(name) || name === path.basename(this.lockFile) || (indexOf && this.bySeq.has(Number(indexOf[1])))) continue;
+      if (
+        SEGMENT.test(name) ||
+        name === path.basename(this.lockFile) ||
+        (indexOf && this.bySeq.has(Number(indexOf[1])))
+      )
+        continue;
       // (an index file at once: the new segment may take its number)
       if (indexOf) fs.rmSync(path.join(this.dir, name), { force: true });
       else fs.rm(path.join(this.dir, name), { recursive: true, force: true }, () => {});
@@ -156,12 +165,14 @@ export class PackCache {
     this.evict();
     this.building = true;
     this.index.shadowing = true;
-    this.built = this.build(this.segments.slice(0, -1).reverse()).catch((err) => {
-      this.warn({ err }, 'variant cache: the index was not rebuilt whole; what it lacks is made again');
-    }).finally(() => {
-      this.building = false;
-      this.index.shadowing = false;
-    });
+    this.built = this.build(this.segments.slice(0, -1).reverse())
+      .catch((err) => {
+        this.warn({ err }, 'variant cache: the index was not rebuilt whole; what it lacks is made again');
+      })
+      .finally(() => {
+        this.building = false;
+        this.index.shadowing = false;
+      });
   }
 
   /** Refuses a directory another live process holds (two appending to one segment would interleave records). */
@@ -172,7 +183,8 @@ export class PackCache {
     } catch (err) {
       if (/** @type {any} */ (err).code !== 'ENOENT') throw err;
     }
-    if (holder && holder !== process.pid && alive(holder)) throw new Error(`${this.dir} is in use by process ${holder}`);
+    if (holder && holder !== process.pid && alive(holder))
+      throw new Error(`${this.dir} is in use by process ${holder}`);
     fs.writeFileSync(this.lockFile, String(process.pid));
   }
 
@@ -233,9 +245,17 @@ export class PackCache {
       return null;
     }
     const count = bytes.length >= INDEX_HEADER ? bytes.readUInt32BE(8) : -1;
-    if (count < 0 || bytes.readUInt32BE(0) !== INDEX_MAGIC || bytes.readUInt32BE(4) !== segment.size
-      || bytes.length !== INDEX_HEADER + count * INDEX_ENTRY || crc32(bytes.subarray(INDEX_HEADER)) !== bytes.readUInt32BE(12)) {
-      this.warn({ file: this.indexFile(segment) }, 'variant cache: an index file does not match its segment; the segment is read instead');
+    if (
+      count < 0 ||
+      bytes.readUInt32BE(0) !== INDEX_MAGIC ||
+      bytes.readUInt32BE(4) !== segment.size ||
+      bytes.length !== INDEX_HEADER + count * INDEX_ENTRY ||
+      crc32(bytes.subarray(INDEX_HEADER)) !== bytes.readUInt32BE(12)
+    ) {
+      this.warn(
+        { file: this.indexFile(segment) },
+        'variant cache: an index file does not match its segment; the segment is read instead',
+      );
       return null;
     }
     return bytes.subarray(INDEX_HEADER);
@@ -245,7 +265,14 @@ export class PackCache {
   async indexListed(segment, entries) {
     for (let at = 0, i = 1; at < entries.length; at += INDEX_ENTRY, i += 1) {
       if (this.closed || segment.gone) return;
-      this.index.set(entries, at, segment.seq, entries.readUInt32BE(at + 16), entries.readUInt32BE(at + 20), this.extCode(entries, at + 24));
+      this.index.set(
+        entries,
+        at,
+        segment.seq,
+        entries.readUInt32BE(at + 16),
+        entries.readUInt32BE(at + 20),
+        this.extCode(entries, at + 24),
+      );
       if (i % 4096 === 0) await yieldToEvents();
     }
   }
@@ -279,7 +306,10 @@ export class PackCache {
     }
     if (this.closed || segment.gone) return records.count;
     if (position < segment.size) {
-      this.warn({ file: segment.file, kept: position, dropped: segment.size - position }, 'variant cache: a torn or corrupt tail was cut off');
+      this.warn(
+        { file: segment.file, kept: position, dropped: segment.size - position },
+        'variant cache: a torn or corrupt tail was cut off',
+      );
       await ftruncate(segment.fd, position);
       this.totalBytes -= segment.size - position;
       segment.size = position;
@@ -321,7 +351,10 @@ export class PackCache {
       // deleted meanwhile: so is its index file
       if (segment.gone) await fs.promises.rm(file, { force: true });
     } catch (err) {
-      this.warn({ err, file: segment.file }, 'variant cache: index file not written; the segment is read at the next start');
+      this.warn(
+        { err, file: segment.file },
+        'variant cache: index file not written; the segment is read at the next start',
+      );
     }
   }
 

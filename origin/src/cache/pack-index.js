@@ -139,7 +139,8 @@ export class PackIndex {
   insert(a, b, c, d, seq, offset, size, ext) {
     let slot = this.find(a, b, c, d);
     if (slot >= 0) {
-      if (this.alive(slot) && (this.seqs[slot] > seq || (this.seqs[slot] === seq && this.offsets[slot] > offset))) return;
+      if (this.alive(slot) && (this.seqs[slot] > seq || (this.seqs[slot] === seq && this.offsets[slot] > offset)))
+        return;
     } else {
       slot = -1 - slot;
       this.used += 1;
@@ -163,12 +164,21 @@ export class PackIndex {
    */
   grow() {
     this.finish();
-    this.moveInto(Math.max(MIN_CAPACITY, Math.ceil(this.capacity * 1.5), Math.ceil((this.used + 1) / LOAD_AFTER_REHASH)));
+    this.moveInto(
+      Math.max(MIN_CAPACITY, Math.ceil(this.capacity * 1.5), Math.ceil((this.used + 1) / LOAD_AFTER_REHASH)),
+    );
   }
 
   /** Makes this table the old one and starts a new one of `capacity` slots, empty, to move into. @param {number} capacity */
   moveInto(capacity) {
-    const old = { keys: this.keys, seqs: this.seqs, offsets: this.offsets, sizes: this.sizes, exts: this.exts, capacity: this.capacity };
+    const old = {
+      keys: this.keys,
+      seqs: this.seqs,
+      offsets: this.offsets,
+      sizes: this.sizes,
+      exts: this.exts,
+      capacity: this.capacity,
+    };
     this.allocate(capacity);
     this.old = old;
     this.cursor = 0;
@@ -195,7 +205,16 @@ export class PackIndex {
     const seq = old.seqs[slot];
     if (seq === 0 || !this.live(seq) || (old.exts[slot] === FORGOTTEN && !this.shadowing)) return;
     const k = slot * SLOT_KEY;
-    this.insert(old.keys[k], old.keys[k + 1], old.keys[k + 2], old.keys[k + 3], seq, old.offsets[slot], old.sizes[slot], old.exts[slot]);
+    this.insert(
+      old.keys[k],
+      old.keys[k + 1],
+      old.keys[k + 2],
+      old.keys[k + 3],
+      seq,
+      old.offsets[slot],
+      old.sizes[slot],
+      old.exts[slot],
+    );
   }
 
   /**
@@ -206,7 +225,14 @@ export class PackIndex {
     this.finish();
     let live = 0;
     for (let slot = 0; slot < this.capacity; slot += 1) if (this.seqs[slot] !== 0 && this.alive(slot)) live += 1;
-    this.moveInto(Math.max(MIN_CAPACITY, capacity, Math.ceil((live + 1) / LOAD_AFTER_REHASH), live > this.capacity * 0.7 ? Math.ceil(this.capacity * 1.5) : 0));
+    this.moveInto(
+      Math.max(
+        MIN_CAPACITY,
+        capacity,
+        Math.ceil((live + 1) / LOAD_AFTER_REHASH),
+        live > this.capacity * 0.7 ? Math.ceil(this.capacity * 1.5) : 0,
+      ),
+    );
     this.finish();
   }
 
@@ -229,7 +255,12 @@ export class PackIndex {
     for (let slot = 0; slot < this.capacity; slot += 1) {
       if (this.seqs[slot] === 0 || this.exts[slot] === FORGOTTEN || !this.alive(slot)) continue;
       for (let i = 0; i < SLOT_KEY; i += 1) bytes.writeUInt32BE(this.keys[slot * SLOT_KEY + i], i * 4);
-      all.set(bytes.toString('hex'), { seq: this.seqs[slot], offset: this.offsets[slot], size: this.sizes[slot], ext: this.exts[slot] });
+      all.set(bytes.toString('hex'), {
+        seq: this.seqs[slot],
+        offset: this.offsets[slot],
+        size: this.sizes[slot],
+        ext: this.exts[slot],
+      });
     }
     return all;
   }

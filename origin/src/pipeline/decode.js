@@ -77,7 +77,9 @@ async function decodeJpeg(work) {
   if (!raw) return false;
   const pixels = raw.data;
   work.release.push(() => buffers.give(pixels));
-  work.image = sharp(pixels, { raw: raw.info, limitInputPixels: options.maxPixels }).timeout({ seconds: options.timeoutS });
+  work.image = sharp(pixels, { raw: raw.info, limitInputPixels: options.maxPixels }).timeout({
+    seconds: options.timeoutS,
+  });
   work.orientation = source.orientation;
   return true;
 }
@@ -85,7 +87,11 @@ async function decodeJpeg(work) {
 /** A HEIC's primary image, decoded by libheif (turned as the file says), handed to sharp with its profile. @param {Work} work */
 async function decodeHeic(work) {
   const decoder = heicDecoder();
-  if (!decoder) throw new HttpError(400, 'unsupported_format', { format: 'heic', reason: 'no HEVC decoder on this machine (libheif1, libde265-0)' });
+  if (!decoder)
+    throw new HttpError(400, 'unsupported_format', {
+      format: 'heic',
+      reason: 'no HEVC decoder on this machine (libheif1, libde265-0)',
+    });
   const { options } = work;
   const { tiff } = await decoder.decode(await fs.readFile(work.file), options.maxPixels);
   work.image = sharp(tiff, { limitInputPixels: options.maxPixels }).timeout({ seconds: options.timeoutS });

@@ -11,7 +11,12 @@ import { imageOf, sharpOutput } from './work.js';
 /** @type {Encoder} */
 const systemWebp = {
   name: 'libwebp',
-  accepts: ({ plan: p, options, decodedBy }) => decodedBy === 'libjpeg-turbo' && Boolean(options.codecs?.webp) && p.format === 'webp' && !p.degraded && options.webpEffort === 4,
+  accepts: ({ plan: p, options, decodedBy }) =>
+    decodedBy === 'libjpeg-turbo' &&
+    Boolean(options.codecs?.webp) &&
+    p.format === 'webp' &&
+    !p.degraded &&
+    options.webpEffort === 4,
   async encode(work) {
     const pixels = await sharpOutput(imageOf(work).raw().toBuffer({ resolveWithObject: true }));
     const webp = /** @type {import('../codecs.js').WebpEncoder} */ (work.options.codecs?.webp);
@@ -47,7 +52,12 @@ export async function encode(work) {
  */
 function jpegOptions(o) {
   if (o.jpegTrellis) return { quality: o.jpegQuality, progressive: true, mozjpeg: true };
-  return { quality: o.jpegQuality, progressive: o.jpegProgressive, optimiseCoding: true, quantisationTable: o.jpegTable ?? 0 };
+  return {
+    quality: o.jpegQuality,
+    progressive: o.jpegProgressive,
+    optimiseCoding: true,
+    quantisationTable: o.jpegTable ?? 0,
+  };
 }
 
 /** @param {import('sharp').Sharp} image @param {import('./plan.js').Plan} p @param {import('./work.js').EncodeOptions} o */

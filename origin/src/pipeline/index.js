@@ -46,7 +46,17 @@ export function threadsPerImage(running, cores) {
 export async function transform(file, p, options) {
   if (options.threads) sharp.concurrency(options.threads);
   /** @type {import('./work.js').Work} */
-  const work = { file, plan: p, options, image: null, decodedBy: 'sharp', orientation: 1, data: null, encodedBy: 'sharp', release: [] };
+  const work = {
+    file,
+    plan: p,
+    options,
+    image: null,
+    decodedBy: 'sharp',
+    orientation: 1,
+    data: null,
+    encodedBy: 'sharp',
+    release: [],
+  };
   try {
     for (const step of STEPS) await step.run(work);
     return { data: /** @type {Buffer} */ (work.data), codecs: { decode: work.decodedBy, encode: work.encodedBy } };

@@ -4,8 +4,14 @@ import { imageOf } from './work.js';
 
 /** @type {Record<number, [number, boolean, boolean]>} orientation: [angle, flip, flop] */
 const TURNS = {
-  1: [0, false, false], 2: [0, false, true], 3: [180, false, false], 4: [0, true, false],
-  5: [90, true, false], 6: [90, false, false], 7: [270, true, false], 8: [270, false, false],
+  1: [0, false, false],
+  2: [0, false, true],
+  3: [180, false, false],
+  4: [0, true, false],
+  5: [90, true, false],
+  6: [90, false, false],
+  7: [270, true, false],
+  8: [270, false, false],
 };
 
 /** @param {import('./work.js').Work} work */

@@ -2,7 +2,13 @@
 // (no pixels touched). Its cost is bounded here, before any decode.
 import { HttpError } from '@stack/lib';
 
-const CONTENT_TYPES = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp', gif: 'image/gif', avif: 'image/avif' };
+const CONTENT_TYPES = {
+  jpeg: 'image/jpeg',
+  png: 'image/png',
+  webp: 'image/webp',
+  gif: 'image/gif',
+  avif: 'image/avif',
+};
 
 /** @typedef {'jpeg'|'png'|'webp'|'gif'|'avif'} OutputFormat */
 /**
@@ -46,16 +52,29 @@ export function plan(source, want, degrade, budgets = {}) {
   }
   const box = { width, height, cover: want.mode === 'cover' && Boolean(width && height) };
   const framePixels = outputPixels(source, box);
-  const fits = framePixels === source.width * source.height && (!box.cover || (width === source.width && height === source.height));
+  const fits =
+    framePixels === source.width * source.height &&
+    (!box.cover || (width === source.width && height === source.height));
   // an animation past the frame or pixel budget (read from its header): the original answers a request it
   // satisfies as it is; a resize of it makes its first frames, as many as the budgets allow
-  const budgetFrames = animated && source.overBudget ? Math.max(1, Math.min(budgets.maxFrames || Infinity, Math.floor((budgets.maxInputPixels || Infinity) / (source.width * source.height)))) : -1;
+  const budgetFrames =
+    animated && source.overBudget
+      ? Math.max(
+          1,
+          Math.min(
+            budgets.maxFrames || Infinity,
+            Math.floor((budgets.maxInputPixels || Infinity) / (source.width * source.height)),
+          ),
+        )
+      : -1;
   const passthrough = budgetFrames !== -1 && fits && originalAnswers(source, want);
   const frames = passthrough ? -1 : budgetFrames;
   const pixels = framePixels * (animated ? (frames === -1 ? source.frames : frames) : 1);
-  if (!passthrough && budgets.maxPixels && pixels > budgets.maxPixels) throw new HttpError(400, 'output_too_large', { pixels, limit_pixels: budgets.maxPixels });
+  if (!passthrough && budgets.maxPixels && pixels > budgets.maxPixels)
+    throw new HttpError(400, 'output_too_large', { pixels, limit_pixels: budgets.maxPixels });
   if (format === 'avif' && budgets.avifPixels && pixels > budgets.avifPixels) {
-    if (want.format === 'avif') throw new HttpError(400, 'output_too_large', { format: 'avif', pixels, limit_pixels: budgets.avifPixels });
+    if (want.format === 'avif')
+      throw new HttpError(400, 'output_too_large', { format: 'avif', pixels, limit_pixels: budgets.avifPixels });
     format = 'webp';
   }
   if (degrade && format === 'avif') {
@@ -71,10 +90,17 @@ export function plan(source, want, degrade, budgets = {}) {
     degraded,
     palette: source.format === 'png' && source.isPalette,
     ignoreIcc: source.srgbProfile,
-    jpeg: source.plainJpeg && !animated ? { width: source.width, height: source.height, orientation: source.orientation } : null,
+    jpeg:
+      source.plainJpeg && !animated
+        ? { width: source.width, height: source.height, orientation: source.orientation }
+        : null,
     pixels,
     heic: source.isHeic,
-    lossless: format === 'webp' && (source.format === 'png' || source.format === 'gif') && Boolean(want.negotiated) && (!animated || fits),
+    lossless:
+      format === 'webp' &&
+      (source.format === 'png' || source.format === 'gif') &&
+      Boolean(want.negotiated) &&
+      (!animated || fits),
     fits,
     passthrough,
     frames,
@@ -98,7 +124,8 @@ export function originalAnswers(source, want) {
   if (want.format === own) return true;
   if (want.format !== 'match' && want.format !== 'auto') return false;
   if (own === 'avif') return want.accept === 'avif' || (want.format === 'match' && !want.negotiated);
-  if (own === 'webp') return want.accept === 'avif' || want.accept === 'webp' || (want.format === 'match' && !want.negotiated);
+  if (own === 'webp')
+    return want.accept === 'avif' || want.accept === 'webp' || (want.format === 'match' && !want.negotiated);
   return true;
 }
 
@@ -134,8 +161,8 @@ function outputFormat(source, want, animated) {
     }
   }
   if (want.format !== 'match') return /** @type {OutputFormat} */ (want.format);
-  if (source.format === 'jpeg' || source.format === 'png' || source.format === 'webp' || source.format === 'gif') return source.format;
+  if (source.format === 'jpeg' || source.format === 'png' || source.format === 'webp' || source.format === 'gif')
+    return source.format;
   if (source.isAvif) return 'avif';
   return source.hasAlpha ? 'png' : 'jpeg';
 }
-

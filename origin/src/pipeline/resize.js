@@ -5,5 +5,12 @@ import { imageOf } from './work.js';
 /** @param {import('./work.js').Work} work */
 export async function resize(work) {
   const { plan: p, options } = work;
-  work.image = imageOf(work).resize({ width: p.width, height: p.height, fit: p.fit, position: 'centre', withoutEnlargement: true, kernel: options.kernel });
+  work.image = imageOf(work).resize({
+    width: p.width,
+    height: p.height,
+    fit: p.fit,
+    position: 'centre',
+    withoutEnlargement: true,
+    kernel: options.kernel,
+  });
 }

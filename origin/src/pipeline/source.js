@@ -42,7 +42,8 @@ export async function probe(file, limits) {
   const width = meta.width || 0;
   const overBudget = frames > limits.maxFrames || width * frameHeight * frames > limits.maxPixels;
   const readable = limits.animations && frames > 1 && width * frameHeight <= limits.maxPixels;
-  if (frames > limits.maxFrames && !readable) throw new HttpError(400, 'too_many_frames', { frames, limit: limits.maxFrames });
+  if (frames > limits.maxFrames && !readable)
+    throw new HttpError(400, 'too_many_frames', { frames, limit: limits.maxFrames });
   if (width * frameHeight * frames > limits.maxPixels && !readable) {
     throw new HttpError(400, 'image_too_large', { width, height: frameHeight, frames, limit_pixels: limits.maxPixels });
   }
@@ -69,14 +70,34 @@ export async function probe(file, limits) {
 /** @param {string} file @param {{ maxPixels: number, heic?: boolean }} limits @returns {Promise<SourceInfo>} */
 async function probeHeic(file, limits) {
   const decoder = limits.heic ? heicDecoder() : null;
-  if (!decoder) throw new HttpError(400, 'unsupported_format', { format: 'heic', reason: limits.heic ? 'no HEVC decoder on this machine (libheif1, libde265-0)' : 'HEVC decoding is off (HEIC_DECODE)' });
+  if (!decoder)
+    throw new HttpError(400, 'unsupported_format', {
+      format: 'heic',
+      reason: limits.heic
+        ? 'no HEVC decoder on this machine (libheif1, libde265-0)'
+        : 'HEVC decoding is off (HEIC_DECODE)',
+    });
   const info = decoder.info(await fs.readFile(file));
   if (info.width * info.height > limits.maxPixels) {
-    throw new HttpError(400, 'image_too_large', { width: info.width, height: info.height, frames: 1, limit_pixels: limits.maxPixels });
+    throw new HttpError(400, 'image_too_large', {
+      width: info.width,
+      height: info.height,
+      frames: 1,
+      limit_pixels: limits.maxPixels,
+    });
   }
   return {
-    format: 'heif', width: info.width, height: info.height, frames: 1, orientation: 1, hasAlpha: info.hasAlpha, isPalette: false,
-    isAvif: false, isHeic: true, srgbProfile: false, plainJpeg: false,
+    format: 'heif',
+    width: info.width,
+    height: info.height,
+    frames: 1,
+    orientation: 1,
+    hasAlpha: info.hasAlpha,
+    isPalette: false,
+    isAvif: false,
+    isHeic: true,
+    srgbProfile: false,
+    plainJpeg: false,
   };
 }
 
@@ -135,9 +156,10 @@ export async function verify(file, info) {
   }
   try {
     await sharp(file, { failOn: 'truncated', animated: info.frames > 1, limitInputPixels: false, sequentialRead: true })
-      .resize(64, 64, { fit: 'inside' }).raw().toBuffer();
+      .resize(64, 64, { fit: 'inside' })
+      .raw()
+      .toBuffer();
   } catch {
     throw corrupt();
   }
 }
-

@@ -14,10 +14,16 @@ export function previewChallenge(account, timestamp) {
 function timestampOf(body, skewMs) {
   const timestamp = body && typeof body === 'object' ? /** @type {any} */ (body).timestamp : undefined;
   if (typeof timestamp !== 'number' || !Number.isFinite(timestamp)) {
-    throw new HttpError(400, 'invalid_parameter', { name: 'timestamp', reason: 'a JSON body {"timestamp": <ms since 1970>}' });
+    throw new HttpError(400, 'invalid_parameter', {
+      name: 'timestamp',
+      reason: 'a JSON body {"timestamp": <ms since 1970>}',
+    });
   }
   if (Math.abs(Date.now() - timestamp) >= skewMs) {
-    throw new HttpError(400, 'invalid_parameter', { name: 'timestamp', reason: `more than ${skewMs / 1000} s from this server's clock` });
+    throw new HttpError(400, 'invalid_parameter', {
+      name: 'timestamp',
+      reason: `more than ${skewMs / 1000} s from this server's clock`,
+    });
   }
   return timestamp;
 }
@@ -34,23 +40,25 @@ function timestampOf(body, skewMs) {
  */
 export function proxyAuthRoute({ config, redis, verifySignature }) {
   const ttl = config.PREVIEW_TOKEN_TTL_S;
-  const handler = /** @type {import('express').RequestHandler} */ (async (req, res, next) => {
-    res.locals.route = 'proxy_auth';
-    res.set('Cache-Control', 'private, no-store');
-    const { account, signature } = req.params;
-    try {
-      if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
-      const timestamp = timestampOf(req.body, config.PREVIEW_CLOCK_SKEW_S * 1000);
-      const digest = createHash('sha256').update(previewChallenge(account, timestamp)).digest();
-      await verifySignature(account, signature, digest, ['posting']);
-      const token = randomBytes(24).toString('hex');
-      await redis.set(previewTokenKey(token), account, 'EX', ttl).catch(() => {
-        throw new HttpError(503, 'unavailable', { reason: 'token store' }, { 'Retry-After': '5' });
-      });
-      res.json({ token, expires_in: ttl });
-    } catch (err) {
-      next(err);
+  const handler = /** @type {import('express').RequestHandler} */ (
+    async (req, res, next) => {
+      res.locals.route = 'proxy_auth';
+      res.set('Cache-Control', 'private, no-store');
+      const { account, signature } = req.params;
+      try {
+        if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
+        const timestamp = timestampOf(req.body, config.PREVIEW_CLOCK_SKEW_S * 1000);
+        const digest = createHash('sha256').update(previewChallenge(account, timestamp)).digest();
+        await verifySignature(account, signature, digest, ['posting']);
+        const token = randomBytes(24).toString('hex');
+        await redis.set(previewTokenKey(token), account, 'EX', ttl).catch(() => {
+          throw new HttpError(503, 'unavailable', { reason: 'token store' }, { 'Retry-After': '5' });
+        });
+        res.json({ token, expires_in: ttl });
+      } catch (err) {
+        next(err);
+      }
     }
-  });
+  );
   return [express.json({ limit: '1kb', type: () => true }), handler];
 }

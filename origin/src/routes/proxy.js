@@ -12,7 +12,6 @@ import { contentTypeOf } from '../pipeline/index.js';
 /** The bytes a variant's answer carries. @param {import('../images.js').Variant} variant */
 const bytesOf = (variant) => (variant.cached ? variant.cached.size : /** @type {Buffer} */ (variant.data).length);
 
-
 // ecency's render-helper (src/proxify-image-src.ts) appends ".webp" or ".png" to the base58 part; base58
 // has no ".", so a file extension there is only a name: the format comes from the query, as ever
 const EXTENSION = /\.(?:webp|png|jpe?g|gif|avif)$/i;
@@ -47,7 +46,11 @@ function proxyAnswer({ images, config, guard }) {
     /** @type {Record<string, string>} */
     const headers = {
       'Content-Type': contentTypeOf(variant.format),
-      'Cache-Control': variant.firstAnswer ? config.CACHE_CONTROL_FIRST_ANSWER : variant.degraded ? config.CACHE_CONTROL_DEGRADED : config.CACHE_CONTROL_IMMUTABLE,
+      'Cache-Control': variant.firstAnswer
+        ? config.CACHE_CONTROL_FIRST_ANSWER
+        : variant.degraded
+          ? config.CACHE_CONTROL_DEGRADED
+          : config.CACHE_CONTROL_IMMUTABLE,
       ETag: `"${variant.variantKey.slice(0, 32)}${variant.degraded ? '-d' : ''}"`,
       xkey: `img:${source.id}`,
       'Server-Timing': serverTiming(variant.timings),
@@ -56,7 +59,8 @@ function proxyAnswer({ images, config, guard }) {
     if (want.negotiated) {
       headers.Vary = 'Accept';
       // a CDN that ignores Vary would serve this answer to every browser: it must not keep it
-      if (!config.CDN_VARY_ACCEPT) Object.assign(headers, { 'CDN-Cache-Control': 'no-store', 'Cloudflare-CDN-Cache-Control': 'no-store' });
+      if (!config.CDN_VARY_ACCEPT)
+        Object.assign(headers, { 'CDN-Cache-Control': 'no-store', 'Cloudflare-CDN-Cache-Control': 'no-store' });
     }
     return { headers, variant };
   };
@@ -77,7 +81,13 @@ export function proxyRoute(deps) {
       next(err);
     };
     const respond = async (retried = false) => {
-      const { headers, variant } = await answer(req.params.encoded, req.query, req.headers.accept, publicPaths(req), req.headers['x-warm'] === '1');
+      const { headers, variant } = await answer(
+        req.params.encoded,
+        req.query,
+        req.headers.accept,
+        publicPaths(req),
+        req.headers['x-warm'] === '1',
+      );
       const sent = () => deps.metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
       res.set(headers);
       if (!variant.cached) {
@@ -147,13 +157,24 @@ export function proxyFastPath(deps) {
       }
       const { httpError, headers: errorHeaders, unhandled } = errorAnswer(err, config.CACHE_CONTROL_NEGATIVE);
       const body = JSON.stringify(httpError);
-      res.writeHead(httpError.status, { ...errorHeaders, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': reqId });
+      res.writeHead(httpError.status, {
+        ...errorHeaders,
+        'Content-Type': 'application/json; charset=utf-8',
+        'Content-Length': Buffer.byteLength(body),
+        'X-Request-Id': reqId,
+      });
       res.end(body);
       done(httpError.status, unhandled);
     };
     const query = querystring.parse(match[2] || '');
     const respond = async (retried = false) => {
-      const { headers: answerHeaders, variant } = await answer(match[1], query, headers.accept, publicPaths(req), headers['x-warm'] === '1');
+      const { headers: answerHeaders, variant } = await answer(
+        match[1],
+        query,
+        headers.accept,
+        publicPaths(req),
+        headers['x-warm'] === '1',
+      );
       const head = req.method === 'HEAD';
       let data = variant.data;
       if (variant.cached && !head) {

@@ -58,7 +58,13 @@ export function serveRoute({ config, guard, images }) {
  * @param {import('@stack/lib/src/config-types.js').OriginConfig} config @param {import('@stack/lib/src/sources.js').Source} source
  */
 async function asJpeg(res, images, config, source) {
-  const variant = await images.variant(source, { width: config.MAX_DIMENSION, height: config.MAX_DIMENSION, mode: 'fit', format: 'jpeg', accept: '' });
+  const variant = await images.variant(source, {
+    width: config.MAX_DIMENSION,
+    height: config.MAX_DIMENSION,
+    mode: 'fit',
+    format: 'jpeg',
+    accept: '',
+  });
   res.set({
     'Content-Type': contentTypeOf(variant.format),
     'Cache-Control': config.CACHE_CONTROL_IMMUTABLE,

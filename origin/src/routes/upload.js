@@ -94,7 +94,12 @@ async function saveFile(file, tempPath, maxBytes, filename, checksum, sha256) {
 
 /** A safe filename for the answer URL. @param {string} name @param {string} format */
 function cleanFilename(name, format) {
-  const base = (name || '').split(/[\\/]/).pop()?.replace(/[^\w.-]+/g, '-').replace(/^[.-]+/, '').slice(0, 100);
+  const base = (name || '')
+    .split(/[\\/]/)
+    .pop()
+    ?.replace(/[^\w.-]+/g, '-')
+    .replace(/^[.-]+/, '')
+    .slice(0, 100);
   return base || `image.${format === 'jpeg' ? 'jpg' : format}`;
 }
 
@@ -113,8 +118,17 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
   const tempPath = store.tempPath();
   try {
     checkLength(req, config.UPLOAD_MAX_BYTES);
-    const file = await receiveFile(req, { maxBytes: config.UPLOAD_MAX_BYTES, tempPath, checksum, sha256: config.UPLOAD_METADATA !== 'none' });
-    const info = await probe(tempPath, { maxPixels: config.MAX_INPUT_PIXELS, maxFrames: config.MAX_FRAMES, heic: config.HEIC_DECODE });
+    const file = await receiveFile(req, {
+      maxBytes: config.UPLOAD_MAX_BYTES,
+      tempPath,
+      checksum,
+      sha256: config.UPLOAD_METADATA !== 'none',
+    });
+    const info = await probe(tempPath, {
+      maxPixels: config.MAX_INPUT_PIXELS,
+      maxFrames: config.MAX_FRAMES,
+      heic: config.HEIC_DECODE,
+    });
     const account = await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
     // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
@@ -126,7 +140,9 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
     if (account) await recordOwner(deps.redis, key, account);
     metrics.uploads.inc({ kind });
     metrics.bytes.inc({ direction: 'in' }, file.bytes);
-    res.set('Cache-Control', 'no-store').json({ url: `${config.PUBLIC_URL}/${key}/${cleanFilename(file.filename, info.format)}` });
+    res
+      .set('Cache-Control', 'no-store')
+      .json({ url: `${config.PUBLIC_URL}/${key}/${cleanFilename(file.filename, info.format)}` });
   } catch (err) {
     const httpError = /** @type {HttpError} */ (err);
     metrics.rejections.inc({ reason: httpError.name || 'error' });
@@ -177,13 +193,20 @@ async function takeQuota(redis, account, limit, key) {
   const now = Date.now();
   let oldest;
   try {
-    oldest = Number(await redis.eval(TAKE_QUOTA, 1, `origin:quota:${account}`, String(now), String(WEEK_MS), String(limit), key));
+    oldest = Number(
+      await redis.eval(TAKE_QUOTA, 1, `origin:quota:${account}`, String(now), String(WEEK_MS), String(limit), key),
+    );
   } catch {
     throw new HttpError(503, 'unavailable', { reason: 'quota store' }, { 'Retry-After': '10' });
   }
   if (oldest) {
     const retryAfter = Math.max(1, Math.ceil((oldest + WEEK_MS - now) / 1000));
-    throw new HttpError(429, 'quota_exceeded', { limit, period: 'rolling week' }, { 'Retry-After': String(retryAfter), ...(key ? {} : { Connection: 'close' }) });
+    throw new HttpError(
+      429,
+      'quota_exceeded',
+      { limit, period: 'rolling week' },
+      { 'Retry-After': String(retryAfter), ...(key ? {} : { Connection: 'close' }) },
+    );
   }
 }
 
@@ -205,12 +228,20 @@ export function hiveUploadRoute(deps, signed = 'data') {
         deps.metrics.rejections.inc({ reason: err.name });
         throw err;
       });
-      await acceptUpload(deps, 'hive', async (digest, checksum) => {
-        await deps.verifySignature(account, signature, checksum ? challengeHash().update(checksum).digest() : digest)
-          .catch((err) => countFailure(deps, err, clientOf(req)));
-        await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
-        return account;
-      }, req, res, signed === 'checksum');
+      await acceptUpload(
+        deps,
+        'hive',
+        async (digest, checksum) => {
+          await deps
+            .verifySignature(account, signature, checksum ? challengeHash().update(checksum).digest() : digest)
+            .catch((err) => countFailure(deps, err, clientOf(req)));
+          await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
+          return account;
+        },
+        req,
+        res,
+        signed === 'checksum',
+      );
     } catch (err) {
       next(err);
     }
@@ -232,7 +263,9 @@ async function hivePrecheck(deps, account, signature, client) {
 
 /** The client's address as nginx gave it (the first X-Forwarded-For entry). @param {import('express').Request} req */
 function clientOf(req) {
-  return String(req.headers['x-forwarded-for'] || req.socket.remoteAddress || '').split(',')[0].trim();
+  return String(req.headers['x-forwarded-for'] || req.socket.remoteAddress || '')
+    .split(',')[0]
+    .trim();
 }
 
 const FAILURE_WINDOW_S = 600;
@@ -246,7 +279,12 @@ const FAILURE_WINDOW_S = 600;
 async function countFailure(deps, err, client) {
   const status = /** @type {HttpError} */ (err).status;
   if (client && (status === 403 || status === 404 || status === 400)) {
-    await deps.redis.multi().incr(`origin:upload-failures:${client}`).expire(`origin:upload-failures:${client}`, FAILURE_WINDOW_S).exec().catch(() => {});
+    await deps.redis
+      .multi()
+      .incr(`origin:upload-failures:${client}`)
+      .expire(`origin:upload-failures:${client}`, FAILURE_WINDOW_S)
+      .exec()
+      .catch(() => {});
   }
   throw err;
 }
@@ -256,7 +294,12 @@ async function checkFailures(deps, client) {
   if (!client) return;
   const failures = Number(await deps.redis.get(`origin:upload-failures:${client}`).catch(() => 0)) || 0;
   if (failures >= deps.config.UPLOAD_FAILURES_PER_CLIENT) {
-    throw new HttpError(429, 'too_many_failed_uploads', { window_s: FAILURE_WINDOW_S }, { 'Retry-After': String(FAILURE_WINDOW_S) });
+    throw new HttpError(
+      429,
+      'too_many_failed_uploads',
+      { window_s: FAILURE_WINDOW_S },
+      { 'Retry-After': String(FAILURE_WINDOW_S) },
+    );
   }
 }
 
@@ -271,11 +314,17 @@ export function hivesignerUploadRoute(deps) {
     res.locals.route = 'upload';
     try {
       const verify = hivesignerPrecheck(deps, req.params.token);
-      await acceptUpload(deps, 'hivesigner', async (digest) => {
-        const account = await verify(req.params.token);
-        await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
-        return account;
-      }, req, res);
+      await acceptUpload(
+        deps,
+        'hivesigner',
+        async (digest) => {
+          const account = await verify(req.params.token);
+          await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
+          return account;
+        },
+        req,
+        res,
+      );
     } catch (err) {
       next(err);
     }
@@ -312,8 +361,16 @@ function tokenPrecheck(deps) {
   const tokens = deps.config.UPLOAD_TOKENS.map((/** @type {string} */ token) => Buffer.from(token));
   return (/** @type {import('express').Request} */ req) => {
     const given = Buffer.from(/^Bearer (.+)$/.exec(req.headers.authorization || '')?.[1] || '');
-    const ok = tokens.some((/** @type {Buffer} */ token) => token.length === given.length && timingSafeEqual(token, given));
-    if (!ok) throw new HttpError(401, 'unauthorized', { reason: tokens.length ? 'bad token' : 'token uploads disabled' }, { 'WWW-Authenticate': 'Bearer' });
+    const ok = tokens.some(
+      (/** @type {Buffer} */ token) => token.length === given.length && timingSafeEqual(token, given),
+    );
+    if (!ok)
+      throw new HttpError(
+        401,
+        'unauthorized',
+        { reason: tokens.length ? 'bad token' : 'token uploads disabled' },
+        { 'WWW-Authenticate': 'Bearer' },
+      );
   };
 }
 
@@ -334,8 +391,10 @@ export function uploadCheckRoute(deps) {
       const hive = /^\/(?:cs\/)?([^/]+)\/([^/]+)$/.exec(path);
       if (path === '/upload') token(req);
       else if (path.startsWith('/hs/')) hivesignerPrecheck(deps, path.slice(4));
-      else if (path.startsWith('/proxy-auth/')) { /* a small signed JSON body, checked by its own route */ }
-      else if (hive) await hivePrecheck(deps, decodeURIComponent(hive[1]), decodeURIComponent(hive[2]), clientOf(req));
+      else if (path.startsWith('/proxy-auth/')) {
+        /* a small signed JSON body, checked by its own route */
+      } else if (hive)
+        await hivePrecheck(deps, decodeURIComponent(hive[1]), decodeURIComponent(hive[2]), clientOf(req));
       else throw new HttpError(404, 'not_found');
       res.set('Cache-Control', 'no-store').status(204).end();
     } catch (err) {

@@ -43,7 +43,9 @@ export function scrubGif(input, mode) {
     const label = input[at + 1];
     const end = subBlocksEnd(input, at + 2);
     const identifier = label === 0xff && input[at + 2] === 11 ? input.toString('latin1', at + 3, at + 14) : '';
-    const drop = (label === 0xff && identifier === 'XMP DataXMP') || (mode === 'all' && (label === 0xfe || (label === 0xff && !LOOPING.has(identifier))));
+    const drop =
+      (label === 0xff && identifier === 'XMP DataXMP') ||
+      (mode === 'all' && (label === 0xfe || (label === 0xff && !LOOPING.has(identifier))));
     if (drop) removed.push(label === 0xfe ? 'comment' : identifier === 'XMP DataXMP' ? 'xmp' : 'application');
     else parts.push(input.subarray(at, end));
     at = end;

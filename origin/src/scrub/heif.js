@@ -34,7 +34,15 @@ function boxes(input, from, to) {
 function uint(input, at, size) {
   if (size === 0) return 0;
   if (at + size > input.length) throw new ScrubError('an iloc entry that is cut');
-  return size === 4 ? input.readUInt32BE(at) : size === 8 ? Number(input.readBigUInt64BE(at)) : size === 2 ? input.readUInt16BE(at) : (() => { throw new ScrubError('an iloc field size'); })();
+  return size === 4
+    ? input.readUInt32BE(at)
+    : size === 8
+      ? Number(input.readBigUInt64BE(at))
+      : size === 2
+        ? input.readUInt16BE(at)
+        : (() => {
+            throw new ScrubError('an iloc field size');
+          })();
 }
 
 /** item id → { type, content } from iinf. @param {Buffer} input @param {{ body: number, end: number }} iinf */
@@ -52,7 +60,10 @@ function itemInfos(input, iinf) {
     const type = input.toString('latin1', at, at + 4);
     at += 4;
     const nameEnd = input.indexOf(0, at);
-    const content = type === 'mime' && nameEnd >= 0 ? input.toString('latin1', nameEnd + 1, Math.max(nameEnd + 1, input.indexOf(0, nameEnd + 1))) : '';
+    const content =
+      type === 'mime' && nameEnd >= 0
+        ? input.toString('latin1', nameEnd + 1, Math.max(nameEnd + 1, input.indexOf(0, nameEnd + 1)))
+        : '';
     items.set(id, { type, content });
   }
   return items;

@@ -30,11 +30,13 @@ export function scrubJpeg(input, mode) {
   for (;;) {
     if (at + 4 > input.length || input[at] !== 0xff) throw new ScrubError('a JPEG segment that is cut or misplaced');
     const marker = input[at + 1];
-    if (marker === 0xff) { // fill byte
+    if (marker === 0xff) {
+      // fill byte
       at += 1;
       continue;
     }
-    if (marker === 0xda || marker === 0xd9) { // the first scan (or the end): the rest as it is
+    if (marker === 0xda || marker === 0xd9) {
+      // the first scan (or the end): the rest as it is
       parts.push(input.subarray(at));
       break;
     }
@@ -63,7 +65,12 @@ function scrubSegment(marker, segment, body, mode, removed) {
       removed.push('exif');
       return null;
     }
-    return scrubbedOrDropped(() => removed.push(...scrubTiff(body, EXIF.length, body.length, mode)), segment, 'exif', removed);
+    return scrubbedOrDropped(
+      () => removed.push(...scrubTiff(body, EXIF.length, body.length, mode)),
+      segment,
+      'exif',
+      removed,
+    );
   }
   if (marker === 0xe1 && startsWith(body, XMP)) {
     if (mode === 'all') {
@@ -73,7 +80,8 @@ function scrubSegment(marker, segment, body, mode, removed) {
     if (blankXmp(body, XMP.length, body.length)) removed.push('xmp_location');
     return segment;
   }
-  if (marker === 0xe1) { // extended XMP and anything else in APP1
+  if (marker === 0xe1) {
+    // extended XMP and anything else in APP1
     removed.push('app1');
     return null;
   }
@@ -83,7 +91,17 @@ function scrubSegment(marker, segment, body, mode, removed) {
       return null;
     }
     const result = { edited: /** @type {Buffer | null} */ (null) };
-    if (!scrubbedOrDropped(() => { result.edited = withoutIptcLocation(body, PHOTOSHOP.length); }, segment, 'iptc', removed)) return null;
+    if (
+      !scrubbedOrDropped(
+        () => {
+          result.edited = withoutIptcLocation(body, PHOTOSHOP.length);
+        },
+        segment,
+        'iptc',
+        removed,
+      )
+    )
+      return null;
     const { edited } = result;
     if (!edited) return segment;
     if (edited.length + 2 > 0xffff) throw new ScrubError('an APP13 segment past its size');

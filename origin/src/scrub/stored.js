@@ -29,12 +29,24 @@ export async function scrubbed({ config, metrics, logger }, tempPath, info, key,
     await fs.writeFile(`${tempPath}.scrubbed`, await cleanReencode(tempPath, info));
     result = { path: `${tempPath}.scrubbed`, removed: ['everything'] };
     how = 'reencoded';
-    logger.warn({ key, format: info.format, reason: err.message }, 'upload stored as a clean re-encode: its metadata could not be edited in place');
+    logger.warn(
+      { key, format: info.format, reason: err.message },
+      'upload stored as a clean re-encode: its metadata could not be edited in place',
+    );
   }
   metrics.scrubs.inc({ result: how === 'reencoded' ? 'reencoded' : result.removed.length ? 'scrubbed' : 'clean' });
   if (!result.removed.length) return { path: tempPath, record: null };
   const { sha256 } = await digestsOf(result.path);
-  return { path: result.path, record: { key, scrubbed: how, uploadSha256: uploadSha256?.toString('hex') || '', storedSha256: sha256, removed: result.removed } };
+  return {
+    path: result.path,
+    record: {
+      key,
+      scrubbed: how,
+      uploadSha256: uploadSha256?.toString('hex') || '',
+      storedSha256: sha256,
+      removed: result.removed,
+    },
+  };
 }
 
 /**
@@ -43,12 +55,19 @@ export async function scrubbed({ config, metrics, logger }, tempPath, info, key,
  * @param {string} file @param {import('../pipeline/index.js').SourceInfo} info
  */
 function cleanReencode(file, info) {
-  const image = sharp(file, { animated: info.frames > 1, limitInputPixels: false }).rotate().keepIccProfile();
+  const image = sharp(file, { animated: info.frames > 1, limitInputPixels: false })
+    .rotate()
+    .keepIccProfile();
   switch (info.format) {
-    case 'png': return image.png().toBuffer();
-    case 'webp': return image.webp({ quality: 95 }).toBuffer();
-    case 'gif': return image.gif().toBuffer();
-    case 'tiff': return image.tiff({ compression: 'lzw' }).toBuffer();
-    default: return image.jpeg({ quality: 95 }).toBuffer();
+    case 'png':
+      return image.png().toBuffer();
+    case 'webp':
+      return image.webp({ quality: 95 }).toBuffer();
+    case 'gif':
+      return image.gif().toBuffer();
+    case 'tiff':
+      return image.tiff({ compression: 'lzw' }).toBuffer();
+    default:
+      return image.jpeg({ quality: 95 }).toBuffer();
   }
 }

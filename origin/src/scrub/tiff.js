@@ -5,9 +5,27 @@
 // read or a write outside the payload.
 
 /** Bytes per value of each TIFF type (BYTE, ASCII, SHORT, LONG, RATIONAL, SBYTE, UNDEFINED, SSHORT, …). */
-const TYPE_SIZES = /** @type {Record<number, number>} */ ({ 1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4 });
+const TYPE_SIZES = /** @type {Record<number, number>} */ ({
+  1: 1,
+  2: 1,
+  3: 2,
+  4: 4,
+  5: 8,
+  6: 1,
+  7: 1,
+  8: 2,
+  9: 4,
+  10: 8,
+  11: 4,
+  12: 8,
+  13: 4,
+});
 /** Entries that point to an IFD of their own. */
-const SUB_IFDS = /** @type {Record<number, 'exif' | 'gps' | 'interop'>} */ ({ 0x8769: 'exif', 0x8825: 'gps', 0xa005: 'interop' });
+const SUB_IFDS = /** @type {Record<number, 'exif' | 'gps' | 'interop'>} */ ({
+  0x8769: 'exif',
+  0x8825: 'gps',
+  0xa005: 'interop',
+});
 const MAX_ENTRIES = 1000;
 
 /** A file whose metadata cannot be edited safely: the caller stores a clean re-encode instead. */
@@ -20,12 +38,21 @@ export class ScrubError extends Error {}
  * @type {Record<'location' | 'all', (ifd: string, tag: number) => boolean>}
  */
 export const POLICIES = {
-  location: (ifd, tag) => (ifd === 'ifd0' && (tag === 0x8825 || tag === 0xc62f)) || (ifd === 'exif' && [0xa430, 0xa431, 0xa435, 0x927c].includes(tag)),
+  location: (ifd, tag) =>
+    (ifd === 'ifd0' && (tag === 0x8825 || tag === 0xc62f)) ||
+    (ifd === 'exif' && [0xa430, 0xa431, 0xa435, 0x927c].includes(tag)),
   all: (ifd, tag) => !(ifd === 'ifd0' && tag === 0x0112),
 };
 
 /** Names for the log and the metric. @type {Record<number, string>} */
-const NAMES = { 0x8825: 'gps', 0xc62f: 'camera_serial', 0xa430: 'owner_name', 0xa431: 'body_serial', 0xa435: 'lens_serial', 0x927c: 'maker_note' };
+const NAMES = {
+  0x8825: 'gps',
+  0xc62f: 'camera_serial',
+  0xa430: 'owner_name',
+  0xa431: 'body_serial',
+  0xa435: 'lens_serial',
+  0x927c: 'maker_note',
+};
 
 /**
  * @typedef {{ at: number, tag: number, type: number, count: number, size: number, data: number }} Entry
@@ -51,7 +78,8 @@ export function scrubTiff(buf, start, end, mode) {
     seen.add(offset);
     const ifd = readIfd(io, offset, kind);
     ifds.push(ifd);
-    for (const entry of ifd.entries) if (SUB_IFDS[entry.tag] && entry.size === 4) walk(io.u32(entry.data), SUB_IFDS[entry.tag]);
+    for (const entry of ifd.entries)
+      if (SUB_IFDS[entry.tag] && entry.size === 4) walk(io.u32(entry.data), SUB_IFDS[entry.tag]);
     return ifd;
   };
   const first = walk(ifd0, 'ifd0');
@@ -81,7 +109,9 @@ export function scrubTiff(buf, start, end, mode) {
     for (const entry of gone) {
       removed.push(NAMES[entry.tag] || `tag_${entry.tag.toString(16)}`);
       if (entry.size > 4) zap.push([entry.data, entry.data + entry.size]);
-      const sub = SUB_IFDS[entry.tag] && ifds.find((candidate) => candidate.at === io.u32(entry.data) && candidate.kind === SUB_IFDS[entry.tag]);
+      const sub =
+        SUB_IFDS[entry.tag] &&
+        ifds.find((candidate) => candidate.at === io.u32(entry.data) && candidate.kind === SUB_IFDS[entry.tag]);
       if (sub) {
         dropSubtree(io, sub, ifds, zap, dropped);
       }
@@ -102,7 +132,9 @@ function dropSubtree(io, ifd, ifds, zap, dropped) {
   dropped.add(ifd.at);
   zapIfd(io, ifd, zap);
   for (const entry of ifd.entries) {
-    const sub = SUB_IFDS[entry.tag] && ifds.find((candidate) => candidate.at === io.u32(entry.data) && candidate.kind === SUB_IFDS[entry.tag]);
+    const sub =
+      SUB_IFDS[entry.tag] &&
+      ifds.find((candidate) => candidate.at === io.u32(entry.data) && candidate.kind === SUB_IFDS[entry.tag]);
     if (sub && !dropped.has(sub.at)) dropSubtree(io, sub, ifds, zap, dropped);
   }
 }
@@ -182,11 +214,18 @@ function access(buf, start, end) {
     length,
     u16: (/** @type {number} */ at) => (little ? buf.readUInt16LE(check(at, 2)) : buf.readUInt16BE(check(at, 2))),
     u32: (/** @type {number} */ at) => (little ? buf.readUInt32LE(check(at, 4)) : buf.readUInt32BE(check(at, 4))),
-    fill: (/** @type {number} */ from, /** @type {number} */ to) => { buf.fill(0, check(from, to - from), start + to); },
-    w16: (/** @type {number} */ at, /** @type {number} */ value) => (little ? buf.writeUInt16LE(value, check(at, 2)) : buf.writeUInt16BE(value, check(at, 2))),
-    w32: (/** @type {number} */ at, /** @type {number} */ value) => (little ? buf.writeUInt32LE(value, check(at, 4)) : buf.writeUInt32BE(value, check(at, 4))),
-    slice: (/** @type {number} */ from, /** @type {number} */ to) => Buffer.from(buf.subarray(check(from, to - from), start + to)),
-    write: (/** @type {Buffer} */ bytes, /** @type {number} */ at) => { bytes.copy(buf, check(at, bytes.length)); },
+    fill: (/** @type {number} */ from, /** @type {number} */ to) => {
+      buf.fill(0, check(from, to - from), start + to);
+    },
+    w16: (/** @type {number} */ at, /** @type {number} */ value) =>
+      little ? buf.writeUInt16LE(value, check(at, 2)) : buf.writeUInt16BE(value, check(at, 2)),
+    w32: (/** @type {number} */ at, /** @type {number} */ value) =>
+      little ? buf.writeUInt32LE(value, check(at, 4)) : buf.writeUInt32BE(value, check(at, 4)),
+    slice: (/** @type {number} */ from, /** @type {number} */ to) =>
+      Buffer.from(buf.subarray(check(from, to - from), start + to)),
+    write: (/** @type {Buffer} */ bytes, /** @type {number} */ at) => {
+      bytes.copy(buf, check(at, bytes.length));
+    },
   };
   if (io.u16(2) !== 42) throw new ScrubError('not a TIFF header');
   return io;

@@ -18,7 +18,8 @@ function chunk(fourcc, data) {
 
 /** @param {Buffer} input @param {'location' | 'all'} mode @returns {{ data: Buffer, removed: string[] }} */
 export function scrubWebp(input, mode) {
-  if (input.length < 12 || input.toString('latin1', 0, 4) !== 'RIFF' || input.toString('latin1', 8, 12) !== 'WEBP') throw new ScrubError('not a WebP');
+  if (input.length < 12 || input.toString('latin1', 0, 4) !== 'RIFF' || input.toString('latin1', 8, 12) !== 'WEBP')
+    throw new ScrubError('not a WebP');
   const end = Math.min(input.length, 8 + input.readUInt32LE(4));
   /** @type {Array<[string, Buffer]>} */
   const chunks = [];
@@ -63,7 +64,8 @@ export function scrubWebp(input, mode) {
   const header = kept.find(([fourcc]) => fourcc === 'VP8X');
   if (header) {
     const has = (/** @type {string} */ name) => kept.some(([fourcc]) => fourcc === name);
-    header[1][0] = (header[1][0] & ~(EXIF_FLAG | XMP_FLAG)) | (has('EXIF') ? EXIF_FLAG : 0) | (has('XMP ') ? XMP_FLAG : 0);
+    header[1][0] =
+      (header[1][0] & ~(EXIF_FLAG | XMP_FLAG)) | (has('EXIF') ? EXIF_FLAG : 0) | (has('XMP ') ? XMP_FLAG : 0);
   } else if (kept.some(([fourcc]) => fourcc === 'EXIF' || fourcc === 'XMP ')) {
     throw new ScrubError('metadata in a simple WebP without an extended header');
   }

@@ -4,10 +4,13 @@
 
 /** Location and device-identifying properties, by namespace prefix as cameras, phones and editors write them. */
 const PROPERTIES = [
-  'exif:GPS[A-Za-z]*', 'exifEX:(?:BodySerialNumber|LensSerialNumber|CameraOwnerName)',
-  'photoshop:(?:City|State|Country)', 'Iptc4xmpCore:(?:Location|CountryCode)',
+  'exif:GPS[A-Za-z]*',
+  'exifEX:(?:BodySerialNumber|LensSerialNumber|CameraOwnerName)',
+  'photoshop:(?:City|State|Country)',
+  'Iptc4xmpCore:(?:Location|CountryCode)',
   'Iptc4xmpExt:(?:LocationShown|LocationCreated|City|CountryName|CountryCode|ProvinceState|Sublocation|WorldRegion)',
-  'aux:(?:SerialNumber|OwnerName|LensSerialNumber)', 'drone-dji:(?:GpsLatitude|GpsLongitude|AbsoluteAltitude|RelativeAltitude)',
+  'aux:(?:SerialNumber|OwnerName|LensSerialNumber)',
+  'drone-dji:(?:GpsLatitude|GpsLongitude|AbsoluteAltitude|RelativeAltitude)',
 ].join('|');
 const ELEMENT = new RegExp(`<(${PROPERTIES})\\b[^>]*?(?:/>|>[\\s\\S]*?</\\1\\s*>)`, 'g');
 const ATTRIBUTE = new RegExp(`\\s(?:${PROPERTIES})\\s*=\\s*(?:"[^"]*"|'[^']*')`, 'g');
@@ -22,19 +25,24 @@ const blank = (text) => ' '.repeat(text.length);
 export function blankXmp(buf, start, end) {
   const text = buf.toString('latin1', start, end);
   let count = 0;
-  const out = text.replace(ELEMENT, (match) => {
-    count += 1;
-    return blank(match);
-  }).replace(ATTRIBUTE, (match) => {
-    count += 1;
-    return blank(match);
-  });
+  const out = text
+    .replace(ELEMENT, (match) => {
+      count += 1;
+      return blank(match);
+    })
+    .replace(ATTRIBUTE, (match) => {
+      count += 1;
+      return blank(match);
+    });
   if (count) buf.write(out, start, 'latin1');
   return count;
 }
 
 /** An empty XMP packet of exactly `length` bytes (padded), for a packet that must keep its size. @param {number} length */
 export function emptyXmp(length) {
-  const packet = '<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?><x:xmpmeta xmlns:x="adobe:ns:meta/"/><?xpacket end="w"?>';
-  return packet.length <= length ? Buffer.from(packet.replace('<?xpacket end', `${' '.repeat(length - packet.length)}<?xpacket end`), 'latin1') : null;
+  const packet =
+    '<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?><x:xmpmeta xmlns:x="adobe:ns:meta/"/><?xpacket end="w"?>';
+  return packet.length <= length
+    ? Buffer.from(packet.replace('<?xpacket end', `${' '.repeat(length - packet.length)}<?xpacket end`), 'latin1')
+    : null;
 }

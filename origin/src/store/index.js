@@ -33,7 +33,14 @@ export { FsStore, S3Store };
  */
 export function createStore({ config, originals, logger, metrics }) {
   if (config.STORE !== 's3') return new FsStore(config.DATA_DIR);
-  const onOperation = (/** @type {string} */ operation, /** @type {string} */ result) => metrics.store.inc({ operation, result });
+  const onOperation = (/** @type {string} */ operation, /** @type {string} */ result) =>
+    metrics.store.inc({ operation, result });
   const previous = new FsStore(config.DATA_DIR);
-  return new S3Store({ config: /** @type {import('./s3.js').S3Settings} */ (config), cache: originals, logger, previous, onOperation });
+  return new S3Store({
+    config: /** @type {import('./s3.js').S3Settings} */ (config),
+    cache: originals,
+    logger,
+    previous,
+    onOperation,
+  });
 }

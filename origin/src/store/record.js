@@ -34,11 +34,22 @@ export async function verifyStored(file, key, record) {
 
 /** The record as S3 object metadata (lower-case names, strings). @param {StoredRecord} record */
 export function recordMetadata(record) {
-  return { scrubbed: record.scrubbed, 'upload-sha256': record.uploadSha256, 'stored-sha256': record.storedSha256, removed: record.removed.join(',').slice(0, 1000) };
+  return {
+    scrubbed: record.scrubbed,
+    'upload-sha256': record.uploadSha256,
+    'stored-sha256': record.storedSha256,
+    removed: record.removed.join(',').slice(0, 1000),
+  };
 }
 
 /** The record from S3 object metadata, or null. @param {string} key @param {Record<string, string> | undefined} metadata */
 export function recordFromMetadata(key, metadata) {
   if (!metadata?.scrubbed) return null;
-  return { key, scrubbed: /** @type {StoredRecord['scrubbed']} */ (metadata.scrubbed), uploadSha256: metadata['upload-sha256'] || '', storedSha256: metadata['stored-sha256'] || '', removed: (metadata.removed || '').split(',').filter(Boolean) };
+  return {
+    key,
+    scrubbed: /** @type {StoredRecord['scrubbed']} */ (metadata.scrubbed),
+    uploadSha256: metadata['upload-sha256'] || '',
+    storedSha256: metadata['stored-sha256'] || '',
+    removed: (metadata.removed || '').split(',').filter(Boolean),
+  };
 }

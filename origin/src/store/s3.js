@@ -3,7 +3,14 @@ import fs from 'node:fs/promises';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { recordFromMetadata, recordMetadata } from './record.js';
-import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { HttpError, StartupError } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
 import { sniffFile } from '../sniff.js';
@@ -22,7 +29,9 @@ export function s3Client(config) {
     region: config.S3_REGION,
     endpoint: config.S3_ENDPOINT || undefined,
     forcePathStyle: config.S3_FORCE_PATH_STYLE,
-    credentials: config.S3_ACCESS_KEY_ID ? { accessKeyId: config.S3_ACCESS_KEY_ID, secretAccessKey: config.S3_SECRET_ACCESS_KEY } : undefined,
+    credentials: config.S3_ACCESS_KEY_ID
+      ? { accessKeyId: config.S3_ACCESS_KEY_ID, secretAccessKey: config.S3_SECRET_ACCESS_KEY }
+      : undefined,
     maxAttempts: config.S3_MAX_ATTEMPTS,
     requestHandler: { connectionTimeout: Math.min(config.S3_TIMEOUT_MS, 3000), requestTimeout: config.S3_TIMEOUT_MS },
   });
@@ -34,7 +43,10 @@ function s3Status(err) {
 }
 
 /** Whether an S3 error says the object is not there. @param {unknown} err */
-const missing = (err) => s3Status(err) === 404 || /** @type {any} */ (err)?.name === 'NoSuchKey' || /** @type {any} */ (err)?.name === 'NotFound';
+const missing = (err) =>
+  s3Status(err) === 404 ||
+  /** @type {any} */ (err)?.name === 'NoSuchKey' ||
+  /** @type {any} */ (err)?.name === 'NotFound';
 
 /** S3 down, slow or refusing: a clean 503 the client may retry, never a "not found" anyone remembers. */
 function storeUnavailable() {
@@ -55,7 +67,8 @@ export async function bucketProblem(client, config) {
     const status = s3Status(err);
     if (status === 403) return `S3 store: access to ${where} denied: check S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY`;
     if (status === 404) return `S3 store: ${where} does not exist: create it, or check S3_BUCKET`;
-    if (status === 301 || status === 400) return `S3 store: ${where} answered ${status}: check S3_REGION and S3_FORCE_PATH_STYLE`;
+    if (status === 301 || status === 400)
+      return `S3 store: ${where} answered ${status}: check S3_REGION and S3_FORCE_PATH_STYLE`;
     return '';
   }
 }
@@ -81,17 +94,25 @@ export async function objectSize(client, config, key) {
  * Writes a file as an upload's object; resolves once S3 acknowledged it.
  * @param {S3Client} client @param {S3Settings} config @param {string} key @param {string} file
  */
-export async function putObject(client, config, key, file, record = /** @type {import('./record.js').StoredRecord | null} */ (null)) {
+export async function putObject(
+  client,
+  config,
+  key,
+  file,
+  record = /** @type {import('./record.js').StoredRecord | null} */ (null),
+) {
   const { size } = await fs.stat(file);
-  await client.send(new PutObjectCommand({
-    Bucket: config.S3_BUCKET,
-    Key: objectKey(config, key),
-    Body: createReadStream(file),
-    ContentLength: size,
-    ContentType: await sniffFile(file),
-    CacheControl: 'public, max-age=31536000, immutable',
-    ...(record ? { Metadata: recordMetadata(record) } : {}),
-  }));
+  await client.send(
+    new PutObjectCommand({
+      Bucket: config.S3_BUCKET,
+      Key: objectKey(config, key),
+      Body: createReadStream(file),
+      ContentLength: size,
+      ContentType: await sniffFile(file),
+      CacheControl: 'public, max-age=31536000, immutable',
+      ...(record ? { Metadata: recordMetadata(record) } : {}),
+    }),
+  );
 }
 
 /** The record stored with an object (its metadata), or null. @param {S3Client} client @param {S3Settings} config @param {string} key */
@@ -162,7 +183,9 @@ export class S3Store {
   async download(key) {
     const temp = this.cache.tempPath();
     try {
-      const answer = await this.client.send(new GetObjectCommand({ Bucket: this.config.S3_BUCKET, Key: this.objectKey(key) }));
+      const answer = await this.client.send(
+        new GetObjectCommand({ Bucket: this.config.S3_BUCKET, Key: this.objectKey(key) }),
+      );
       const hash = challengeHash();
       let size = 0;
       const tap = new Transform({
@@ -202,7 +225,7 @@ export class S3Store {
    */
   async put(key, tempFile, record = null) {
     try {
-      if (await objectSize(this.client, this.config, key) !== null) {
+      if ((await objectSize(this.client, this.config, key)) !== null) {
         this.count('put', 'exists');
       } else {
         await putObject(this.client, this.config, key, tempFile, record);

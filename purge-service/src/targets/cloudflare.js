@@ -49,7 +49,8 @@ export function createCloudflareTarget(options) {
     } catch {
       body = null;
     }
-    if (response.statusCode !== 200 || !body?.success) throw new Error(`cloudflare purge failed: ${response.statusCode} ${text.slice(0, 200)}`);
+    if (response.statusCode !== 200 || !body?.success)
+      throw new Error(`cloudflare purge failed: ${response.statusCode} ${text.slice(0, 200)}`);
   }
   return {
     /** Purges `urls`; the chunks already purged are not repeated when a later chunk fails. @param {string[]} urls @param {Set<string>} done */

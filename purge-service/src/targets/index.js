@@ -21,7 +21,11 @@ import { purgeResolver } from './resolver.js';
 export function purgeTargets({ redis, varnish, nodes, cdn, bases }) {
   /** @type {PurgeTarget[]} */
   const targets = [
-    { name: 'resolver', wants: (batch) => batch.kinds.size > 0, purge: (batch) => purgeResolver(redis, [...batch.kinds.keys()]) },
+    {
+      name: 'resolver',
+      wants: (batch) => batch.kinds.size > 0,
+      purge: (batch) => purgeResolver(redis, [...batch.kinds.keys()]),
+    },
     {
       // a node that is away gets the purge later from its own queue (node-queue.js)
       name: 'varnish',
@@ -37,7 +41,10 @@ export function purgeTargets({ redis, varnish, nodes, cdn, bases }) {
       name: 'origin',
       wants: (batch) => batch.sources.size > 0,
       async purge(batch) {
-        await redis.publish(TAKEDOWN_EVICT_CHANNEL, JSON.stringify({ sources: Object.fromEntries(batch.sources), changed: batch.changed }));
+        await redis.publish(
+          TAKEDOWN_EVICT_CHANNEL,
+          JSON.stringify({ sources: Object.fromEntries(batch.sources), changed: batch.changed }),
+        );
       },
     },
   ];
@@ -60,7 +67,10 @@ export function purgeTargets({ redis, varnish, nodes, cdn, bases }) {
 
 /** The public URLs a batch names at the CDN: avatars and every path of every source. @param {PurgeBatch} batch @param {string[]} bases */
 function cdnUrls(batch, bases) {
-  const paths = [...[...batch.kinds].flatMap(([account, kind]) => avatarPaths(account, kind)), ...[...batch.sources.values()].flat()];
+  const paths = [
+    ...[...batch.kinds].flatMap(([account, kind]) => avatarPaths(account, kind)),
+    ...[...batch.sources.values()].flat(),
+  ];
   return bases.flatMap((base) => paths.map((path) => base + path));
 }
 

@@ -19,27 +19,40 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
     let found = pools.get(origin);
     if (!found) {
       const socketPath = origin.startsWith('unix:') ? origin.slice(5) : undefined;
-      found = new Pool(socketPath ? 'http://varnish' : origin, { connections: 16, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, ...(socketPath ? { socketPath } : {}) });
+      found = new Pool(socketPath ? 'http://varnish' : origin, {
+        connections: 16,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        ...(socketPath ? { socketPath } : {}),
+      });
       pools.set(origin, found);
     }
     return found;
   };
 
   async function addresses() {
-    const all = await Promise.all(nodes.map(async (node) => {
-      if (node.startsWith('unix:')) return [node];
-      const [host, port] = node.split(':');
-      const found = await dns.lookup(host, { all: true });
-      return found.map(({ address, family }) => `http://${family === 6 ? `[${address}]` : address}:${port || 80}`);
-    }));
+    const all = await Promise.all(
+      nodes.map(async (node) => {
+        if (node.startsWith('unix:')) return [node];
+        const [host, port] = node.split(':');
+        const found = await dns.lookup(host, { all: true });
+        return found.map(({ address, family }) => `http://${family === 6 ? `[${address}]` : address}:${port || 80}`);
+      }),
+    );
     return [...new Set(all.flat())];
   }
 
   /** @param {string} origin @param {string} path @param {Record<string, string>} [headers] */
   async function send(origin, path, headers = {}) {
-    const response = await pool(origin).request({ method: 'PURGE', path, headers, signal: AbortSignal.timeout(timeoutMs) });
+    const response = await pool(origin).request({
+      method: 'PURGE',
+      path,
+      headers,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
     await response.body.dump();
-    if (response.statusCode !== 200 && response.statusCode !== 404) throw new Error(`varnish ${origin} answered ${response.statusCode} to PURGE ${path}`);
+    if (response.statusCode !== 200 && response.statusCode !== 404)
+      throw new Error(`varnish ${origin} answered ${response.statusCode} to PURGE ${path}`);
   }
 
   /**
@@ -68,7 +81,9 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
     const xkeys = [...accounts.map((account) => `avatar:${account}`), ...tags];
     /** @type {string[]} */
     const failed = [];
-    await Promise.all((await addresses()).map((origin) => purgeNode(origin, xkeys, paths).catch(() => failed.push(origin))));
+    await Promise.all(
+      (await addresses()).map((origin) => purgeNode(origin, xkeys, paths).catch(() => failed.push(origin))),
+    );
     return { xkeys, paths, failed };
   }
 
@@ -80,13 +95,15 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
   async function warm(connections = 4) {
     /** @type {string[]} */
     const refused = [];
-    await Promise.all((await addresses()).map(async (origin) => {
-      try {
-        await Promise.all(Array.from({ length: connections }, () => send(origin, '/', { xkey: 'stack-warm-up' })));
-      } catch (err) {
-        refused.push(`${origin}: ${/** @type {Error} */ (err).message}`);
-      }
-    }));
+    await Promise.all(
+      (await addresses()).map(async (origin) => {
+        try {
+          await Promise.all(Array.from({ length: connections }, () => send(origin, '/', { xkey: 'stack-warm-up' })));
+        } catch (err) {
+          refused.push(`${origin}: ${/** @type {Error} */ (err).message}`);
+        }
+      }),
+    );
     return refused;
   }
 
