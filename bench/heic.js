@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { scrubMetadata } from '../origin/src/scrub/index.js';
+import { scrubFile } from '../origin/src/scrub/file.js';
+import { sha256Of } from '../origin/src/store/record.js';
 import { photo, withMetadata } from '../test/support/images.js';
 import { machine, spread, writeReport } from './lib.js';
 
@@ -58,19 +59,24 @@ export async function benchHeic() {
         measured[format].extraRssMb.push(extraRssMb);
       }
     }
-    // the scrub of a 5 MB phone JPEG: read, edited, written (what the upload adds)
+    // the scrub of a 5 MB phone JPEG
     const big = withMetadata(
       await sharp(photo('Path', '1280x800')).resize(4000, 2500, { fit: 'fill' }).jpeg({ quality: 97 }).toBuffer(),
       'jpg',
     );
     const bigFile = path.join(dir, 'upload.jpg');
     fs.writeFileSync(bigFile, big);
+    // what the upload runs (scrub/stored.js): the head read and edited in place, then the sha256 of what is
+    // stored for its record; on a fresh copy of the upload each time (the copy not timed)
     const scrubMs = [];
+    const uploaded = path.join(dir, 'uploaded.jpg');
     for (let i = 0; i < (quick ? 5 : 30); i += 1) {
+      fs.copyFileSync(bigFile, uploaded);
       const started = performance.now();
-      const { data } = scrubMetadata(fs.readFileSync(bigFile), 'jpeg', 'location');
-      fs.writeFileSync(`${bigFile}.scrubbed`, data);
+      const result = await scrubFile(uploaded, 'jpeg', 'location');
+      await sha256Of(result.path);
       scrubMs.push(performance.now() - started);
+      if (!result.removed.length) throw new Error('nothing scrubbed: the bench file lost its metadata');
     }
     const row = (/** @type {string} */ format) => {
       const cpu = spread(measured[format].cpuMs);
@@ -93,7 +99,7 @@ export async function benchHeic() {
           },
         },
         {
-          heading: `The upload scrub of a ${(big.length / 1e6).toFixed(1)} MB phone JPEG (GPS, serials, XMP): read, edited, written (target < 5 ms)`,
+          heading: `What the scrub adds to the upload of a ${(big.length / 1e6).toFixed(1)} MB phone JPEG (GPS, serials, XMP): its metadata edited in place and the sha256 of the stored file for its record (target < 5 ms)`,
           table: { columns: ['ms min', 'ms median', 'ms max'], rows: [[scrub.min, scrub.median, scrub.max]] },
         },
       ],

@@ -3,7 +3,7 @@
 // what was done (store/record.js). Shared by the upload routes and the pull-through.
 import fs from 'node:fs/promises';
 import sharp from 'sharp';
-import { digestsOf } from '../store/record.js';
+import { sha256Of } from '../store/record.js';
 import { scrubFile } from './file.js';
 import { ScrubError } from './index.js';
 
@@ -36,7 +36,7 @@ export async function scrubbed({ config, metrics, logger }, tempPath, info, key,
   }
   metrics.scrubs.inc({ result: how === 'reencoded' ? 'reencoded' : result.removed.length ? 'scrubbed' : 'clean' });
   if (!result.removed.length) return { path: tempPath, record: null };
-  const { sha256 } = await digestsOf(result.path);
+  const sha256 = await sha256Of(result.path);
   return {
     path: result.path,
     record: {

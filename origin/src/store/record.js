@@ -10,7 +10,14 @@ import { challengeHash, keyFromDigest } from '../keys.js';
  * @typedef {{ key: string, scrubbed: 'location' | 'all' | 'reencoded', uploadSha256: string, storedSha256: string, removed: string[] }} StoredRecord
  */
 
-/** sha256 and Hive key of a file's bytes. @param {string} file */
+/** The sha256 of a file's bytes (read in 1 MB chunks), hex. @param {string} file */
+export async function sha256Of(file) {
+  const plain = createHash('sha256');
+  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) plain.update(chunk);
+  return plain.digest('hex');
+}
+
+/** Both digests of a stored file, in one read: its sha256 and its Hive key. @param {string} file */
 export async function digestsOf(file) {
   const plain = createHash('sha256');
   const challenge = challengeHash();
