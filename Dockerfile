@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # The image of the three Node services (origin, avatar-resolver, purge-service: SERVICE picks one) and of
 # the render step, with the same install the native launcher runs (npm ci), without dev dependencies, as
-# the unprivileged user "cdn" (uid 10001, the same as the components image's: they share the rendered files).
+# the unprivileged user of its role (the origin's "cdn-origin", uid 10001 by default; compose sets each
+# service's; the same uids as the components image's: infra/docker/add-users.sh).
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS deps
@@ -19,8 +20,9 @@ WORKDIR /app
 # the origin's system codecs (SYSTEM_CODECS): Debian's libjpeg-turbo (TurboJPEG API) and libwebp
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0 libwebp7 libheif1 libde265-0 \
  && rm -rf /var/lib/apt/lists/*
-RUN useradd --uid 10001 --user-group --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin cdn \
- && mkdir -p /stack /data && chown cdn:cdn /stack /data
+# a user per role (the origin's is uid 10001); /stack is root's, filled by the render step
+COPY infra/docker/add-users.sh /usr/local/sbin/
+RUN add-users.sh && mkdir -p /stack /data && chown cdn-origin:cdn-origin /data
 COPY --from=deps /app/node_modules node_modules
 COPY package.json .env.example LICENSE ./
 COPY lib lib

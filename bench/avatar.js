@@ -13,6 +13,8 @@ const script = path.join(import.meta.dirname, 'avatar-accounts.lua');
 
 export async function benchAvatar() {
   const stack = await startStack({
+    // wrk measures the resolver on its port
+    INTERNAL_SOCKETS: 'false',
     NGINX_RATE_LIMIT: '1000000',
     NGINX_RATE_BURST: '1000000',
     VARNISH_MISS_LIMIT: '0',

@@ -93,6 +93,8 @@ async function coldReads(stack, keys) {
 async function benchOne(store) {
   const settings = {
     STORE: store,
+    // the origin measured on its port
+    INTERNAL_SOCKETS: 'false',
     UPLOAD_TOKENS: 'bench',
     NGINX_RATE_LIMIT: '1000000',
     NGINX_RATE_BURST: '1000000',

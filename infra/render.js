@@ -18,7 +18,7 @@ import { varnishSizes, varnishValues } from './render/varnish.js';
 import { ROOT, resolveSettings } from './resolve.js';
 import { embeddedS3Credentials, redisPassword, secretNames, shellLines, writeSecrets } from './secrets.js';
 import { allSettings } from './settings.js';
-import { ROLES, giveToStackUsers, programDirs, stackUsers } from './users.js';
+import { ROLES, giveToStackUsers, programDirs, settingsGroup, stackUsers } from './users.js';
 
 /**
  * Every template's values: each setting as text, the run directories, and what each component's module
@@ -140,6 +140,11 @@ export function renderAll(config, settings = []) {
     shellLines(Object.entries(config).filter(([name]) => !secrets.includes(name))),
     { mode: 0o600 },
   );
+  const readers = settingsGroup(config);
+  if (readers !== null) {
+    fs.chownSync(path.join(config.STACK_DIR, 'env'), 0, readers);
+    fs.chmodSync(path.join(config.STACK_DIR, 'env'), 0o640);
+  }
   writeSecrets(config, secrets, stackUsers(config), values.CONF_DIR, values.REDIS_EXPORTER_ADDR);
   return values;
 }

@@ -77,6 +77,7 @@ export async function resolveSettings(env = process.env) {
   // stable per node, telling nodes apart in X-Served-By without naming the host
   if (!given('VARNISH_IDENTITY'))
     config.VARNISH_IDENTITY = `node-${createHash('sha256').update(`${os.hostname()}:${config.VARNISH_PORT}`).digest('hex').slice(0, 8)}`;
+  internalSockets(config, given);
   if (!config.ORIGIN_SERVERS.length) config.ORIGIN_SERVERS = [`${reach}:${config.ORIGIN_PORT}`];
   if (!config.AVATAR_SERVERS.length) config.AVATAR_SERVERS = [`${reach}:${config.AVATAR_RESOLVER_PORT}`];
   // haproxy admits what the origin can hold (its slots and its own queue) plus room for cache hits, so the
@@ -85,6 +86,41 @@ export async function resolveSettings(env = process.env) {
   if (!config.HAPROXY_ORIGIN_MAXCONN)
     config.HAPROXY_ORIGIN_MAXCONN = transformSlots(config) + config.TRANSFORM_QUEUE_MAX + 32;
   return config;
+}
+
+/** Where a machine's internal sockets are (INTERNAL_SOCKETS). @param {string} stackDir */
+export function socketPaths(stackDir) {
+  const run = path.join(stackDir, 'run');
+  return {
+    // haproxy's, reached by the edge's user (nginx and varnish)
+    images: path.join(run, 'haproxy-in', 'images.sock'),
+    avatars: path.join(run, 'haproxy-in', 'avatars.sock'),
+    // the services', reached by haproxy's user
+    origin: path.join(run, 'origin', 'origin.sock'),
+    resolver: path.join(run, 'resolver', 'resolver.sock'),
+  };
+}
+
+/**
+ * INTERNAL_SOCKETS: the hops inside this machine over Unix sockets, where this machine runs both ends and
+ * no address was given: varnish and nginx → haproxy (HAPROXY_SOCKETS), haproxy → the origin and the avatar
+ * resolver (ORIGIN_SERVERS, AVATAR_SERVERS as unix@<path>; each service told its socket).
+ * @param {Record<string, any>} config @param {(name: string) => boolean} given
+ */
+function internalSockets(config, given) {
+  config.HAPROXY_SOCKETS = false;
+  if (!config.INTERNAL_SOCKETS) return;
+  const here = (/** @type {string} */ program) => config.STACK_PROGRAMS.includes(program);
+  const sockets = socketPaths(config.STACK_DIR);
+  config.HAPROXY_SOCKETS = here('haproxy') && !given('HAPROXY_HOST');
+  if (here('haproxy') && here('origin') && !config.ORIGIN_SERVERS.length && !config.ORIGIN_DISCOVERY) {
+    if (!given('ORIGIN_SOCKET')) config.ORIGIN_SOCKET = sockets.origin;
+    config.ORIGIN_SERVERS = [`unix@${config.ORIGIN_SOCKET}`];
+  }
+  if (here('haproxy') && here('avatar-resolver') && !config.AVATAR_SERVERS.length) {
+    if (!given('AVATAR_RESOLVER_SOCKET')) config.AVATAR_RESOLVER_SOCKET = sockets.resolver;
+    config.AVATAR_SERVERS = [`unix@${config.AVATAR_RESOLVER_SOCKET}`];
+  }
 }
 
 /**

@@ -97,6 +97,7 @@ export function programDirs(config, values) {
     [path.join(values.DATA_ROOT, 'redis-sentinel'), 'redis'],
     [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
     [config.DATA_DIR, 'origin'],
+    ...socketDirs(values).map(([dir, role]) => /** @type {[string, typeof ROLES[number]]} */ ([dir, role])),
   ];
   // the embedded versitygw's bucket is a directory
   if (config.S3_EMBEDDED)
@@ -109,6 +110,35 @@ export function programDirs(config, values) {
 }
 
 /**
+ * The group that may read the rendered settings (STACK_DIR/env), where one exists (`<prefix>settings`: the
+ * container images make it, compose puts every container in it; the native stack's programs take their
+ * settings from supervisord, so there is none and the file stays root's). @param {Record<string, any>} config
+ */
+export function settingsGroup(config) {
+  if (!stackUsers(config) || !fs.existsSync('/etc/group')) return null;
+  const entry = fs
+    .readFileSync('/etc/group', 'utf8')
+    .split('\n')
+    .map((line) => line.split(':'))
+    .find((fields) => fields[0] === `${config.STACK_USER_PREFIX}settings`);
+  return entry ? Number(entry[2]) : null;
+}
+
+/**
+ * The directories of the internal sockets (INTERNAL_SOCKETS, resolve.js socketPaths): each its listener's,
+ * entered only by the group of the one program that connects (haproxy's frontends: the edge, nginx and
+ * varnish; the origin's and the resolver's: haproxy). [directory, owner's role, connecting role]
+ * @param {Record<string, string>} values @returns {Array<[string, typeof ROLES[number], typeof ROLES[number]]>}
+ */
+export function socketDirs(values) {
+  return [
+    [path.join(values.RUN_DIR, 'haproxy-in'), 'haproxy', 'edge'],
+    [path.join(values.RUN_DIR, 'origin'), 'origin', 'haproxy'],
+    [path.join(values.RUN_DIR, 'resolver'), 'resolver', 'haproxy'],
+  ];
+}
+
+/**
  * Each program's directories are its own user's (recursively the first time, then only the top: a large
  * data directory is not walked at every start); the config holding a secret is its reader's alone. logs/
  * stays root's (supervisord writes every program's log) but the edge may add files and rename its own
@@ -117,13 +147,18 @@ export function programDirs(config, values) {
  */
 export function giveToStackUsers(config, values) {
   const users = stackUsers(config);
-  if (!users) return;
+  if (!users) {
+    // every program runs as this user: its sockets are its alone
+    for (const [dir] of socketDirs(values)) fs.chmodSync(dir, 0o700);
+    return;
+  }
   for (const [dir, role] of programDirs(config, values)) {
     const { uid, gid } = users[role];
     if (fs.statSync(dir).uid !== uid) execFileSync('chown', ['-R', `${uid}:${gid}`, dir]);
     // the purge socket's directory: reachable by the purge service (varnish checks who connects)
     fs.chmodSync(dir, dir === path.join(values.RUN_DIR, 'purge') ? 0o755 : 0o750);
   }
+  for (const [dir, role, connecting] of socketDirs(values)) fs.chownSync(dir, users[role].uid, users[connecting].gid);
   // readable by root and the edge (mtail reads nginx's access log) only: the logs hold client addresses
   fs.chownSync(values.LOG_DIR, 0, users.edge.gid);
   fs.chmodSync(values.LOG_DIR, 0o1770);

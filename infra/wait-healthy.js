@@ -1,6 +1,7 @@
 // Waits until every component of a started stack answers its health check; on failure names the
 // component and prints the end of its log. Reads the resolved settings from the environment.
 import fs from 'node:fs';
+import { get } from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -15,6 +16,16 @@ const http =
   (url, headers = {}, ok = [200]) =>
   async () =>
     ok.includes((await fetch(url, { headers, signal: AbortSignal.timeout(1000), redirect: 'manual' })).status);
+/** GET /healthz of a service on a Unix socket (INTERNAL_SOCKETS): 200. @param {string} socketPath */
+const httpOnSocket = (socketPath) => () =>
+  new Promise((resolve) => {
+    const request = get({ socketPath, path: '/healthz', timeout: 1000 }, (response) => {
+      response.resume();
+      resolve(response.statusCode === 200);
+    });
+    request.on('timeout', () => request.destroy());
+    request.on('error', () => resolve(false));
+  });
 /** @param {string} address @param {number} port */
 const tcp = (address, port) => () =>
   new Promise((resolve) => {
@@ -43,7 +54,10 @@ const serversUp = (url) => async () => {
       (row) => row[proxy] === backend && row[server] !== 'BACKEND' && row[server] !== 'FRONTEND',
     );
     const up = servers.filter((row) => row[status] === 'UP');
-    return up.length > 0 && servers.every((row) => row[status] === 'UP' || !own.includes(row[addr]));
+    // a server on a Unix socket (INTERNAL_SOCKETS) is this machine's; haproxy shows it with no address
+    const ours = (/** @type {string[]} */ row) =>
+      !row[addr] || row[addr].startsWith('unix@') || own.includes(row[addr]);
+    return up.length > 0 && servers.every((row) => row[status] === 'UP' || !ours(row));
   });
 };
 
@@ -52,8 +66,12 @@ const ALL_CHECKS = {
   redis: tcp(host, Number(env.REDIS_PORT)),
   'redis-sentinel': tcp(host, Number(env.REDIS_SENTINEL_PORT)),
   versitygw: tcp(host, Number(env.S3_PORT)),
-  origin: http(`http://${reach(env.ORIGIN_HOST)}:${env.ORIGIN_PORT}/healthz`),
-  'avatar-resolver': http(`http://${host}:${env.AVATAR_RESOLVER_PORT}/healthz`),
+  origin: env.ORIGIN_SOCKET
+    ? httpOnSocket(env.ORIGIN_SOCKET)
+    : http(`http://${reach(env.ORIGIN_HOST)}:${env.ORIGIN_PORT}/healthz`),
+  'avatar-resolver': env.AVATAR_RESOLVER_SOCKET
+    ? httpOnSocket(env.AVATAR_RESOLVER_SOCKET)
+    : http(`http://${host}:${env.AVATAR_RESOLVER_PORT}/healthz`),
   'purge-service': http(`http://${host}:${env.PURGE_SERVICE_PORT}/healthz`),
   haproxy: serversUp(`http://${env.HAPROXY_STATS_BIND}:${env.HAPROXY_STATS_PORT}/stats;csv`),
   varnish: http(`http://${host}:${env.VARNISH_PORT}/healthz`),

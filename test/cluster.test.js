@@ -164,7 +164,7 @@ test("a varnish node killed under steady traffic: no error, its objects fetched 
 test('an avatar changed while a varnish node is down: once it is back, no request gets the old avatar', async () => {
   const accounts = Array.from({ length: 12 }, (_, i) => `cluster${i}`);
   const set = async (/** @type {string} */ account, /** @type {string} */ avatar) => {
-    const response = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/${account}`, {
+    const response = await stack.direct('resolver', `/admin/accounts/${account}`, {
       method: 'PUT',
       headers: { authorization: 'Bearer cluster-admin', 'content-type': 'application/json' },
       body: JSON.stringify({ avatar }),

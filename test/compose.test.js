@@ -158,3 +158,47 @@ test(
     );
   },
 );
+
+test(
+  "compose: each container runs as its role, and one broken into reads its own secrets but no other service's",
+  { timeout: 120_000 },
+  async () => {
+    // what a shell in the container can read, as the user the container runs as
+    const probe = (/** @type {string} */ service, /** @type {string[]} */ files) =>
+      compose(
+        'exec',
+        '-T',
+        service,
+        'sh',
+        '-c',
+        `id -u; for f in ${files.join(' ')}; do if cat "$f" >/dev/null 2>&1; then echo "read $f"; else echo "refused $f"; fi; done`,
+      )
+        .trim()
+        .split('\n');
+    const secrets = ['origin', 'avatar-resolver', 'purge-service'].map((name) => `/stack/secrets/${name}.env`);
+    // every secret, the configs holding passwords (haproxy's stats, Redis' users, the exporters')
+    const others = [
+      '/stack/secrets/all.env',
+      '/stack/conf/haproxy.cfg',
+      '/stack/conf/redis.conf',
+      '/stack/conf/prometheus/haproxy-password',
+      '/stack/conf/redis-exporter-passwords.json',
+    ];
+    const [uid, ...seen] = probe('origin', [...secrets, ...others]);
+    assert.equal(uid, '10001');
+    assert.deepEqual(seen, [
+      'read /stack/secrets/origin.env',
+      ...[...secrets.slice(1), ...others].map((file) => `refused ${file}`),
+    ]);
+    const [purgeUid, ...purgeSeen] = probe('purge-service', secrets);
+    assert.equal(purgeUid, '10003');
+    assert.deepEqual(purgeSeen, [`refused ${secrets[0]}`, `refused ${secrets[1]}`, `read ${secrets[2]}`]);
+    const [haproxyUid, ...haproxySeen] = probe('haproxy', ['/stack/conf/haproxy.cfg', ...secrets]);
+    assert.equal(haproxyUid, '10004');
+    assert.deepEqual(haproxySeen, ['read /stack/conf/haproxy.cfg', ...secrets.map((file) => `refused ${file}`)]);
+    assert.deepEqual(probe('nginx', []), ['10005']);
+    // the shared volume's top and what every service reads are root's: no service can rewrite them
+    const stat = compose('exec', '-T', 'nginx', 'stat', '-c', '%u %a', '/stack', '/stack/env', '/stack/conf').trim();
+    assert.deepEqual(stat.split('\n'), ['0 755', '0 640', '0 755']);
+  },
+);

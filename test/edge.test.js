@@ -6,6 +6,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { socketPaths } from '../infra/resolve.js';
 import { decode, solid } from './support/images.js';
 import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
@@ -206,7 +207,7 @@ test('PURGE and BAN are refused from the public side, at nginx and at varnish', 
 
 test('an avatar 302 carries its cache headers, is cached by varnish, and leads to an image of the right size', async () => {
   const avatar = await upload(await solid(600, 400, 'png'), 'face.png');
-  const put = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/alice`, {
+  const put = await stack.direct('resolver', `/admin/accounts/alice`, {
     method: 'PUT',
     headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' },
     body: JSON.stringify({ avatar }),
@@ -245,6 +246,45 @@ test('one X-Request-Id per answer, and it is the one in the access log', async (
   assert.match(line, /"GET \/healthz" 200 \d+ [\d.]+ [\d.]+ other (PASS|MISS|HIT)$/);
 });
 
+test("haproxy, the origin and the avatar resolver take connections from the next hop's user only: sockets, no port", async () => {
+  // a local user on their ports would pass nginx's per-client limits and could forge X-Forwarded-For
+  for (const name of ['HAPROXY_IMAGES_PORT', 'HAPROXY_AVATARS_PORT', 'ORIGIN_PORT', 'AVATAR_RESOLVER_PORT']) {
+    await assert.rejects(fetch(`http://127.0.0.1:${stack.env[name]}/healthz`), TypeError, `nothing on ${name}`);
+  }
+  const sockets = socketPaths(stack.dir);
+  /** the status a user gets for /healthz on a socket; 000: could not connect @param {string} user @param {string} socket */
+  const healthz = (user, socket) =>
+    spawnSync(
+      'runuser',
+      [
+        '-u',
+        user,
+        '--',
+        'curl',
+        '-s',
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        '--unix-socket',
+        socket,
+        'http://x/healthz',
+      ],
+      { encoding: 'utf8' },
+    ).stdout;
+  /** @type {Array<[string, string[], string]>} [socket, users refused, the one user it is for] */
+  const cases = [
+    [sockets.images, ['nobody', 'image-cdn-origin', 'image-cdn-purge'], 'image-cdn-edge'],
+    [sockets.avatars, ['nobody', 'image-cdn-resolver'], 'image-cdn-edge'],
+    [sockets.origin, ['nobody', 'image-cdn-edge', 'image-cdn-resolver'], 'image-cdn-haproxy'],
+    [sockets.resolver, ['nobody', 'image-cdn-edge', 'image-cdn-origin'], 'image-cdn-haproxy'],
+  ];
+  for (const [socket, refused, allowed] of cases) {
+    for (const user of refused) assert.equal(healthz(user, socket), '000', `${user} on ${socket}`);
+    assert.equal(healthz(allowed, socket), '200', `${allowed} on ${socket}`);
+  }
+});
+
 test('operator surfaces stay off the public path', async () => {
   for (const route of ['/stats', '/metrics', '/admin/accounts/alice', '/stub_status']) {
     const response = await fetch(stack.base + route);
@@ -270,9 +310,12 @@ test("the logs hold no bearer tokens and are readable by the stack's users only"
     const response = await fetch(`${stack.base}${path}`, { method, ...(method === 'POST' ? { body: 'x' } : {}) });
     await response.arrayBuffer();
   }
+  // every request's line written (nginx writes it after the answer is sent: the last can come a moment later)
   await waitFor(
     async () =>
-      stack.log('nginx-access.log').includes('/hs/[redacted]') && stack.log('haproxy.log').includes('/hs/[redacted]'),
+      stack.log('nginx-access.log').includes('/hs/[redacted]') &&
+      stack.log('nginx-access.log').includes('token=[redacted]') &&
+      stack.log('haproxy.log').includes('/hs/[redacted]'),
     10_000,
     'the requests logged',
   );

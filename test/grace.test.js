@@ -21,7 +21,7 @@ after(() => stack?.stop());
 const avatar = (/** @type {string} */ account) => fetch(`${stack.base}/u/${account}/avatar`, { redirect: 'manual' });
 
 test('an expired avatar redirect is served from grace while the resolver is down, and fetched fresh once it is back', async () => {
-  const put = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/graceful`, {
+  const put = await stack.direct('resolver', `/admin/accounts/graceful`, {
     method: 'PUT',
     headers: { authorization: 'Bearer grace-admin', 'content-type': 'application/json' },
     body: JSON.stringify({ avatar: 'https://img.example/old.png' }),
@@ -60,7 +60,7 @@ test('an expired avatar redirect is served from grace while the resolver is down
     await stack.start('avatar-resolver');
   }
   // the mapping changes while the cached redirect is stale: back to healthy, the next answer is the new one
-  const change = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/graceful`, {
+  const change = await stack.direct('resolver', `/admin/accounts/graceful`, {
     method: 'PUT',
     headers: { authorization: 'Bearer grace-admin', 'content-type': 'application/json' },
     body: JSON.stringify({ avatar: 'https://img.example/new.png' }),

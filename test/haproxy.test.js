@@ -33,6 +33,8 @@ before(async () => {
   const config = await resolveSettings({
     ENV_FILE: '/nonexistent',
     STACK_DIR: dir,
+    // haproxy's behaviours on its TCP port (its socket is another bind of the same frontend)
+    INTERNAL_SOCKETS: 'false',
     HAPROXY_IMAGES_PORT: String(imagesPort),
     HAPROXY_AVATARS_PORT: String(await freePort()),
     HAPROXY_STATS_PORT: String(await freePort()),

@@ -30,7 +30,7 @@ async function mixedTraffic(round) {
     ).arrayBuffer();
   }
   await (await fetch(`${stack.base}/p/${base58Url.encode('http://127.0.0.1:1/nothing.jpg')}?width=10`)).arrayBuffer();
-  await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/obs-user`, {
+  await stack.direct('resolver', `/admin/accounts/obs-user`, {
     method: 'PUT',
     headers: { authorization: 'Bearer obs-admin', 'content-type': 'application/json' },
     body: JSON.stringify({ avatar: url }),

@@ -20,7 +20,7 @@ let upstream;
 /** @type {Awaited<ReturnType<typeof startStack>>} */
 let stack;
 let upstreamBase = '';
-/** @type {Record<'original' | 'variant' | 'avatar', { key: string, url: string, bytes: Buffer }>} */
+/** @type {Record<'original' | 'variant' | 'avatar' | 'listed', { key: string, url: string, bytes: Buffer }>} */
 const uploads = /** @type {any} */ ({});
 
 before(async () => {
@@ -40,6 +40,7 @@ before(async () => {
     ['original', 'Path'],
     ['variant', 'Autumn'],
     ['avatar', 'Kite'],
+    ['listed', 'BytheWater'],
   ])) {
     const form = new FormData();
     form.append('image_file', new Blob([new Uint8Array(fs.readFileSync(photo(wallpaper, '1280x800')))]), `${name}.jpg`);
@@ -96,7 +97,7 @@ test("the upstream's uploads answer through the first stack's edge, and land in 
   assert.equal(legacy.status, 200);
   assert.equal((await decode(Buffer.from(await legacy.arrayBuffer()))).width, 640);
 
-  const put = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/alice`, {
+  const put = await stack.direct('resolver', `/admin/accounts/alice`, {
     method: 'PUT',
     headers: { authorization: 'Bearer admin-token', 'content-type': 'application/json' },
     body: JSON.stringify({ avatar: avatar.url }),
@@ -114,6 +115,17 @@ test("the upstream's uploads answer through the first stack's edge, and land in 
   assert.equal(await metricValue(metrics, 'origin_pull_through_total', { result: 'stored' }), 3);
 });
 
+test("./infra/stack backfill: a listed upload is pulled into the store through the origin's own socket", async () => {
+  const { listed } = uploads;
+  assert.deepEqual(storedFiles(listed.key), [], 'not stored before');
+  const file = path.join(stack.dir, 'keys.txt');
+  fs.writeFileSync(file, `${listed.url}\n`);
+  const { stdout, stderr } = await stack.stack(['backfill', file]);
+  assert.match(stderr, /through \/.*\/run\/origin\/origin\.sock/, 'the origin asked on its socket');
+  assert.equal(JSON.parse(stdout.trim().split('\n').pop() || '{}').stored, 1);
+  assert.equal(storedFiles(listed.key).length, 1);
+});
+
 test('with the upstream stopped, the pulled uploads are still served, new sizes too', async () => {
   await upstream.stop();
   await waitFor(
@@ -126,8 +138,7 @@ test('with the upstream stopped, the pulled uploads are still served, new sizes 
     'the upstream down',
   );
   const { original, variant } = uploads;
-  const origin = `http://127.0.0.1:${stack.env.ORIGIN_PORT}`;
-  const direct = await fetch(`${origin}/${original.key}/photo.jpg`);
+  const direct = await stack.direct('origin', `/${original.key}/photo.jpg`);
   assert.equal(direct.status, 200, 'the origin answers from its own store');
   assert.equal(direct.headers.get('x-pulled-from'), null);
   assert.deepEqual(Buffer.from(await direct.arrayBuffer()), original.bytes);

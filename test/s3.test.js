@@ -171,9 +171,11 @@ test('a variant asked 20 times across the fleet is made once: every size of an i
   };
   const before = await transforms();
   // straight to haproxy (no varnish in between to absorb the repeats), 10 at once then 10 one by one
-  const url = `http://127.0.0.1:${stack.env.HAPROXY_IMAGES_PORT}/p/${base58Url.encode(`${stack.base}/${key}/photo.png`)}?width=240&format=webp`;
-  const statuses = await Promise.all(Array.from({ length: 10 }, async () => (await fetch(url)).status));
-  for (let i = 0; i < 10; i += 1) statuses.push((await fetch(url)).status);
+  const url = `/p/${base58Url.encode(`${stack.base}/${key}/photo.png`)}?width=240&format=webp`;
+  const statuses = await Promise.all(
+    Array.from({ length: 10 }, async () => (await stack.direct('images', url)).status),
+  );
+  for (let i = 0; i < 10; i += 1) statuses.push((await stack.direct('images', url)).status);
   assert.deepEqual(new Set(statuses), new Set([200]));
   assert.equal((await transforms()) - before, 1, 'one transform for 20 requests');
   // another size of the same image lands on the same origin: the other one never read the original
@@ -187,7 +189,7 @@ test('a variant asked 20 times across the fleet is made once: every size of an i
     ),
   );
   const other = url.replace('width=240', 'width=120');
-  assert.equal((await fetch(other)).status, 200);
+  assert.equal((await stack.direct('images', other)).status, 200);
   const [firstAfter, secondAfter] = await Promise.all(
     ['first', 'second'].map((which) =>
       metricValue(

@@ -90,7 +90,7 @@ const admin = (method, route, body) =>
   });
 /** @param {string} account @param {string} avatar */
 const setAvatar = async (account, avatar) => {
-  const response = await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/admin/accounts/${account}`, {
+  const response = await stack.direct('resolver', `/admin/accounts/${account}`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
     body: JSON.stringify({ avatar }),

@@ -1,5 +1,6 @@
 // haproxy's part of the render: the values of haproxy.cfg.template (its origins and resolvers, the
 // avatar resolvers, the stats password).
+import { socketPaths } from '../resolve.js';
 import { statsPassword } from '../secrets.js';
 
 /**
@@ -10,8 +11,7 @@ export function haproxyValues(config) {
     list.map((address, i) => `  server ${name}${i + 1} ${address} check ${extra}`).join('\n');
   return {
     HAPROXY_STATS_PASSWORD: statsPassword(config),
-    HAPROXY_IMAGES_HOST: config.HAPROXY_HOST,
-    HAPROXY_AVATARS_HOST: config.HAPROXY_HOST,
+    ...haproxyBinds(config),
     ...originServers(config, servers),
     AVATAR_SERVER_LINES: servers('resolver', config.AVATAR_SERVERS, 'maxconn 512'),
   };
@@ -42,5 +42,24 @@ function originServers(config, servers) {
       'resolvers system\n  parse-resolv-conf\n  hold valid 5s\n  hold obsolete 30s\n  accepted_payload_size 8192',
     ORIGIN_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_ORIGIN_MAXCONN))}`,
     UPLOAD_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_UPLOAD_MAXCONN))}`,
+  };
+}
+
+/**
+ * Where haproxy's two frontends listen: with INTERNAL_SOCKETS on one machine, Unix sockets in a directory
+ * only the edge's group may enter (users.js), so no other local user reaches haproxy past nginx's limits or
+ * forges X-Forwarded-For; else TCP on LISTEN_ADDRESS. @param {Record<string, any>} config
+ */
+export function haproxyBinds(config) {
+  if (!config.HAPROXY_SOCKETS) {
+    return {
+      HAPROXY_IMAGES_BIND: `${config.LISTEN_ADDRESS}:${config.HAPROXY_IMAGES_PORT}`,
+      HAPROXY_AVATARS_BIND: `${config.LISTEN_ADDRESS}:${config.HAPROXY_AVATARS_PORT}`,
+    };
+  }
+  const sockets = socketPaths(config.STACK_DIR);
+  return {
+    HAPROXY_IMAGES_BIND: `unix@${sockets.images} mode 666`,
+    HAPROXY_AVATARS_BIND: `unix@${sockets.avatars} mode 666`,
   };
 }

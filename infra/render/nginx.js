@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { makeDir } from '../dirs.js';
+import { socketPaths } from '../resolve.js';
 
 /**
  * nginx.conf's values. @param {Record<string, any>} config @param {{ CONF_DIR: string }} dirs
@@ -30,6 +31,10 @@ export function nginxValues(config, { CONF_DIR }) {
       : 'proxy_hide_header Server-Timing;',
     NGINX_ERROR_PAGES: nginxErrorPages(),
     NGINX_RESOLVER: nginxResolver(config.HAPROXY_HOST),
+    // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
+    NGINX_UPLOAD_CHECK_ADDRESS: config.HAPROXY_SOCKETS
+      ? `"unix:${socketPaths(config.STACK_DIR).images}"`
+      : `"${config.HAPROXY_HOST}", ${config.HAPROXY_IMAGES_PORT}`,
   };
 }
 

@@ -3,6 +3,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { allowedSizeList } from '../../lib/src/sizes.js';
+import { socketPaths } from '../resolve.js';
 import { stackUsers } from '../users.js';
 import { nginxVarnishServers } from './nginx.js';
 
@@ -17,6 +18,22 @@ export function varnishValues(config, { RUN_DIR }) {
     VARNISH_FIRST_BYTE_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 2),
     ...varnishSocket(config, RUN_DIR),
     VARNISH_SIZE_LINES: varnishSizes(config),
+    ...haproxyAddresses(config),
+  };
+}
+
+/**
+ * How varnish reaches haproxy's two frontends: their Unix sockets on one machine (INTERNAL_SOCKETS), else
+ * HAPROXY_HOST and their ports. @param {Record<string, any>} config
+ */
+function haproxyAddresses(config) {
+  const address = (/** @type {'images' | 'avatars'} */ frontend, /** @type {number} */ port) =>
+    config.HAPROXY_SOCKETS
+      ? `  .path = "${socketPaths(config.STACK_DIR)[frontend]}";`
+      : `  .host = "${config.HAPROXY_HOST}";\n  .port = "${port}";`;
+  return {
+    VARNISH_IMAGES_ADDRESS: address('images', config.HAPROXY_IMAGES_PORT),
+    VARNISH_AVATARS_ADDRESS: address('avatars', config.HAPROXY_AVATARS_PORT),
   };
 }
 

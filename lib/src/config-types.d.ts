@@ -5,6 +5,8 @@ export type OriginConfig = {
   ORIGIN_HOST: string;
   /** port of the origin */
   ORIGIN_PORT: number;
+  /** Unix socket the origin listens on instead of its host and port (the native stack's haproxy reaches it there, INTERNAL_SOCKETS); empty: TCP */
+  ORIGIN_SOCKET: string;
   /** Prometheus metrics port of the origin (kept off the public path) */
   ORIGIN_METRICS_PORT: number;
   /** pino log level */
@@ -202,6 +204,8 @@ export type AvatarResolverConfig = {
   AVATAR_RESOLVER_HOST: string;
   /** port of the avatar-resolver */
   AVATAR_RESOLVER_PORT: number;
+  /** Unix socket the avatar-resolver listens on instead of its host and port (the native stack's haproxy reaches it there, INTERNAL_SOCKETS); empty: TCP */
+  AVATAR_RESOLVER_SOCKET: string;
   /** Prometheus metrics port of the avatar-resolver (kept off the public path) */
   AVATAR_RESOLVER_METRICS_PORT: number;
   /** pino log level */
@@ -287,6 +291,8 @@ export type PurgeServiceConfig = {
   PURGE_SERVICE_HOST: string;
   /** port of the purge-service */
   PURGE_SERVICE_PORT: number;
+  /** Unix socket the purge-service listens on instead of its host and port (the native stack's haproxy reaches it there, INTERNAL_SOCKETS); empty: TCP */
+  PURGE_SERVICE_SOCKET: string;
   /** Prometheus metrics port of the purge-service (kept off the public path) */
   PURGE_SERVICE_METRICS_PORT: number;
   /** pino log level */

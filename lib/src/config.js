@@ -146,6 +146,12 @@ export function commonSettings(service, port, metricsPort) {
     { name: `${prefix}_HOST`, type: 'string', default: '127.0.0.1', doc: `address the ${service} listens on` },
     { name: `${prefix}_PORT`, type: 'int', default: String(port), doc: `port of the ${service}`, min: 0 },
     {
+      name: `${prefix}_SOCKET`,
+      type: 'string',
+      default: '',
+      doc: `Unix socket the ${service} listens on instead of its host and port (the native stack's haproxy reaches it there, INTERNAL_SOCKETS); empty: TCP`,
+    },
+    {
       name: `${prefix}_METRICS_PORT`,
       type: 'int',
       default: String(metricsPort),

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { loadConfig } from './config.js';
 import { StartupError } from './errors.js';
 import { createLogger } from './log.js';
@@ -38,12 +39,15 @@ export async function runService(spec) {
   const server = createServer(parts.app);
   server.keepAliveTimeout = 65_000; // longer than haproxy's idle timeout, so haproxy closes first
   server.headersTimeout = 66_000;
-  await new Promise((resolve) =>
-    server.listen(config[`${prefix}_PORT`], config[`${prefix}_HOST`], () => resolve(null)),
-  );
+  const socket = config[`${prefix}_SOCKET`];
+  await (socket
+    ? listenOnSocket(server, socket)
+    : listenOnPort(server, config[`${prefix}_PORT`], config[`${prefix}_HOST`]));
   const metricsServer = await serveMetrics(registry, config[`${prefix}_METRICS_PORT`], config[`${prefix}_HOST`]);
   logger.info(
-    { port: config[`${prefix}_PORT`], metricsPort: config[`${prefix}_METRICS_PORT`] },
+    socket
+      ? { socket, metricsPort: config[`${prefix}_METRICS_PORT`] }
+      : { port: config[`${prefix}_PORT`], metricsPort: config[`${prefix}_METRICS_PORT`] },
     `${spec.name} listening`,
   );
   const stop = async () => {
@@ -58,4 +62,21 @@ export async function runService(spec) {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   return { server, config, logger };
+}
+
+/** @param {import('node:http').Server} server @param {number} port @param {string} host */
+function listenOnPort(server, port, host) {
+  return new Promise((resolve) => server.listen(port, host, () => resolve(null)));
+}
+
+/**
+ * A Unix socket in place of a TCP port: who may connect is decided by its directory's owner and group (the
+ * native render gives it to the service's user and the group of haproxy's, mode 0750), so the socket itself
+ * is open to whoever reaches it. One left by a killed process is replaced.
+ * @param {import('node:http').Server} server @param {string} socket
+ */
+async function listenOnSocket(server, socket) {
+  fs.rmSync(socket, { force: true });
+  await new Promise((resolve) => server.listen(socket, () => resolve(null)));
+  fs.chmodSync(socket, 0o666);
 }

@@ -7,6 +7,7 @@
 // `./infra/stack backfill KEYS_FILE` runs it against the stack's origin.
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
+import { Agent, fetch } from 'undici';
 import { isUploadKey, loadConfig } from '@stack/lib';
 import { runBatch } from './batch.js';
 import { settings } from './config.js';
@@ -55,15 +56,17 @@ export function readProgress(file) {
 
 /**
  * One key asked of the origin; a 503 (an upstream busy or failing) is asked again twice, a second apart.
- * @param {string} origin @param {string} key @returns {Promise<Outcome>}
+ * @param {string} origin @param {string} key @param {Agent | undefined} dispatcher the origin's socket's
+ * @returns {Promise<Outcome>}
  */
-async function askOrigin(origin, key) {
+async function askOrigin(origin, key, dispatcher) {
   for (let attempt = 0; ; attempt += 1) {
     // Accept: HEIC, so that a HEIC original is not converted to JPEG for an answer nobody reads
     const response = await fetch(`${origin}/${key}/backfill`, {
       method: 'HEAD',
       headers: { accept: 'image/heic,*/*' },
       signal: AbortSignal.timeout(120_000),
+      ...(dispatcher ? { dispatcher } : {}),
     });
     if (response.status === 200) return response.headers.get('x-pulled-from') ? 'stored' : 'present';
     if (response.status === 404) return 'missing';
@@ -76,10 +79,12 @@ async function askOrigin(origin, key) {
 
 /**
  * Every key of `file` not done before through askOrigin, `concurrency` at a time, each outcome appended to
- * the progress file. @param {{ file: string, origin: string, concurrency: number, retry?: boolean, log?: (line: string) => void }} options
+ * the progress file; `socketPath`: the origin's Unix socket (INTERNAL_SOCKETS), `origin` then only names it.
+ * @param {{ file: string, origin: string, socketPath?: string, concurrency: number, retry?: boolean, log?: (line: string) => void }} options
  * @returns {Promise<Record<string, number>>} a count per outcome, and total, doneBefore, refused (lines not a key)
  */
-export async function backfill({ file, origin, concurrency, retry = false, log }) {
+export async function backfill({ file, origin, socketPath, concurrency, retry = false, log }) {
+  const dispatcher = socketPath ? new Agent({ connect: { socketPath } }) : undefined;
   const { keys, refused } = keysOf(fs.readFileSync(file, 'utf8'));
   const progressFile = `${file}.progress`;
   const done = readProgress(progressFile);
@@ -94,7 +99,7 @@ export async function backfill({ file, origin, concurrency, retry = false, log }
       name: (key) => key,
       log,
       async work(key) {
-        const outcome = await askOrigin(origin, key);
+        const outcome = await askOrigin(origin, key, dispatcher);
         fs.appendFileSync(progress, `${key}\t${outcome}\n`);
         return outcome;
       },
@@ -119,13 +124,19 @@ async function main() {
   if (!values.origin && !config.UPSTREAM_IMAGE_HOSTS.length)
     throw new Error('UPSTREAM_IMAGE_HOSTS is empty: the origin has no image host to pull from');
   const host = config.ORIGIN_HOST === '0.0.0.0' ? '127.0.0.1' : config.ORIGIN_HOST;
-  const origin = (values.origin || `http://${host}:${config.ORIGIN_PORT}`).replace(/\/+$/, '');
+  // the stack's origin on its socket (INTERNAL_SOCKETS) or its port, unless --origin names another
+  const socketPath = values.origin ? '' : config.ORIGIN_SOCKET;
+  const origin = (values.origin || (socketPath ? 'http://origin' : `http://${host}:${config.ORIGIN_PORT}`)).replace(
+    /\/+$/,
+    '',
+  );
   process.stderr.write(
-    `backfilling the keys of ${positionals[0]} through ${origin} (progress in ${positionals[0]}.progress)\n`,
+    `backfilling the keys of ${positionals[0]} through ${socketPath || origin} (progress in ${positionals[0]}.progress)\n`,
   );
   const result = await backfill({
     file: positionals[0],
     origin,
+    socketPath,
     concurrency: Number(values.concurrency),
     retry: values.retry,
   });

@@ -82,9 +82,7 @@ test('the resolver, then varnish, then the CDN; the event is acknowledged only o
   await redis.hset('avatar:local:ordered', 'avatar', 'https://img.example/ordered-2.png');
   // the resolver keeps the old mapping in memory (the change above queued no purge): only the purge evicts it
   const direct = async () =>
-    (
-      await fetch(`http://127.0.0.1:${stack.env.AVATAR_RESOLVER_PORT}/u/ordered/avatar`, { redirect: 'manual' })
-    ).headers.get('location');
+    (await stack.direct('resolver', '/u/ordered/avatar', { redirect: 'manual' })).headers.get('location');
   assert.equal(await direct(), old.location);
   /** @type {Array<{ resolver: string | null, varnish: { location: string | null, cache: string | null } }>} */
   const seenByCdn = [];

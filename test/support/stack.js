@@ -4,10 +4,36 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Agent, fetch as undiciFetch } from 'undici';
+import { socketPaths } from '../../infra/resolve.js';
 import { freePort, waitFor } from './ports.js';
 import { root, startProcess } from './processes.js';
 
 const run = promisify(execFile);
+
+/**
+ * A user of the stack's programs (STACK_USER_PREFIX + role) when this process is root and it exists (the
+ * stack then runs its programs as those users), else null. @param {Record<string, string>} env @param {string} role
+ */
+function stackUser(env, role) {
+  if (process.getuid?.() !== 0) return null;
+  const name = `${env.STACK_USER_PREFIX ?? 'image-cdn-'}${role}`;
+  const entry = fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .map((line) => line.split(':'))
+    .find((fields) => fields[0] === name);
+  return entry ? { uid: Number(entry[2]), gid: Number(entry[3]) } : null;
+}
+
+/** @type {Map<string, Agent>} */
+const agents = new Map();
+/** One agent per socket, kept for the run. @param {string} socketPath */
+function socketAgent(socketPath) {
+  let agent = agents.get(socketPath);
+  if (!agent) agents.set(socketPath, (agent = new Agent({ connect: { socketPath } })));
+  return agent;
+}
 
 /** Whether a Redis server answers PING on this port, given its password. @param {number} port @param {string} password @returns {Promise<boolean>} */
 function redisPong(port, password) {
@@ -112,7 +138,31 @@ export async function startStack(settings = {}) {
     return Number(String(stdout).trim()) || 0;
   };
   const statsAuth = `Basic ${Buffer.from(`admin:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`;
+  const sockets = socketPaths(dir);
+  const ports = {
+    origin: env.ORIGIN_PORT,
+    resolver: env.AVATAR_RESOLVER_PORT,
+    'purge-service': env.PURGE_SERVICE_PORT,
+    images: env.HAPROXY_IMAGES_PORT,
+    avatars: env.HAPROXY_AVATARS_PORT,
+  };
+  /**
+   * A request straight to a program past nginx and varnish, as an operator on this machine makes it: on its
+   * Unix socket where it has one (INTERNAL_SOCKETS), else on its port. Throws when it cannot connect.
+   * @param {keyof typeof ports} program @param {string} pathname @param {import('undici').RequestInit} [init]
+   */
+  const direct = async (program, pathname, init = {}) => {
+    const socketPath = program === 'purge-service' ? '' : sockets[program];
+    if (socketPath && fs.existsSync(socketPath))
+      return undiciFetch(`http://${program}${pathname}`, { ...init, dispatcher: socketAgent(socketPath) });
+    return undiciFetch(`http://127.0.0.1:${ports[program]}${pathname}`, init);
+  };
   return {
+    /**
+     * A request straight to the origin, the resolver, the purge service or one of haproxy's frontends
+     * (images, avatars): on its Unix socket where it has one, else on its port.
+     */
+    direct,
     dir,
     env,
     upMs,
@@ -143,13 +193,12 @@ export async function startStack(settings = {}) {
      */
     async start(name) {
       await ctl('start', name);
-      const port = {
-        origin: env.ORIGIN_PORT,
-        'avatar-resolver': env.AVATAR_RESOLVER_PORT,
-        'purge-service': env.PURGE_SERVICE_PORT,
-      }[name];
-      if (port)
-        await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 30_000, `${name} serving`);
+      const service = /** @type {Record<string, 'origin' | 'resolver' | 'purge-service'>} */ ({
+        origin: 'origin',
+        'avatar-resolver': 'resolver',
+        'purge-service': 'purge-service',
+      })[name];
+      if (service) await waitFor(async () => (await direct(service, '/healthz')).ok, 30_000, `${name} serving`);
       if (name === 'redis')
         await waitFor(() => redisPong(Number(env.REDIS_PORT), env.REDIS_PASSWORD), 30_000, 'redis serving');
     },
@@ -191,10 +240,18 @@ export async function startStack(settings = {}) {
      */
     async startVarnish(name, port, storage = 'malloc,64M') {
       const conf = path.join(dir, 'conf', 'varnish');
-      const node = startProcess('varnishd', [
+      // as the edge's user, as the stack's own varnish runs (only that user reaches haproxy's sockets)
+      const work = path.join(dir, 'run', `varnish-${name}`);
+      const edge = stackUser(env, 'edge');
+      fs.mkdirSync(work, { recursive: true });
+      if (edge) fs.chownSync(work, edge.uid, edge.gid);
+      const asEdge = edge ? ['setpriv', `--reuid=${edge.uid}`, `--regid=${edge.gid}`, '--init-groups'] : [];
+      const [command, ...prefix] = [...asEdge, 'varnishd'];
+      const node = startProcess(command, [
+        ...prefix,
         '-F',
         '-n',
-        path.join(dir, 'run', `varnish-${name}`),
+        work,
         '-i',
         name,
         '-a',

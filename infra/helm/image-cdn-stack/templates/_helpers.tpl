@@ -35,7 +35,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "cdn.fullname" .)) -}}
 {{- end -}}
 
-{{/* Every pod: non-root (the images' user "cdn", uid 10001), no privilege escalation, default seccomp. */}}
+{{/* Every pod: non-root (uid 10001, the images' "cdn-origin"; each pod is apart), no privilege escalation, default seccomp. */}}
 {{- define "cdn.podSecurity" -}}
 securityContext:
   runAsNonRoot: true
