@@ -36,7 +36,7 @@ export async function scrubbed({ config, metrics, logger }, tempPath, info, key,
   }
   metrics.scrubs.inc({ result: how === 'reencoded' ? 'reencoded' : result.removed.length ? 'scrubbed' : 'clean' });
   if (!result.removed.length) return { path: tempPath, record: null };
-  const sha256 = await sha256Of(result.path);
+  const sha256 = sha256Of(result.path);
   return {
     path: result.path,
     record: {
