@@ -120,16 +120,33 @@ export async function renderConfigTypes() {
     "// Generated from the declarations by npm run env-example: each service's settings as loadConfig gives them.",
     '',
   ];
-  for (const [title, settings] of await allSections()) {
-    if (title === 'stack') continue;
+  const services = (await allSections()).filter(([title]) => title !== 'stack');
+  // what every service declares alike (Redis, logging, Hive, takedowns…) once, as SharedConfig
+  const [first, ...others] = services.map(([, settings]) => settings);
+  const shared = first.filter((setting) =>
+    others.every((settings) => settings.some((other) => other.name === setting.name && other.doc === setting.doc)),
+  );
+  const sharedNames = new Set(shared.map((setting) => setting.name));
+  /** @param {import('../lib/src/config.js').Setting[]} settings */
+  const fields = (settings) =>
+    settings.flatMap((setting) => [
+      `  /** ${setting.doc.replace(/\*\//g, '* /')} */`,
+      `  ${setting.name}: ${typeOf(setting)};`,
+    ]);
+  lines.push(
+    '/** The settings every service declares alike. */',
+    'export type SharedConfig = {',
+    ...fields(shared),
+    '};',
+    '',
+  );
+  for (const [title, settings] of services) {
     const name = `${title
       .split('-')
       .map((word) => word[0].toUpperCase() + word.slice(1))
       .join('')}Config`;
-    lines.push(`export type ${name} = {`);
-    for (const setting of settings)
-      lines.push(`  /** ${setting.doc.replace(/\*\//g, '* /')} */`, `  ${setting.name}: ${typeOf(setting)};`);
-    lines.push('};', '');
+    const own = settings.filter((setting) => !sharedNames.has(setting.name));
+    lines.push(`export type ${name} = SharedConfig & {`, ...fields(own), '};', '');
   }
   return lines.join('\n');
 }

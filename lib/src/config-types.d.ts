@@ -1,14 +1,7 @@
 // Generated from the declarations by npm run env-example: each service's settings as loadConfig gives them.
 
-export type OriginConfig = {
-  /** address the origin listens on */
-  ORIGIN_HOST: string;
-  /** port of the origin */
-  ORIGIN_PORT: number;
-  /** Unix socket the origin listens on instead of its host and port (the native stack's haproxy reaches it there, INTERNAL_SOCKETS); empty: TCP */
-  ORIGIN_SOCKET: string;
-  /** Prometheus metrics port of the origin (kept off the public path) */
-  ORIGIN_METRICS_PORT: number;
+/** The settings every service declares alike. */
+export type SharedConfig = {
   /** pino log level */
   LOG_LEVEL: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   /** Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count) */
@@ -45,6 +38,17 @@ export type OriginConfig = {
   CACHE_CONTROL_TAKEDOWN: string;
   /** Redis stream of purge events (webhooks, admin updates, chain follower) */
   PURGE_STREAM: string;
+};
+
+export type OriginConfig = SharedConfig & {
+  /** address the origin listens on */
+  ORIGIN_HOST: string;
+  /** port of the origin */
+  ORIGIN_PORT: number;
+  /** Unix socket the origin listens on instead of its host and port (the native stack's haproxy reaches it there, INTERNAL_SOCKETS); empty: TCP */
+  ORIGIN_SOCKET: string;
+  /** Prometheus metrics port of the origin (kept off the public path) */
+  ORIGIN_METRICS_PORT: number;
   /** uploads and cached originals (a file each) and variants (segment files) live here; put it on a journaled filesystem: ext4 without a journal makes each new file pass over the inodes freed in the last minutes, which costs the origin CPU once the originals cache evicts */
   DATA_DIR: string;
   /** where uploads are kept: fs (DATA_DIR/uploads, one origin) or s3 (a bucket every origin shares; DATA_DIR keeps a bounded copy of what was read, in the originals cache) */
@@ -199,7 +203,7 @@ export type OriginConfig = {
   CACHE_CONTROL_DEGRADED: string;
 };
 
-export type AvatarResolverConfig = {
+export type AvatarResolverConfig = SharedConfig & {
   /** address the avatar-resolver listens on */
   AVATAR_RESOLVER_HOST: string;
   /** port of the avatar-resolver */
@@ -208,42 +212,6 @@ export type AvatarResolverConfig = {
   AVATAR_RESOLVER_SOCKET: string;
   /** Prometheus metrics port of the avatar-resolver (kept off the public path) */
   AVATAR_RESOLVER_METRICS_PORT: number;
-  /** pino log level */
-  LOG_LEVEL: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
-  /** Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count) */
-  REDIS_URL: string;
-  /** Redis ACL user; the native stack and compose give each service a user of its own (with a password derived from REDIS_PASSWORD) and set this; empty: the default user */
-  REDIS_USERNAME: string;
-  /** Redis's and the sentinels' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env) */
-  REDIS_PASSWORD: string;
-  /** Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL's server */
-  REDIS_SENTINELS: string[];
-  /** the master's name in the sentinels' configuration */
-  REDIS_MASTER_NAME: string;
-  /** replicas that must hold a purge or takedown event before it is acknowledged (WAIT); 0: the master's own disk (appendfsync always) only; 1 with a replica: an acknowledged event survives a failover */
-  REDIS_ACK_REPLICAS: number;
-  /** longest wait for those replicas; then a 503 (the event may still be applied: purges are idempotent) */
-  REDIS_ACK_TIMEOUT_MS: number;
-  /** the public base URL users reach (nginx or the CDN in front of it) */
-  PUBLIC_URL: string;
-  /** Hive API nodes (JSON-RPC), tried in turn */
-  HIVE_API_URLS: string[];
-  /** timeout of one Hive API call */
-  HIVE_API_TIMEOUT_MS: number;
-  /** image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries) */
-  UNWRAP_HOSTS: string[];
-  /** image hosts this one takes over from, that serve /<key>/<name> the images.hive.blog way (e.g. https://images.hive.blog): the origin asks them in turn for an upload key its store lacks and stores the bytes only if they make the key (Hive keys are content addresses); their /<key>/<name> URLs count as uploads of this host everywhere (serving, avatars, takedowns); empty: a missing key is a 404 */
-  UPSTREAM_IMAGE_HOSTS: string[];
-  /** each node reloads the takedown list on every change notice, and checks its version this often besides */
-  TAKEDOWN_POLL_MS: number;
-  /** sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs */
-  SERVED_SOURCES_MAX: number;
-  /** served URLs remembered per source (sizes, formats, spellings) */
-  SERVED_PATHS_PER_SOURCE: number;
-  /** Cache-Control of a 451 (short, so that an unblock shows in browsers too; shared caches are purged) */
-  CACHE_CONTROL_TAKEDOWN: string;
-  /** Redis stream of purge events (webhooks, admin updates, chain follower) */
-  PURGE_STREAM: string;
   /** where account → image mappings come from */
   AVATAR_SOURCE: "local" | "hive" | "http";
   /** http source: your app's user endpoint, {account} is replaced */
@@ -286,7 +254,7 @@ export type AvatarResolverConfig = {
   CACHE_CONTROL_NEGATIVE: string;
 };
 
-export type PurgeServiceConfig = {
+export type PurgeServiceConfig = SharedConfig & {
   /** address the purge-service listens on */
   PURGE_SERVICE_HOST: string;
   /** port of the purge-service */
@@ -295,42 +263,6 @@ export type PurgeServiceConfig = {
   PURGE_SERVICE_SOCKET: string;
   /** Prometheus metrics port of the purge-service (kept off the public path) */
   PURGE_SERVICE_METRICS_PORT: number;
-  /** pino log level */
-  LOG_LEVEL: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
-  /** Redis for caches, quotas and the purge queue (with REDIS_SENTINELS: only its password and database number count) */
-  REDIS_URL: string;
-  /** Redis ACL user; the native stack and compose give each service a user of its own (with a password derived from REDIS_PASSWORD) and set this; empty: the default user */
-  REDIS_USERNAME: string;
-  /** Redis's and the sentinels' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env) */
-  REDIS_PASSWORD: string;
-  /** Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL's server */
-  REDIS_SENTINELS: string[];
-  /** the master's name in the sentinels' configuration */
-  REDIS_MASTER_NAME: string;
-  /** replicas that must hold a purge or takedown event before it is acknowledged (WAIT); 0: the master's own disk (appendfsync always) only; 1 with a replica: an acknowledged event survives a failover */
-  REDIS_ACK_REPLICAS: number;
-  /** longest wait for those replicas; then a 503 (the event may still be applied: purges are idempotent) */
-  REDIS_ACK_TIMEOUT_MS: number;
-  /** the public base URL users reach (nginx or the CDN in front of it) */
-  PUBLIC_URL: string;
-  /** Hive API nodes (JSON-RPC), tried in turn */
-  HIVE_API_URLS: string[];
-  /** timeout of one Hive API call */
-  HIVE_API_TIMEOUT_MS: number;
-  /** image proxies whose /p/ and WxH URLs are unwrapped to the original they wrap (for serving and for takedown entries) */
-  UNWRAP_HOSTS: string[];
-  /** image hosts this one takes over from, that serve /<key>/<name> the images.hive.blog way (e.g. https://images.hive.blog): the origin asks them in turn for an upload key its store lacks and stores the bytes only if they make the key (Hive keys are content addresses); their /<key>/<name> URLs count as uploads of this host everywhere (serving, avatars, takedowns); empty: a missing key is a 404 */
-  UPSTREAM_IMAGE_HOSTS: string[];
-  /** each node reloads the takedown list on every change notice, and checks its version this often besides */
-  TAKEDOWN_POLL_MS: number;
-  /** sources whose served URLs are remembered in Redis for takedowns (oldest forgotten first): the CDN purge of a takedown names these URLs */
-  SERVED_SOURCES_MAX: number;
-  /** served URLs remembered per source (sizes, formats, spellings) */
-  SERVED_PATHS_PER_SOURCE: number;
-  /** Cache-Control of a 451 (short, so that an unblock shows in browsers too; shared caches are purged) */
-  CACHE_CONTROL_TAKEDOWN: string;
-  /** Redis stream of purge events (webhooks, admin updates, chain follower) */
-  PURGE_STREAM: string;
   /** webhook HMAC-SHA256 keys, comma separated (several during a rotation); empty refuses every webhook */
   PURGE_HMAC_KEYS: string[];
   /** webhook X-Timestamp must be this close to now; a signature is accepted once within it */

@@ -76,7 +76,8 @@ function listenOnPort(server, port, host) {
  * @param {import('node:http').Server} server @param {string} socket
  */
 async function listenOnSocket(server, socket) {
-  fs.rmSync(socket, { force: true });
+  // only a socket is replaced: a setting naming another file fails on listen (EADDRINUSE), never deletes it
+  if (fs.statSync(socket, { throwIfNoEntry: false })?.isSocket()) fs.rmSync(socket);
   await new Promise((resolve) => server.listen(socket, () => resolve(null)));
   fs.chmodSync(socket, 0o666);
 }
