@@ -95,6 +95,8 @@ export function socketPaths(stackDir) {
     // haproxy's, reached by the edge's user (nginx and varnish)
     images: path.join(run, 'haproxy-in', 'images.sock'),
     avatars: path.join(run, 'haproxy-in', 'avatars.sock'),
+    // varnish's, for nginx (the edge's own)
+    varnish: path.join(run, 'edge', 'varnish.sock'),
     // the services', reached by haproxy's user
     origin: path.join(run, 'origin', 'origin.sock'),
     resolver: path.join(run, 'resolver', 'resolver.sock'),
@@ -104,14 +106,25 @@ export function socketPaths(stackDir) {
 /**
  * INTERNAL_SOCKETS: the hops inside this machine over Unix sockets, where this machine runs both ends and
  * no address was given: varnish and nginx → haproxy (HAPROXY_SOCKETS), haproxy → the origin and the avatar
- * resolver (ORIGIN_SERVERS, AVATAR_SERVERS as unix@<path>; each service told its socket).
+ * resolver (ORIGIN_SERVERS, AVATAR_SERVERS as unix@<path>; each service told its socket); varnish without
+ * its port (VARNISH_TCP false) where nothing needs it.
  * @param {Record<string, any>} config @param {(name: string) => boolean} given
  */
 function internalSockets(config, given) {
-  config.HAPROXY_SOCKETS = false;
-  if (!config.INTERNAL_SOCKETS) return;
   const here = (/** @type {string} */ program) => config.STACK_PROGRAMS.includes(program);
   const sockets = socketPaths(config.STACK_DIR);
+  if (config.VARNISH_SOCKET !== 'off' && !config.VARNISH_SOCKET) config.VARNISH_SOCKET = sockets.varnish;
+  config.HAPROXY_SOCKETS = false;
+  config.VARNISH_TCP = true;
+  if (!config.INTERNAL_SOCKETS) return;
+  // varnish: nginx on its edge socket, the purge service on its purge socket are all a lone machine needs;
+  // its port stays for a cluster's nginx and purges over TCP, or an nginx elsewhere
+  config.VARNISH_TCP =
+    config.VARNISH_SOCKET === 'off' ||
+    config.EDGE_VARNISH_NODES.length > 0 ||
+    config.VARNISH_PURGERS.length > 0 ||
+    given('PURGE_VARNISH_NODES') ||
+    !here('nginx');
   config.HAPROXY_SOCKETS = here('haproxy') && !given('HAPROXY_HOST');
   if (here('haproxy') && here('origin') && !config.ORIGIN_SERVERS.length && !config.ORIGIN_DISCOVERY) {
     if (!given('ORIGIN_SOCKET')) config.ORIGIN_SOCKET = sockets.origin;

@@ -32,13 +32,13 @@ export const stackSettings = [
     name: 'VARNISH_SOCKET',
     type: 'string',
     default: '',
-    doc: 'Unix socket varnish also listens on, for nginx on the same host (about 10% more cache hits/s than loopback TCP); empty: STACK_DIR/run/edge/varnish.sock; off: nginx uses VARNISH_HOST:VARNISH_PORT (compose)',
+    doc: 'Unix socket varnish listens on for nginx on the same host (about 10% more cache hits/s than loopback TCP); empty: STACK_DIR/run/edge/varnish.sock; off: nginx uses VARNISH_HOST:VARNISH_PORT (compose)',
   },
   {
     name: 'INTERNAL_SOCKETS',
     type: 'bool',
     default: 'true',
-    doc: "varnish and nginx reach this machine's haproxy, and haproxy this machine's origin and avatar resolver, over Unix sockets in STACK_DIR/run that only the next hop's user can open: a local user cannot reach them past nginx's limits (nor forge X-Forwarded-For to them); it applies where HAPROXY_HOST, ORIGIN_SERVERS and AVATAR_SERVERS are left empty; false: TCP on LISTEN_ADDRESS (compose and the chart, whose containers share no directory)",
+    doc: "varnish and nginx reach this machine's haproxy, and haproxy this machine's origin and avatar resolver, over Unix sockets in STACK_DIR/run that only the next hop's user can open, and varnish opens no port where nothing needs one (no EDGE_VARNISH_NODES, VARNISH_PURGERS or PURGE_VARNISH_NODES): a local user cannot reach them past nginx's limits (nor forge X-Forwarded-For to them); it applies where HAPROXY_HOST, ORIGIN_SERVERS and AVATAR_SERVERS are left empty; false: TCP on LISTEN_ADDRESS (compose and the chart, whose containers share no directory)",
   },
   {
     name: 'HAPROXY_HOST',

@@ -74,7 +74,10 @@ const ALL_CHECKS = {
     : http(`http://${host}:${env.AVATAR_RESOLVER_PORT}/healthz`),
   'purge-service': http(`http://${host}:${env.PURGE_SERVICE_PORT}/healthz`),
   haproxy: serversUp(`http://${env.HAPROXY_STATS_BIND}:${env.HAPROXY_STATS_PORT}/stats;csv`),
-  varnish: http(`http://${host}:${env.VARNISH_PORT}/healthz`),
+  varnish:
+    env.VARNISH_TCP === 'false'
+      ? httpOnSocket(String(env.VARNISH_SOCKET))
+      : http(`http://${host}:${env.VARNISH_PORT}/healthz`),
   nginx: http(`http://${env.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : env.NGINX_BIND}:${env.NGINX_PORT}/healthz`),
   prometheus: http(`http://${host}:${env.PROMETHEUS_PORT}/-/ready`),
   'varnish-exporter': http(`http://${host}:${env.VARNISH_EXPORTER_PORT}/metrics`),

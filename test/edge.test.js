@@ -160,20 +160,15 @@ test('PURGE and BAN are refused from the public side, at nginx and at varnish', 
     assert.equal(response.status, 405);
     assert.equal(/** @type {any} */ (await response.json()).error.name, 'method_not_allowed');
   }
-  const direct = await fetch(`http://127.0.0.1:${stack.env.VARNISH_PORT}/anything`, {
-    method: 'PURGE',
-    headers: { 'x-from-edge': '1' },
-  });
+  // a request nginx passes on (marked X-From-Edge), on the edge's socket: refused
+  const direct = await stack.direct('varnish', '/anything', { method: 'PURGE', headers: { 'x-from-edge': '1' } });
   assert.equal(direct.status, 403);
   assert.equal(/** @type {any} */ (await direct.json()).error.name, 'purge_forbidden');
-  // any local user, on varnish's TCP port or on its purge socket: refused (only the purge service's user
-  // purges, on the socket)
+  // any local user on varnish's purge socket: refused (only the purge service's user purges there); varnish
+  // has no port on a lone machine (the next test)
   const socket = path.join(stack.dir, 'run', 'purge', 'varnish.sock');
   for (const method of ['PURGE', 'BAN']) {
-    for (const target of [
-      ['-H', 'xkey: avatar:alice', `http://127.0.0.1:${stack.env.VARNISH_PORT}/`],
-      ['--unix-socket', socket, '-H', 'xkey: avatar:alice', 'http://varnish/'],
-    ]) {
+    for (const target of [['--unix-socket', socket, '-H', 'xkey: avatar:alice', 'http://varnish/']]) {
       for (const user of ['nobody', 'image-cdn-origin']) {
         const { stdout } = spawnSync(
           'runuser',
@@ -246,9 +241,15 @@ test('one X-Request-Id per answer, and it is the one in the access log', async (
   assert.match(line, /"GET \/healthz" 200 \d+ [\d.]+ [\d.]+ other (PASS|MISS|HIT)$/);
 });
 
-test("haproxy, the origin and the avatar resolver take connections from the next hop's user only: sockets, no port", async () => {
+test("varnish, haproxy, the origin and the avatar resolver take connections from the next hop's user only: sockets, no port", async () => {
   // a local user on their ports would pass nginx's per-client limits and could forge X-Forwarded-For
-  for (const name of ['HAPROXY_IMAGES_PORT', 'HAPROXY_AVATARS_PORT', 'ORIGIN_PORT', 'AVATAR_RESOLVER_PORT']) {
+  for (const name of [
+    'VARNISH_PORT',
+    'HAPROXY_IMAGES_PORT',
+    'HAPROXY_AVATARS_PORT',
+    'ORIGIN_PORT',
+    'AVATAR_RESOLVER_PORT',
+  ]) {
     await assert.rejects(fetch(`http://127.0.0.1:${stack.env[name]}/healthz`), TypeError, `nothing on ${name}`);
   }
   const sockets = socketPaths(stack.dir);
@@ -274,6 +275,7 @@ test("haproxy, the origin and the avatar resolver take connections from the next
     ).stdout;
   /** @type {Array<[string, string[], string]>} [socket, users refused, the one user it is for] */
   const cases = [
+    [sockets.varnish, ['nobody', 'image-cdn-haproxy', 'image-cdn-origin'], 'image-cdn-edge'],
     [sockets.images, ['nobody', 'image-cdn-origin', 'image-cdn-purge'], 'image-cdn-edge'],
     [sockets.avatars, ['nobody', 'image-cdn-resolver'], 'image-cdn-edge'],
     [sockets.origin, ['nobody', 'image-cdn-edge', 'image-cdn-resolver'], 'image-cdn-haproxy'],

@@ -73,15 +73,15 @@ export function varnishSizes(config) {
 
 /**
  * nginx reaches a co-located varnish over a Unix socket (no TCP stack on either side of the hottest hop);
- * varnish keeps its TCP port for the purge service, the exporter and health checks. Requests on the socket
- * have no client address (0.0.0.0), so they can never pass the purgers ACL.
+ * varnish keeps its TCP port only for a cluster's nodes and purges over TCP (VARNISH_TCP). Requests on the
+ * socket have no client address (0.0.0.0), so they can never pass the purgers ACL.
  * @param {Record<string, any>} config @param {string} runDir
  */
 function varnishSocket(config, runDir) {
   const socket = config.VARNISH_SOCKET || path.join(runDir, 'edge', 'varnish.sock');
   if (config.VARNISH_SOCKET === 'off') {
     return {
-      VARNISH_SOCKET_LISTEN: '',
+      VARNISH_LISTEN: `-a ${config.LISTEN_ADDRESS}:${config.VARNISH_PORT}`,
       NGINX_VARNISH_SERVERS: nginxVarnishServers(config, `${config.VARNISH_HOST}:${config.VARNISH_PORT}`),
       VARNISH_PURGE_USER: '',
     };
@@ -92,7 +92,12 @@ function varnishSocket(config, runDir) {
   const purge = path.join(runDir, 'purge', 'varnish.sock');
   const users = stackUsers(config);
   return {
-    VARNISH_SOCKET_LISTEN: `-a ${socket},mode=0600 -a purge=${purge},mode=0666`,
+    // its port only where something needs it (VARNISH_TCP, resolve.js): the sockets come first, the edge's
+    // socket is varnish's first listener
+    VARNISH_LISTEN: [
+      `-a ${socket},mode=0600 -a purge=${purge},mode=0666`,
+      ...(config.VARNISH_TCP ? [`-a ${config.LISTEN_ADDRESS}:${config.VARNISH_PORT}`] : []),
+    ].join(' '),
     NGINX_VARNISH_SERVERS: nginxVarnishServers(config, `unix:${socket}`),
     VARNISH_PURGE_USER: users ? users.purge.name : os.userInfo().username,
   };

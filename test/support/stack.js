@@ -140,6 +140,7 @@ export async function startStack(settings = {}) {
   const statsAuth = `Basic ${Buffer.from(`admin:${env.HAPROXY_STATS_PASSWORD}`).toString('base64')}`;
   const sockets = socketPaths(dir);
   const ports = {
+    varnish: env.VARNISH_PORT,
     origin: env.ORIGIN_PORT,
     resolver: env.AVATAR_RESOLVER_PORT,
     'purge-service': env.PURGE_SERVICE_PORT,
@@ -159,8 +160,8 @@ export async function startStack(settings = {}) {
   };
   return {
     /**
-     * A request straight to the origin, the resolver, the purge service or one of haproxy's frontends
-     * (images, avatars): on its Unix socket where it has one, else on its port.
+     * A request straight to varnish, the origin, the resolver, the purge service or one of haproxy's
+     * frontends (images, avatars): on its Unix socket where it has one, else on its port.
      */
     direct,
     dir,
