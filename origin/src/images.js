@@ -77,14 +77,6 @@ export function createImages(deps) {
   // a warmer's transforms run in a process of their own at the lowest CPU priority: the kernel gives a
   // reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
   const warmWorkers = createWorkerPool({ keep: 1, nice: 19, onKill: () => metrics.workerKills.inc() });
-  // and while any reader's transform runs, the warmer's are stopped where they are (their deadline held)
-  let readerTransforms = 0;
-  const readerStarts = () => {
-    if ((readerTransforms += 1) === 1) warmWorkers.pause();
-  };
-  const readerEnds = () => {
-    if ((readerTransforms -= 1) === 0) warmWorkers.resume();
-  };
   // with WARM_MAX_CPU_PRESSURE: a warm transform starts only while the machine's CPU is that idle (PSI)
   const pressure = config.WARM_MAX_CPU_PRESSURE > 0 ? watchCpuPressure() : { share: () => 0, stop: () => {} };
   const inWorker = (/** @type {import('./pipeline/index.js').Plan} */ p) =>
@@ -284,11 +276,7 @@ export function createImages(deps) {
       .run(
         async () => {
           const started = performance.now();
-          // a warmer's deadline is its worker's, which stands still while readers' transforms run
-          const timer = warm
-            ? undefined
-            : setTimeout(() => expire(transformTimeout()), config.TRANSFORM_TIMEOUT_S * 1000);
-          if (!warm) readerStarts();
+          const timer = setTimeout(() => expire(transformTimeout()), config.TRANSFORM_TIMEOUT_S * 1000);
           try {
             // a warmer's on one thread, at the lowest priority: a reader's transform that starts meanwhile gets the CPU
             const threads = warm ? 1 : config.TRANSFORM_THREADS || threadsPerImage(queue.running, cores);
@@ -305,7 +293,6 @@ export function createImages(deps) {
             return output;
           } finally {
             clearTimeout(timer);
-            if (!warm) readerEnds();
           }
         },
         small,

@@ -48,21 +48,12 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
   function run(file, plan, options, timeoutMs) {
     const child = idle.pop() || spawn();
     return new Promise((resolve, reject) => {
-      const job = {
-        child,
-        left: timeoutMs,
-        since: performance.now(),
-        /** @type {NodeJS.Timeout | undefined} */
-        timer: undefined,
-        expire() {
-          done();
-          child.kill('SIGKILL');
-          onKill();
-          reject(transformTimeout());
-        },
-      };
-      job.timer = setTimeout(job.expire, timeoutMs);
-      running.add(job);
+      const timer = setTimeout(() => {
+        done();
+        child.kill('SIGKILL');
+        onKill();
+        reject(transformTimeout());
+      }, timeoutMs);
       const onExit = () => {
         done();
         reject(new HttpError(500, 'internal_error', { reason: 'transform worker ended' }));
@@ -76,54 +67,18 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
         reject(error.missing ? missingSource() : new HttpError(error.status, error.name, error.info, error.headers));
       };
       function done() {
-        clearTimeout(job.timer);
-        running.delete(job);
+        clearTimeout(timer);
         child.off('message', onMessage);
         child.off('exit', onExit);
       }
       child.on('message', onMessage);
       child.once('exit', onExit);
       child.send({ file, plan, options });
-      if (paused) stop(job);
     });
-  }
-
-  /** @typedef {{ child: import('node:child_process').ChildProcess, left: number, since: number, timer: NodeJS.Timeout | undefined, expire: () => void }} Job */
-  /** Jobs running now. @type {Set<Job>} */
-  const running = new Set();
-  let paused = false;
-
-  /** A job's process stopped (SIGSTOP) and its deadline held where it was. @param {Job} job */
-  function stop(job) {
-    clearTimeout(job.timer);
-    job.left -= performance.now() - job.since;
-    job.child.kill('SIGSTOP');
-  }
-
-  /** A stopped job's process going on (SIGCONT), with the rest of its deadline. @param {Job} job */
-  function go(job) {
-    job.child.kill('SIGCONT');
-    job.since = performance.now();
-    job.timer = setTimeout(job.expire, Math.max(0, job.left));
   }
 
   return {
     run,
-    /**
-     * Stops every job of the pool where it is (SIGSTOP) until resume(), its deadline held: the warmer's
-     * pool yields the CPU entirely while a reader's transform runs (nice 19 still shares a core's caches and
-     * its sibling thread; bench/day measured readers' misses slower with it).
-     */
-    pause() {
-      if (paused) return;
-      paused = true;
-      for (const job of running) stop(job);
-    },
-    resume() {
-      if (!paused) return;
-      paused = false;
-      for (const job of running) go(job);
-    },
     /** Workers alive now (running or kept). */
     get size() {
       return all.size;
