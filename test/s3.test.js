@@ -41,6 +41,9 @@ before(async () => {
     UPLOAD_TOKENS: 's3-token',
     NGINX_RATE_LIMIT: '100000',
     NGINX_RATE_BURST: '100000',
+    // four uploads at once from one client below: nginx frees a connection's slot a moment after its
+    // answer, so at the default of 4 the next upload of a worker could meet the limit (a 429 seen once)
+    NGINX_UPLOADS_PER_CLIENT: '8',
     VARNISH_MISS_LIMIT: '0',
     ORIGIN_PORT: origins.first.port,
     ORIGIN_METRICS_PORT: origins.first.metrics,
