@@ -41,7 +41,7 @@ export function templateValues(config) {
     ...dirs,
     ...supervisorValues(config, dirs),
     ...nginxValues(config, dirs),
-    ...varnishValues(config, dirs),
+    ...varnishValues(config),
     ...haproxyValues(config),
     ...redisValues(config),
     ...prometheusValues(config),

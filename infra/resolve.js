@@ -95,8 +95,9 @@ export function socketPaths(stackDir) {
     // haproxy's, reached by the edge's user (nginx and varnish)
     images: path.join(run, 'haproxy-in', 'images.sock'),
     avatars: path.join(run, 'haproxy-in', 'avatars.sock'),
-    // varnish's, for nginx (the edge's own)
+    // varnish's, for nginx (the edge's own), and for purges (open to all, varnish checks the peer's user)
     varnish: path.join(run, 'edge', 'varnish.sock'),
+    purge: path.join(run, 'purge', 'varnish.sock'),
     // the services', reached by haproxy's user
     origin: path.join(run, 'origin', 'origin.sock'),
     resolver: path.join(run, 'resolver', 'resolver.sock'),
@@ -142,7 +143,7 @@ function internalSockets(config, given) {
  */
 function purgeSocketNode(config) {
   if (config.VARNISH_SOCKET === 'off') return `${config.VARNISH_HOST}:${config.VARNISH_PORT}`;
-  return `unix:${path.join(config.STACK_DIR, 'run', 'purge', 'varnish.sock')}`;
+  return `unix:${socketPaths(config.STACK_DIR).purge}`;
 }
 
 /** Every program a machine of the stack can run (its supervisord program names). */

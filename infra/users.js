@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { makeDir } from './dirs.js';
-import { ROOT, SHARED_RUN_ROOT, reachableByOthers } from './resolve.js';
+import { ROOT, SHARED_RUN_ROOT, reachableByOthers, socketPaths } from './resolve.js';
 
 /** Every program's role: each runs as its own user, STACK_USER_PREFIX + role. */
 export const ROLES = ['edge', 'haproxy', 'redis', 'origin', 'resolver', 'purge', 'metrics', 's3'];
@@ -17,12 +17,7 @@ export const ROLES = ['edge', 'haproxy', 'redis', 'origin', 'resolver', 'purge',
  */
 export function stackUsers(config) {
   if (process.getuid?.() !== 0 || !config.STACK_USER_PREFIX) return null;
-  const passwd = fs.existsSync('/etc/passwd')
-    ? fs
-        .readFileSync('/etc/passwd', 'utf8')
-        .split('\n')
-        .map((line) => line.split(':'))
-    : [];
+  const passwd = entriesOf('/etc/passwd');
   /** @type {Record<string, { name: string, uid: number, gid: number }>} */
   const users = {};
   for (const role of ROLES) {
@@ -97,7 +92,7 @@ export function programDirs(config, values) {
     [path.join(values.DATA_ROOT, 'redis-sentinel'), 'redis'],
     [path.join(values.DATA_ROOT, 'prometheus'), 'metrics'],
     [config.DATA_DIR, 'origin'],
-    ...socketDirs(values).map(([dir, role]) => /** @type {[string, typeof ROLES[number]]} */ ([dir, role])),
+    ...socketDirs(config).map(([dir, role]) => /** @type {[string, typeof ROLES[number]]} */ ([dir, role])),
   ];
   // the embedded versitygw's bucket is a directory
   if (config.S3_EMBEDDED)
@@ -115,26 +110,32 @@ export function programDirs(config, values) {
  * settings from supervisord, so there is none and the file stays root's). @param {Record<string, any>} config
  */
 export function settingsGroup(config) {
-  if (!stackUsers(config) || !fs.existsSync('/etc/group')) return null;
-  const entry = fs
-    .readFileSync('/etc/group', 'utf8')
-    .split('\n')
-    .map((line) => line.split(':'))
-    .find((fields) => fields[0] === `${config.STACK_USER_PREFIX}settings`);
+  if (!stackUsers(config)) return null;
+  const entry = entriesOf('/etc/group').find((fields) => fields[0] === `${config.STACK_USER_PREFIX}settings`);
   return entry ? Number(entry[2]) : null;
+}
+
+/** The colon-separated fields of each line of /etc/passwd or /etc/group (none when it is missing). @param {string} file */
+function entriesOf(file) {
+  if (!fs.existsSync(file)) return [];
+  return fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .map((line) => line.split(':'));
 }
 
 /**
  * The directories of the internal sockets (INTERNAL_SOCKETS, resolve.js socketPaths): each its listener's,
  * entered only by the group of the one program that connects (haproxy's frontends: the edge, nginx and
  * varnish; the origin's and the resolver's: haproxy). [directory, owner's role, connecting role]
- * @param {Record<string, string>} values @returns {Array<[string, typeof ROLES[number], typeof ROLES[number]]>}
+ * @param {Record<string, any>} config @returns {Array<[string, typeof ROLES[number], typeof ROLES[number]]>}
  */
-export function socketDirs(values) {
+export function socketDirs(config) {
+  const sockets = socketPaths(config.STACK_DIR);
   return [
-    [path.join(values.RUN_DIR, 'haproxy-in'), 'haproxy', 'edge'],
-    [path.join(values.RUN_DIR, 'origin'), 'origin', 'haproxy'],
-    [path.join(values.RUN_DIR, 'resolver'), 'resolver', 'haproxy'],
+    [path.dirname(sockets.images), 'haproxy', 'edge'],
+    [path.dirname(sockets.origin), 'origin', 'haproxy'],
+    [path.dirname(sockets.resolver), 'resolver', 'haproxy'],
   ];
 }
 
@@ -149,7 +150,7 @@ export function giveToStackUsers(config, values) {
   const users = stackUsers(config);
   if (!users) {
     // every program runs as this user: its sockets are its alone
-    for (const [dir] of socketDirs(values)) fs.chmodSync(dir, 0o700);
+    for (const [dir] of socketDirs(config)) fs.chmodSync(dir, 0o700);
     return;
   }
   for (const [dir, role] of programDirs(config, values)) {
@@ -158,7 +159,7 @@ export function giveToStackUsers(config, values) {
     // the purge socket's directory: reachable by the purge service (varnish checks who connects)
     fs.chmodSync(dir, dir === path.join(values.RUN_DIR, 'purge') ? 0o755 : 0o750);
   }
-  for (const [dir, role, connecting] of socketDirs(values)) fs.chownSync(dir, users[role].uid, users[connecting].gid);
+  for (const [dir, role, connecting] of socketDirs(config)) fs.chownSync(dir, users[role].uid, users[connecting].gid);
   // readable by root and the edge (mtail reads nginx's access log) only: the logs hold client addresses
   fs.chownSync(values.LOG_DIR, 0, users.edge.gid);
   fs.chmodSync(values.LOG_DIR, 0o1770);

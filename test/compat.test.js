@@ -12,10 +12,10 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { Redis } from 'ioredis';
-import { chromium } from 'playwright-core';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { challengeHash, keyOf } from '../origin/src/keys.js';
+import { launchChromium } from './support/browser.js';
 import { hiveSignature, keyAuthority } from './support/hive-keys.js';
 import { startHiveNode } from './support/hive-node.js';
 import { startHivesigner } from './support/hivesigner.js';
@@ -540,17 +540,7 @@ test('compat: the compatibility table (docs/compatibility.md) lists every row', 
 });
 
 test("compat: a headless Chromium renders every <img> the frontends' rules build, at its natural size", async () => {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-quic',
-      '--no-first-run',
-    ],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage();
     const tags = ROWS.map((row, i) => `<img id="i${i}" src="${new URL(row.url(), stack.base)}">`).join('\n');

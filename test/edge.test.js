@@ -4,9 +4,9 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { socketPaths } from '../infra/resolve.js';
+import { launchChromium } from './support/browser.js';
 import { decode, solid } from './support/images.js';
 import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
@@ -166,7 +166,7 @@ test('PURGE and BAN are refused from the public side, at nginx and at varnish', 
   assert.equal(/** @type {any} */ (await direct.json()).error.name, 'purge_forbidden');
   // any local user on varnish's purge socket: refused (only the purge service's user purges there); varnish
   // has no port on a lone machine (the next test)
-  const socket = path.join(stack.dir, 'run', 'purge', 'varnish.sock');
+  const socket = socketPaths(stack.dir).purge;
   for (const method of ['PURGE', 'BAN']) {
     for (const target of [['--unix-socket', socket, '-H', 'xkey: avatar:alice', 'http://varnish/']]) {
       for (const user of ['nobody', 'image-cdn-origin']) {
@@ -653,17 +653,7 @@ test('with the origin stopped: cached images still served, uncached ones a clean
 });
 
 test('the haproxy stats page loads in headless Chromium and shows both frontends and their backends', async () => {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-quic',
-      '--no-first-run',
-    ],
-  });
+  const browser = await launchChromium();
   try {
     const context = await browser.newContext({
       httpCredentials: { username: 'admin', password: stack.env.HAPROXY_STATS_PASSWORD },

@@ -1,22 +1,21 @@
 // varnish's part of the render: the values of default.vcl.template, sizes.vcl.template and
 // limits.vcl.template, and how nginx reaches it.
 import os from 'node:os';
-import path from 'node:path';
 import { allowedSizeList } from '../../lib/src/sizes.js';
 import { socketPaths } from '../resolve.js';
 import { stackUsers } from '../users.js';
 import { nginxVarnishServers } from './nginx.js';
 
 /**
- * The VCL's values. @param {Record<string, any>} config @param {{ RUN_DIR: string }} dirs
+ * The VCL's values. @param {Record<string, any>} config
  * @returns {Record<string, string>}
  */
-export function varnishValues(config, { RUN_DIR }) {
+export function varnishValues(config) {
   return {
     VARNISH_PURGERS_ACL: config.VARNISH_PURGERS.map((/** @type {string} */ address) => `  "${address}";`).join('\n'),
     // each layer waits a little longer than the one inside it, which so answers first, cleanly
     VARNISH_FIRST_BYTE_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 2),
-    ...varnishSocket(config, RUN_DIR),
+    ...varnishSocket(config),
     VARNISH_SIZE_LINES: varnishSizes(config),
     ...haproxyAddresses(config),
   };
@@ -75,10 +74,11 @@ export function varnishSizes(config) {
  * nginx reaches a co-located varnish over a Unix socket (no TCP stack on either side of the hottest hop);
  * varnish keeps its TCP port only for a cluster's nodes and purges over TCP (VARNISH_TCP). Requests on the
  * socket have no client address (0.0.0.0), so they can never pass the purgers ACL.
- * @param {Record<string, any>} config @param {string} runDir
+ * @param {Record<string, any>} config
  */
-function varnishSocket(config, runDir) {
-  const socket = config.VARNISH_SOCKET || path.join(runDir, 'edge', 'varnish.sock');
+function varnishSocket(config) {
+  // VARNISH_SOCKET is resolved to its path (resolve.js) unless off
+  const socket = config.VARNISH_SOCKET;
   if (config.VARNISH_SOCKET === 'off') {
     return {
       VARNISH_LISTEN: `-a ${config.LISTEN_ADDRESS}:${config.VARNISH_PORT}`,
@@ -89,7 +89,7 @@ function varnishSocket(config, runDir) {
   // nginx and varnish run as the same user (the edge's): nobody else reaches the socket. The purge socket
   // is open to all, and varnish refuses every purge on it whose peer is not the purge service's user
   // (vcl default.vcl.template): purging needs no address in VARNISH_PURGERS, which any local user could use
-  const purge = path.join(runDir, 'purge', 'varnish.sock');
+  const purge = socketPaths(config.STACK_DIR).purge;
   const users = stackUsers(config);
   return {
     // its port only where something needs it (VARNISH_TCP, resolve.js): the sockets come first, the edge's

@@ -6,25 +6,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { socketPaths } from '../../infra/resolve.js';
+import { stackUsers } from '../../infra/users.js';
 import { freePort, waitFor } from './ports.js';
 import { root, startProcess } from './processes.js';
 
 const run = promisify(execFile);
-
-/**
- * A user of the stack's programs (STACK_USER_PREFIX + role) when this process is root and it exists (the
- * stack then runs its programs as those users), else null. @param {Record<string, string>} env @param {string} role
- */
-function stackUser(env, role) {
-  if (process.getuid?.() !== 0) return null;
-  const name = `${env.STACK_USER_PREFIX ?? 'image-cdn-'}${role}`;
-  const entry = fs
-    .readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .map((line) => line.split(':'))
-    .find((fields) => fields[0] === name);
-  return entry ? { uid: Number(entry[2]), gid: Number(entry[3]) } : null;
-}
 
 /** @type {Map<string, Agent>} */
 const agents = new Map();
@@ -243,7 +229,8 @@ export async function startStack(settings = {}) {
       const conf = path.join(dir, 'conf', 'varnish');
       // as the edge's user, as the stack's own varnish runs (only that user reaches haproxy's sockets)
       const work = path.join(dir, 'run', `varnish-${name}`);
-      const edge = stackUser(env, 'edge');
+      // the stack's users exist when it runs as root (infra/users.js); the prefix is the settings' default
+      const edge = stackUsers({ STACK_USER_PREFIX: env.STACK_USER_PREFIX ?? 'image-cdn-' })?.edge;
       fs.mkdirSync(work, { recursive: true });
       if (edge) fs.chownSync(work, edge.uid, edge.gid);
       const asEdge = edge ? ['setpriv', `--reuid=${edge.uid}`, `--regid=${edge.gid}`, '--init-groups'] : [];
