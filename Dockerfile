@@ -18,7 +18,7 @@ FROM ${NODE_IMAGE}
 ENV NODE_ENV=production SERVICE=origin
 WORKDIR /app
 # the origin's system codecs (SYSTEM_CODECS): Debian's libjpeg-turbo (TurboJPEG API) and libwebp
-RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0 libwebp7 libheif1 libde265-0 \
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0 libwebp7 libheif1 libde265-0 libavcodec59 \
  && rm -rf /var/lib/apt/lists/*
 # a user per role (the origin's is uid 10001); /stack is root's, filled by the render step
 COPY infra/docker/add-users.sh /usr/local/sbin/

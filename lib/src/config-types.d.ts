@@ -119,7 +119,7 @@ export type OriginConfig = SharedConfig & {
   FETCH_USER_AGENT: string;
   /** largest source image (pixels, all frames), read from the header before decoding */
   MAX_INPUT_PIXELS: number;
-  /** decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libheif and libde265 (Debian's libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; libde265 is one more parser of hostile files) */
+  /** decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libavcodec (FFmpeg, Debian's libavcodec59) or, for what it does not take, libheif and libde265 (libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; each decoder is one more parser of hostile files) */
   HEIC_DECODE: boolean;
   /** most frames in an animated source */
   MAX_FRAMES: number;

@@ -215,7 +215,7 @@ export const settings = [
     name: 'HEIC_DECODE',
     type: 'bool',
     default: 'true',
-    doc: "decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libheif and libde265 (Debian's libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; libde265 is one more parser of hostile files)",
+    doc: "decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libavcodec (FFmpeg, Debian's libavcodec59) or, for what it does not take, libheif and libde265 (libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; each decoder is one more parser of hostile files)",
   },
   { name: 'MAX_FRAMES', type: 'int', default: '300', doc: 'most frames in an animated source', min: 1 },
   { name: 'MAX_DIMENSION', type: 'int', default: '8000', doc: 'requested width and height are capped at this', min: 1 },

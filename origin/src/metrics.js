@@ -64,7 +64,7 @@ export function createOriginMetrics(registry) {
     }),
     codecs: new client.Counter({
       name: 'origin_transform_codecs_total',
-      help: "Variants made, by what decoded the original (libjpeg-turbo: the system's, for a plain JPEG; libheif: a HEIC; sharp) and what encoded the variant (libwebp: the system's; sharp)",
+      help: "Variants made, by what decoded the original (libjpeg-turbo: the system's, for a plain JPEG; libavcodec or libheif: a HEIC; sharp) and what encoded the variant (libwebp: the system's; sharp)",
       labelNames: ['decode', 'encode'],
       registers,
     }),

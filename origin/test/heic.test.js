@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import sharp from 'sharp';
 import { keyOf } from '../src/keys.js';
 import { decode, meanDifference, personalTags, photo, readMetadata, withMetadata } from '../../test/support/images.js';
+import { metricValue } from '../../test/support/metrics.js';
 import { startOrigin, tokenUpload } from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
@@ -117,6 +118,26 @@ test("/p/ variants of HEIC photographs: the right size and orientation, close to
       assert.equal(response.status, 200, `${name} as ${format}`);
     }
   }
+});
+
+test('HEIC variants are decoded by libavcodec (the fast path), one with alpha by libheif', async () => {
+  const decoded = (/** @type {string} */ decode) =>
+    metricValue(origin.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'sharp' });
+  const before = await Promise.all([decoded('libavcodec'), decoded('libheif')]);
+  const opaque = origin.site.add('opaque.heic', heic(await landscape(), 'jpg'));
+  const alpha = origin.site.add(
+    'with-alpha.heic',
+    heic(
+      await sharp({ create: { width: 64, height: 48, channels: 4, background: '#c0402080' } })
+        .png()
+        .toBuffer(),
+      'png',
+    ),
+  );
+  for (const url of [opaque, alpha])
+    assert.equal((await fetched(origin.proxied(url, { width: 40, format: 'png' }))).response.status, 200);
+  const after = await Promise.all([decoded('libavcodec'), decoded('libheif')]);
+  assert.deepEqual([after[0] - before[0], after[1] - before[1]], [1, 1]);
 });
 
 test('a HEIC with alpha keeps its transparency in a PNG variant', async () => {

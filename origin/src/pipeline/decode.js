@@ -1,11 +1,13 @@
 // The decode step: the first decoder of DECODERS that takes the original. The system's libjpeg-turbo
-// (codecs.js) decodes a plain JPEG at the DCT scale sharp would pick; libheif (heic.js) a HEIC; sharp
+// (codecs.js) decodes a plain JPEG at the DCT scale sharp would pick; a HEIC goes to libavcodec at a reduced
+// size (heic/planes.js) or, where that does not take it, to libheif (heic/libheif.js); sharp decodes
 // anything else from the file. Each leaves a sharp pipeline in `work.image` and says what orientation is
 // still to apply.
 import fs from 'node:fs/promises';
 import sharp from 'sharp';
 import { HttpError, isGone } from '@stack/lib';
-import { heicDecoder } from '../heic.js';
+import { heicDecoder, rgbTiff } from '../heic/libheif.js';
+import { decodeShrunk, planeShrink } from '../heic/planes.js';
 import { missingSource } from './source.js';
 
 /**
@@ -23,9 +25,16 @@ const systemJpeg = {
 };
 
 /** @type {Decoder} */
+const heicShrunk = {
+  name: 'libavcodec',
+  accepts: (work) => Boolean(work.plan.heic),
+  decode: decodeHeicShrunk,
+};
+
+/** @type {Decoder} */
 const libheif = {
   name: 'libheif',
-  accepts: (work) => work.plan.heic,
+  accepts: (work) => Boolean(work.plan.heic),
   decode: decodeHeic,
 };
 
@@ -37,7 +46,7 @@ const fromFile = {
 };
 
 /** In order: the first that accepts and decodes wins. */
-export const DECODERS = [systemJpeg, libheif, fromFile];
+export const DECODERS = [systemJpeg, heicShrunk, libheif, fromFile];
 
 /** @param {Work} work */
 export async function decode(work) {
@@ -96,6 +105,22 @@ async function decodeHeic(work) {
   const { tiff } = await decoder.decode(await fs.readFile(work.file), options.maxPixels);
   work.image = sharp(tiff, { limitInputPixels: options.maxPixels }).timeout({ seconds: options.timeoutS });
   work.orientation = 1;
+  return true;
+}
+
+/**
+ * A HEIC's primary image by libavcodec, its planes shrunk by the power of two the variant allows before they
+ * become RGB; false where heic/planes.js leaves it to libheif. @param {Work} work
+ */
+async function decodeHeicShrunk(work) {
+  const { plan: p, options } = work;
+  const shown = /** @type {import('./plan.js').HeicSource} */ (p.heic);
+  const factor = planeShrink(shrinkOf(shown.width, shown.height, p));
+  const layout = await decodeShrunk(await fs.readFile(work.file), { factor, maxPixels: options.maxPixels });
+  if (!layout) return false;
+  const tiff = rgbTiff(layout.rgb, layout.width, layout.height, 3, layout.width * 3, layout.icc);
+  work.image = sharp(tiff, { limitInputPixels: options.maxPixels }).timeout({ seconds: options.timeoutS });
+  work.orientation = layout.orientation;
   return true;
 }
 

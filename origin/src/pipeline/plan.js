@@ -17,8 +17,9 @@ const CONTENT_TYPES = {
  *   negotiated: the format follows Accept (auto, and match unless NEGOTIATE_MATCH is off)
  * @typedef {{ width: number, height: number, orientation: number }} JpegSource a JPEG the system's libjpeg-turbo
  *   may decode (see codecs.js): its size after EXIF rotation and its orientation
+ * @typedef {{ width: number, height: number }} HeicSource a HEIC: its size as shown (rotation applied)
  * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
- *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number, heic: boolean,
+ *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number, heic: HeicSource | null,
  *   lossless: boolean, fits: boolean, passthrough: boolean, frames: number }} Plan
  *   lossless: a WebP of a screenshot or drawing (a still PNG or GIF) or of an animation at its own size; fits: the variant is the source's own size;
  *   passthrough: the original answers as it is (an animation past the budgets that fits); frames: how many
@@ -95,7 +96,7 @@ export function plan(source, want, degrade, budgets = {}) {
         ? { width: source.width, height: source.height, orientation: source.orientation }
         : null,
     pixels,
-    heic: source.isHeic,
+    heic: source.isHeic ? { width: source.width, height: source.height } : null,
     lossless:
       format === 'webp' &&
       (source.format === 'png' || source.format === 'gif') &&

@@ -4,7 +4,7 @@ import fs from 'node:fs/promises';
 import icc from 'icc';
 import sharp from 'sharp';
 import { GoneError, HttpError } from '@stack/lib';
-import { heicDecoder } from '../heic.js';
+import { heicDecoder } from '../heic/libheif.js';
 
 // Formats we decode. SVG is refused (it can reference external resources and script); so are PDFs etc.
 const INPUT_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff']);
@@ -151,7 +151,10 @@ async function endsWithGifTrailer(file) {
  */
 export async function verify(file, info) {
   if (info.isHeic) {
-    await /** @type {import('../heic.js').HeicDecoder} */ (heicDecoder()).decode(await fs.readFile(file), Infinity);
+    await /** @type {import('../heic/libheif.js').HeicDecoder} */ (heicDecoder()).decode(
+      await fs.readFile(file),
+      Infinity,
+    );
     return;
   }
   try {

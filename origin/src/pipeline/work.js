@@ -9,7 +9,7 @@ import { corrupt, isMissing, missingSource, transformTimeout } from './source.js
  *   codecs?: import('../codecs.js').SystemCodecs } & EncodeOptions} TransformOptions
  *   threads: libvips' thread count for this image; kernel: sharp's lanczos3 unless given (bench/kernel compares
  *   the others); codecs: the system's libjpeg-turbo and libwebp (codecs.js)
- * @typedef {'libjpeg-turbo' | 'libheif' | 'sharp'} DecodedBy
+ * @typedef {'libjpeg-turbo' | 'libavcodec' | 'libheif' | 'sharp'} DecodedBy
  * @typedef {{ file: string, plan: Plan, options: TransformOptions, image: import('sharp').Sharp | null,
  *   decodedBy: DecodedBy, orientation: number | 'auto', data: Buffer | null, encodedBy: 'libwebp' | 'sharp',
  *   release: Array<() => void> }} Work

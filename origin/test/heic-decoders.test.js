@@ -1,0 +1,203 @@
+// The HEIC fast path (origin/src/heic/planes.js: our HEIF reader, FFmpeg's HEVC decoder, planes shrunk
+// before they become RGB) against libheif, the reference, on files made from the real photographs: single
+// pictures and an iPhone's grid of tiles, turned and mirrored every way HEIF can, with a Display P3 profile.
+// Each variant has libheif's size and orientation and is within a mean of 2.5 levels (0-255, per channel) of
+// libheif's pixels resized the same way. Mutated files never get past it as anything but a 400 or libheif's turn.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import sharp from 'sharp';
+import { heicDecoder } from '../src/heic/libheif.js';
+import { decodeShrunk, orientationOf } from '../src/heic/planes.js';
+import { plan, probe, transform } from '../src/pipeline/index.js';
+import { heifEnc, heifFile, pictureOf } from '../../test/support/heif.js';
+import { meanDifference, photo } from '../../test/support/images.js';
+
+const OPTIONS = {
+  maxPixels: 50e6,
+  timeoutS: 60,
+  jpegQuality: 80,
+  jpegProgressive: false,
+  jpegTrellis: false,
+  webpQuality: 80,
+  webpEffort: 4,
+  avifQuality: 50,
+  avifEffort: 3,
+};
+
+let dir = '';
+/** @type {Buffer} */
+let landscape;
+before(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'heic-decoders-'));
+  // a photograph with a Display P3 profile (its colr box is carried into every file made here)
+  landscape = await sharp(photo('Path', '1280x800'))
+    .resize(640, 400)
+    .jpeg({ quality: 95 })
+    .withIccProfile('p3')
+    .toBuffer();
+});
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+/**
+ * A `width` px PNG variant of `heic` through the origin's pipeline, and libheif's decode of the same file
+ * resized to its size. @param {Buffer} heic @param {number} width
+ */
+async function variantAndReference(heic, width) {
+  const file = path.join(dir, `${Math.random().toString(36).slice(2)}.heic`);
+  fs.writeFileSync(file, heic);
+  const source = await probe(file, { maxPixels: OPTIONS.maxPixels, maxFrames: 1, heic: true });
+  const p = plan(source, { width, height: null, mode: 'fit', format: 'png', accept: '' }, false);
+  const output = await transform(file, p, OPTIONS);
+  const variant = await sharp(output.data).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  const { tiff } = await /** @type {import('../src/heic/libheif.js').HeicDecoder} */ (heicDecoder()).decode(
+    heic,
+    Infinity,
+  );
+  const resized = (/** @type {boolean} */ ignoreIcc) =>
+    sharp(tiff, { ignoreIcc })
+      .resize(variant.info.width, variant.info.height, { fit: 'fill' })
+      .removeAlpha()
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+  const [reference, unconverted] = await Promise.all([resized(false), resized(true)]);
+  return {
+    decoder: output.codecs.decode,
+    variant,
+    reference,
+    unconverted,
+    shown: { width: source.width, height: source.height },
+  };
+}
+
+/** @param {Awaited<ReturnType<typeof variantAndReference>>} made @param {string} name */
+function assertLikeLibheif({ decoder, variant, reference, unconverted, shown }, name) {
+  assert.equal(decoder, 'libavcodec', `${name}: made by the fast path`);
+  const ratio = (/** @type {{ width: number, height: number }} */ size) => size.width / size.height;
+  assert.ok(Math.abs(ratio(variant.info) - ratio(shown)) < 0.02, `${name}: libheif's orientation`);
+  const difference = meanDifference(variant.data, reference.data);
+  assert.ok(difference < 2.5, `${name}: ${difference.toFixed(2)} from libheif's pixels`);
+  // the Display P3 profile applied: nearer libheif's converted pixels than to its pixels taken as sRGB
+  const asSrgb = meanDifference(variant.data, unconverted.data);
+  assert.ok(difference < asSrgb * 0.6, `${name}: the profile applied (${difference.toFixed(2)}, ${asSrgb.toFixed(2)})`);
+}
+
+test('single pictures at every plane shrink: libheif size, pixels within 2.5 levels, the profile applied', async () => {
+  const heic = heifEnc(landscape);
+  for (const width of [640, 320, 160, 80, 40]) assertLikeLibheif(await variantAndReference(heic, width), `${width} px`);
+});
+
+test('every rotation and mirroring HEIF can write, alone and combined, as libheif turns them', async () => {
+  const picture = pictureOf(heifEnc(landscape));
+  /** @type {Array<Array<import('../../test/support/heif.js').Transform>>} */
+  const cases = [
+    [['irot', 1]],
+    [['irot', 2]],
+    [['irot', 3]],
+    [['imir', 0]],
+    [['imir', 1]],
+    [
+      ['irot', 1],
+      ['imir', 0],
+    ],
+    [
+      ['imir', 1],
+      ['irot', 3],
+    ],
+    [
+      ['irot', 1],
+      ['imir', 1],
+    ],
+  ];
+  for (const transforms of cases) {
+    const made = await variantAndReference(heifFile([picture], { transforms }), 200);
+    assertLikeLibheif(made, JSON.stringify(transforms));
+  }
+  // every combination is one of the eight orientations
+  assert.equal(orientationOf([{ kind: 'rotate', quarters: 1 }]), 8);
+  assert.equal(orientationOf([{ kind: 'rotate', quarters: 3 }]), 6);
+});
+
+test("an iPhone's grid of tiles, cut at the right and bottom, turned: put together as libheif does", async () => {
+  // 2 × 2 tiles of 320 × 200 from the photograph padded to 640 × 400; the image is 630 × 390
+  const cut = await sharp(landscape).extract({ left: 0, top: 0, width: 630, height: 390 }).toBuffer();
+  const padded = await sharp(cut).extend({ right: 10, bottom: 10, extendWith: 'copy' }).toBuffer();
+  const tiles = [];
+  for (const [left, top] of [
+    [0, 0],
+    [320, 0],
+    [0, 200],
+    [320, 200],
+  ]) {
+    const tile = await sharp(padded)
+      .extract({ left, top, width: 320, height: 200 })
+      .withIccProfile('p3')
+      .jpeg({ quality: 95 })
+      .toBuffer();
+    tiles.push(pictureOf(heifEnc(tile)));
+  }
+  for (const transforms of /** @type {Array<Array<import('../../test/support/heif.js').Transform>>} */ ([
+    [],
+    [['irot', 3]],
+  ])) {
+    const heic = heifFile(tiles, { columns: 2, width: 630, height: 390, transforms });
+    const made = await variantAndReference(heic, 315); // half: the planes shrunk by 2 exactly
+    assert.deepEqual(
+      [made.shown.width, made.shown.height],
+      transforms.length ? [390, 630] : [630, 390],
+      'the grid output size',
+    );
+    assertLikeLibheif(made, `grid ${JSON.stringify(transforms)}`);
+  }
+});
+
+test('mutated, cut and hostile files: a 400, or libheif decides; never another failure', async () => {
+  const single = heifEnc(await sharp(landscape).resize(160).toBuffer());
+  const picture = pictureOf(single);
+  const grid = heifFile([picture, picture, picture, picture], { columns: 2 });
+  let seed = 7;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed / 2147483648;
+  };
+  const outcomes = { decoded: 0, libheif: 0, refused: 0 };
+  for (const [name, original] of /** @type {Array<[string, Buffer]>} */ ([
+    ['single', single],
+    ['grid', grid],
+  ])) {
+    for (let i = 0; i < 150; i += 1) {
+      const bytes = Buffer.from(original);
+      if (i % 5 === 0) {
+        const cutAt = Math.floor(random() * bytes.length);
+        bytes.fill(0, cutAt);
+      } else {
+        // a few bytes changed, most of them in the container's header (the first 1,000 bytes)
+        for (let n = 0; n < 1 + (i % 4); n += 1) {
+          const at = Math.floor(random() * (random() < 0.7 ? Math.min(1000, bytes.length) : bytes.length));
+          bytes[at] = Math.floor(random() * 256);
+        }
+      }
+      try {
+        const result = await decodeShrunk(bytes, { factor: 2, maxPixels: 4e6 });
+        if (!result) outcomes.libheif += 1;
+        else {
+          assert.equal(result.rgb.length, result.width * result.height * 3, `${name} ${i}: whole RGB rows`);
+          outcomes.decoded += 1;
+        }
+      } catch (err) {
+        assert.equal(
+          /** @type {{ status?: number }} */ (err).status,
+          400,
+          `${name} ${i}: ${/** @type {Error} */ (err).stack}`,
+        );
+        outcomes.refused += 1;
+      }
+    }
+  }
+  // the mutations reach every outcome: the test exercises the reader, not only its first check
+  assert.ok(outcomes.decoded > 0 && outcomes.libheif > 0, JSON.stringify(outcomes));
+  // and the unmutated files decode
+  for (const original of [single, grid]) assert.ok(await decodeShrunk(original, { factor: 2, maxPixels: 4e6 }));
+});
