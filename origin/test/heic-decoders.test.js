@@ -10,6 +10,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import sharp from 'sharp';
 import { heicDecoder } from '../src/heic/libheif.js';
+import { hevcDecoder } from '../src/heic/avcodec.js';
+import { heifLayout } from '../src/heic/container.js';
 import { decodeShrunk, orientationOf } from '../src/heic/planes.js';
 import { plan, probe, transform } from '../src/pipeline/index.js';
 import { heifEnc, heifFile, pictureOf } from '../../test/support/heif.js';
@@ -200,4 +202,23 @@ test('mutated, cut and hostile files: a 400, or libheif decides; never another f
   assert.ok(outcomes.decoded > 0 && outcomes.libheif > 0, JSON.stringify(outcomes));
   // and the unmutated files decode
   for (const original of [single, grid]) assert.ok(await decodeShrunk(original, { factor: 2, maxPixels: 4e6 }));
+});
+
+test('a picture larger than its container declares is refused before FFmpeg decodes it', async () => {
+  // a 640 × 400 picture whose ispe claims 32 × 20: the pixel limit is checked against the claim
+  const large = pictureOf(heifEnc(await sharp(photo('Path', '1280x800')).resize(640).jpeg().toBuffer(), 50));
+  const decoder = /** @type {import('../src/heic/avcodec.js').HevcDecoder} */ (hevcDecoder());
+  /** @type {number[][]} */
+  const frames = [];
+  // its HEVC stream in Annex B, parameter sets first, as the reader hands it to FFmpeg
+  const stream = /** @type {import('../src/heic/container.js').HeifLayout} */ (heifLayout(heifFile([large]))).tiles[0]
+    .data;
+  const decodeWith = (/** @type {number} */ maxPixels) =>
+    decoder.each([stream], (frame) => void frames.push([frame.width, frame.height]), { maxPixels });
+  await assert.rejects(decodeWith(96 * 84));
+  assert.deepEqual(frames, [], 'no frame decoded');
+  await decodeWith(704 * 464);
+  assert.deepEqual(frames, [[640, 400]], 'the same picture within its limit');
+  const lying = heifFile([{ ...large, width: 32, height: 20 }]);
+  assert.equal(await decodeShrunk(lying, { factor: 1, maxPixels: 1e6 }), null, "libheif's turn");
 });

@@ -16,9 +16,10 @@ const PLANAR_8BIT_420 = ['yuv420p', 'yuvj420p'];
  * @typedef {{ width: number, height: number, planes: Array<{ data: Uint8Array, stride: number }> }} Frame
  *   a decoded 8-bit 4:2:0 picture: Y, Cb, Cr, each `stride` bytes a row; valid until the next picture
  * @typedef {{ each: (pictures: Buffer[], use: (frame: Frame, index: number) => Promise<void> | void,
- *   options?: { filters?: boolean }) => Promise<void> }} HevcDecoder
+ *   options: { filters?: boolean, maxPixels: number }) => Promise<void> }} HevcDecoder
  *   decodes the pictures in order, handing each frame to `use` before the next is decoded; filters: false skips
- *   the deblocking and SAO filters (2 % of the CPU), for pictures shrunk so far their block edges vanish
+ *   the deblocking filter (2 % of the CPU), for pictures shrunk so far their block edges vanish; maxPixels: a
+ *   larger picture is refused before it is decoded
  */
 
 /** @type {HevcDecoder | null | undefined} */
@@ -108,11 +109,14 @@ function libavcodec(koffi, avcodec, avutil) {
   }
 
   return {
-    async each(pictures, use, { filters = true } = {}) {
+    async each(pictures, use, { filters = true, maxPixels }) {
       const ctx = [f.alloc(codec)];
       const frame = [f.frame()];
       try {
         f.option(ctx[0], 'threads', '1', 0);
+        // the size the container declared is the most a picture may have: a stream that says otherwise is
+        // refused before FFmpeg allocates its frame (av_image_check_size2)
+        f.option(ctx[0], 'max_pixels', String(maxPixels), 0);
         if (!filters) f.option(ctx[0], 'skip_loop_filter', 'all', 0);
         if (f.open(ctx[0], codec, null) < 0) throw new Error('libavcodec: HEVC decoder');
         for (const [index, picture] of pictures.entries()) {

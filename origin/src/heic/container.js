@@ -367,6 +367,12 @@ function layoutOf(b) {
     'tiles of one size',
   );
   need(first.width * grid.columns >= grid.width && first.height * grid.rows >= grid.height, 'tiles cover the grid');
+  // and none lies wholly outside it: the tiles decoded are never much more than the image's pixels
+  need(
+    (grid.columns - 1) * first.width < grid.width && (grid.rows - 1) * first.height < grid.height,
+    'no tile outside',
+  );
+  need(first.width % 2 === 0 && first.height % 2 === 0, 'tiles of even size (their chroma at whole samples)');
   return {
     width: grid.width,
     height: grid.height,

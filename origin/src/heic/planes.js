@@ -61,7 +61,10 @@ export async function decodeShrunk(file, { factor, maxPixels }) {
   const height = Math.max(1, Math.ceil(layout.height / factor));
   let planes;
   try {
-    planes = await shrunkPlanes(decoder, layout, width, height, { filters: factor < UNFILTERED_FROM });
+    const [tile] = layout.tiles;
+    // the coded size may be up to a coding block (at most 64) past the declared one each way
+    const options = { filters: factor < UNFILTERED_FROM, maxPixels: (tile.width + 64) * (tile.height + 64) };
+    planes = await shrunkPlanes(decoder, layout, width, height, options);
   } catch {
     return null; // what FFmpeg refuses, libheif judges (and answers the client's 400)
   }
@@ -72,7 +75,7 @@ export async function decodeShrunk(file, { factor, maxPixels }) {
 /**
  * Y, Cb and Cr at width × height: a single picture shrunk straight from the decoder's frame, a grid put
  * together first. @param {import('./avcodec.js').HevcDecoder} decoder @param {HeifLayout} layout
- * @param {number} width @param {number} height @param {{ filters: boolean }} options @returns {Promise<Buffer[]>}
+ * @param {number} width @param {number} height @param {{ filters: boolean, maxPixels: number }} options @returns {Promise<Buffer[]>}
  */
 async function shrunkPlanes(decoder, layout, width, height, options) {
   const sizes = planeSizes(layout.width, layout.height);
