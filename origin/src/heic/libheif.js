@@ -1,6 +1,7 @@
 // HEIC (HEVC-coded HEIF: the iPhone's photographs) through the system's libheif and libde265 (Debian's
 // libheif1 and libde265-0), called through koffi as codecs.js calls libjpeg-turbo: the libvips that sharp
-// ships decodes AV1 (AVIF) only. libheif gives the primary image (a multi-image file's other images are not
+// ships decodes AV1 (AVIF) only. Variants go through planes.js first (FFmpeg, planes shrunk before RGB);
+// libheif reads every header (the probe), verifies uploads, and decodes what planes.js does not take. libheif gives the primary image (a multi-image file's other images are not
 // read), turned as the file says (irot, imir), as RGB or RGBA; its colour profile goes with the pixels into
 // an uncompressed TIFF that sharp reads like any other file, so the profile is applied and every limit of the
 // pipeline holds. Decoding runs on libuv's thread pool, and in a transform worker that is killed at the

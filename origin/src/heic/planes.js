@@ -28,8 +28,8 @@ const KR_KB = /** @type {Record<number, [number, number]>} */ ({
 });
 
 /**
- * From this plane shrink on, HEVC's in-loop filters are skipped: they smooth the edges of 4 and 8 pixel
- * blocks, which a box shrink by 8 averages into single pixels anyway.
+ * From this plane shrink on, HEVC's deblocking filter is skipped: it smooths the edges of 8-pixel blocks,
+ * which a box shrink by 8 averages into single pixels anyway (2 % of the decode's CPU).
  */
 const UNFILTERED_FROM = 8;
 

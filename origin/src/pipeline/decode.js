@@ -116,11 +116,11 @@ async function decodeHeicShrunk(work) {
   const { plan: p, options } = work;
   const shown = /** @type {import('./plan.js').HeicSource} */ (p.heic);
   const factor = planeShrink(shrinkOf(shown.width, shown.height, p));
-  const layout = await decodeShrunk(await fs.readFile(work.file), { factor, maxPixels: options.maxPixels });
-  if (!layout) return false;
-  const tiff = rgbTiff(layout.rgb, layout.width, layout.height, 3, layout.width * 3, layout.icc);
+  const shrunk = await decodeShrunk(await fs.readFile(work.file), { factor, maxPixels: options.maxPixels });
+  if (!shrunk) return false;
+  const tiff = rgbTiff(shrunk.rgb, shrunk.width, shrunk.height, 3, shrunk.width * 3, shrunk.icc);
   work.image = sharp(tiff, { limitInputPixels: options.maxPixels }).timeout({ seconds: options.timeoutS });
-  work.orientation = layout.orientation;
+  work.orientation = shrunk.orientation;
   return true;
 }
 
