@@ -6,6 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
 import { ROOT } from '../infra/resolve.js';
+import { heifEnc } from './support/heif.js';
 import { decode, solid } from './support/images.js';
 import { smoke } from './support/smoke.js';
 import { freePort, waitFor } from './support/ports.js';
@@ -119,7 +120,7 @@ test(
 );
 
 test(
-  "compose: the origin's image decodes JPEG originals with the system's libjpeg-turbo and encodes WebP with its libwebp",
+  "compose: the origin's image decodes JPEG with the system's libjpeg-turbo, HEIC with its libavcodec, and encodes WebP with its libwebp",
   { timeout: 120_000 },
   async () => {
     const form = new FormData();
@@ -135,27 +136,42 @@ test(
     assert.equal(resized.status, 200);
     const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
     assert.deepEqual([pixels.format, pixels.width, pixels.height], ['webp', 120, 90]);
+    // a phone's HEIC: its variant decoded by FFmpeg's HEVC decoder, installed in the image
+    const heicForm = new FormData();
+    const heic = heifEnc(await solid(320, 240, 'jpeg'));
+    heicForm.append('image_file', new Blob([new Uint8Array(heic)]), 'IMG_0002.HEIC');
+    const heicUpload = await fetch(`${base}/upload`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer compose-token' },
+      body: heicForm,
+    });
+    assert.equal(heicUpload.status, 200, await heicUpload.clone().text());
+    const heicUrl = /** @type {{ url: string }} */ (await heicUpload.json()).url;
+    assert.equal((await fetch(`${base}/p/${base58Url.encode(heicUrl)}?width=100&format=jpeg`)).status, 200);
     // counted by the origin, read through Prometheus (it scrapes every 5 s)
-    const query = 'sum(origin_transform_codecs_total{decode="libjpeg-turbo",encode="libwebp"})';
-    await waitFor(
-      async () => {
-        const answer = JSON.parse(
-          compose(
-            'exec',
-            '-T',
-            'prometheus',
-            'curl',
-            '-fsS',
-            '--data-urlencode',
-            `query=${query}`,
-            'http://127.0.0.1:9090/api/v1/query',
-          ),
-        );
-        return Number(answer.data.result[0]?.value[1] || 0) >= 1;
-      },
-      60_000,
-      'the WebP variant made by the system codecs',
-    );
+    for (const query of [
+      'sum(origin_transform_codecs_total{decode="libjpeg-turbo",encode="libwebp"})',
+      'sum(origin_transform_codecs_total{decode="libavcodec"})',
+    ])
+      await waitFor(
+        async () => {
+          const answer = JSON.parse(
+            compose(
+              'exec',
+              '-T',
+              'prometheus',
+              'curl',
+              '-fsS',
+              '--data-urlencode',
+              `query=${query}`,
+              'http://127.0.0.1:9090/api/v1/query',
+            ),
+          );
+          return Number(answer.data.result[0]?.value[1] || 0) >= 1;
+        },
+        60_000,
+        `the variants made by the system codecs: ${query}`,
+      );
   },
 );
 

@@ -25,4 +25,6 @@ await smoke(base, {
       throw new Error(`PUT /admin/accounts/${account}: ${answer.status} ${await answer.text()}`);
   },
 });
-console.log('smoke: an upload, a resized variant, an avatar redirect and a signed purge through the edge: ok');
+console.log(
+  'smoke: an upload, a resized variant, a HEIC and its variant, an avatar redirect and a signed purge through the edge: ok',
+);

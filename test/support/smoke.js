@@ -1,8 +1,10 @@
-// What a newcomer does first with a stack, through its public edge only: an upload, a resized variant, an
-// avatar redirect and a signed purge of it. The compose test and the fresh-machine stage both run it.
+// What a newcomer does first with a stack, through its public edge only: an upload, a resized variant, a
+// phone's HEIC upload and its variant, an avatar redirect and a signed purge of it. The compose test and the
+// fresh-machine stage both run it.
 import assert from 'node:assert/strict';
 import { base58Url } from '@stack/lib';
 import { sign } from '../../purge-service/src/signature.js';
+import fs from 'node:fs';
 import { decode, solid } from './images.js';
 import { waitFor } from './ports.js';
 
@@ -32,6 +34,24 @@ export async function smoke(base, { uploadToken, hmacKey, setAvatar }) {
   assert.equal(resized.status, 200);
   const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
   assert.deepEqual([pixels.width, pixels.height], [100, 75]);
+
+  // an iPhone's format: accepted, and a JPEG variant of the right size made from it. phone.heic is the
+  // wallpaper Path (plasma-workspace-wallpapers) at 640 × 400 by `heif-enc -q 60`: a fresh machine has
+  // neither, and this is the one file the stage brings
+  const heic = fs.readFileSync(new URL('phone.heic', import.meta.url));
+  const heicForm = new FormData();
+  heicForm.append('image_file', new Blob([new Uint8Array(heic)]), 'IMG_0001.HEIC');
+  const heicUpload = await fetch(`${base}/upload`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${uploadToken}` },
+    body: heicForm,
+  });
+  assert.equal(heicUpload.status, 200, await heicUpload.clone().text());
+  const heicUrl = /** @type {{ url: string }} */ (await heicUpload.json()).url;
+  const heicVariant = await fetch(`${base}/p/${base58Url.encode(heicUrl)}?width=320&format=jpeg`);
+  assert.equal(heicVariant.status, 200, 'a variant of the HEIC');
+  const heicPixels = await decode(Buffer.from(await heicVariant.arrayBuffer()));
+  assert.deepEqual([heicPixels.format, heicPixels.width, heicPixels.height], ['jpeg', 320, 200]);
 
   const avatar = async () => {
     const response = await fetch(`${base}/u/alice/avatar`, { redirect: 'manual' });
