@@ -3,9 +3,15 @@
 // own transform threads do, and ends with its parent.
 import os from 'node:os';
 import { transform } from './pipeline/index.js';
+import { lowerWorkerPriority } from './nice.js';
 import { isGone } from '@stack/lib';
 
+// Every thread at TRANSFORM_NICE: Linux's setpriority() lowers only the thread it names, and libuv's pool
+// (which runs sharp) started while the imports above loaded, so lowering the main thread alone left the
+// threads that encode at the parent's priority. The pool's threads and libvips' are lowered before each
+// job (libvips starts its own from them, and a thread inherits its creator's priority) and every second.
 const nice = Number(process.env.TRANSFORM_NICE) || 0;
+const priority = lowerWorkerPriority({ nice });
 if (nice > 0) {
   try {
     os.setPriority(nice);
@@ -17,6 +23,7 @@ if (nice > 0) {
 process.on(
   'message',
   async (/** @type {{ file: string, plan: import('./pipeline/index.js').Plan, options: any }} */ job) => {
+    priority.scan();
     try {
       const output = await transform(job.file, job.plan, job.options);
       process.send?.({ output });

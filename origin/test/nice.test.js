@@ -36,3 +36,58 @@ test('every thread but the event loop runs at the lower priority', { skip: proce
     priority.stop();
   }
 });
+
+test(
+  "a transform worker's threads all run at its priority while it encodes, not only its main thread",
+  { skip: process.platform !== 'linux' },
+  async () => {
+    const { createWorkerPool } = await import('../src/workers.js');
+    const { plan, probe } = await import('../src/pipeline/index.js');
+    const { photo } = await import('../../test/support/images.js');
+    const pool = createWorkerPool({ keep: 1, nice: 19 });
+    const file = photo('Path', '1280x800');
+    const source = await probe(file, { maxPixels: 50e6, maxFrames: 1 });
+    const p = plan(source, { width: 1280, height: null, mode: 'fit', format: 'avif', accept: '' }, false);
+    const options = { maxPixels: 50e6, timeoutS: 60, jpegQuality: 80, jpegProgressive: false, jpegTrellis: false };
+    const encodes = { webpQuality: 80, webpEffort: 4, avifQuality: 68, avifEffort: 2 };
+    /** the worker's threads as the encode runs: name and niceness (field 19 of each thread's stat) */
+    const sample = () =>
+      readdirSync('/proc')
+        .filter((pid) => /^\d+$/.test(pid))
+        .filter((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('transform-worker');
+          } catch {
+            return false;
+          }
+        })
+        .flatMap((pid) =>
+          readdirSync(`/proc/${pid}/task`).map((tid) => ({
+            name: readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(),
+            nice: Number(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ')[16]),
+          })),
+        );
+    try {
+      const job = pool.run(file, p, { ...options, ...encodes }, 60_000);
+      /** @type {Array<{ name: string, nice: number }>} */
+      let seen = [];
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline && !seen.some((thread) => thread.name === 'libvips worker')) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        seen = sample();
+      }
+      assert.ok(
+        seen.some((thread) => thread.name === 'libvips worker'),
+        'the encode started its libvips workers',
+      );
+      assert.deepEqual(
+        seen.filter((thread) => thread.nice !== 19),
+        [],
+        'every thread of the worker at nice 19',
+      );
+      await job;
+    } finally {
+      pool.close();
+    }
+  },
+);
