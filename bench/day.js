@@ -4,13 +4,15 @@
 // transforms per second and p50/p99 per route class as the client saw them.
 // With a publish stream (#41): new posts arrive on the local Hive node stand-in (one with three new
 // photographs every POST_EVERY_S, plus one post of 200 images and a burst of 50 posts half-way), and readers
-// follow them: the post's thumbnail, then each image, first viewed READ_AFTER_S after its block, as
-// condenser asks for them. The day
-// runs twice, the warmer off and on (WARM), and the report compares the first views' hit ratio and
-// latency and the other misses' p99. WARM_MAX_CPU_PRESSURE in the environment is given to the stack (the
-// warmer's CPU pressure gate), and the report is then day-psi<N>; DAY_RATE (requests a second, default 150)
-// sets the readers' rate, to measure the warmer where the machine has idle CPU (report day-rate<N>).
-//   [WARM_MAX_CPU_PRESSURE=N] [DAY_RATE=N] node bench/day.js [--quick]
+// follow them: the post's thumbnail in a feed, then each image, first viewed READ_AFTER_S after its block,
+// in the browsers of the day (BROWSERS) and the frontends the warmer is configured for (FRONTENDS:
+// condenser's body width, ecency's full size). The day runs twice, the warmer off and on (WARM), and the
+// report compares the first views' hit ratio and latency and the other misses' p99. WARM_MAX_CPU_PRESSURE in
+// the environment is given to the stack (the warmer's CPU pressure gate), and the report is then
+// day-psi<N>; DAY_RATE (requests a second, default 150) sets the readers' rate, to measure the warmer where
+// the machine has idle CPU (report day-rate<N>); DAY_BURST=0 leaves out the 200-image post and the burst of
+// 50 (nobody reads them: load for the warmer only), for the day as it publishes (report day-noburst).
+//   [WARM_MAX_CPU_PRESSURE=N] [DAY_RATE=N] [DAY_BURST=0] node bench/day.js [--quick]
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { Redis } from 'ioredis';
@@ -26,6 +28,7 @@ import { machine, percentile, writeReport } from './lib.js';
 const quick = process.argv.includes('--quick');
 const pressureGate = process.env.WARM_MAX_CPU_PRESSURE || '0';
 const dayRate = Number(process.env.DAY_RATE || 150);
+const burst = process.env.DAY_BURST !== '0';
 // the frontends' URLs (#40): condenser's /768x0/ and /256x512/ (their 301s' targets), ecency's body and
 // thumbnail; all format=match, negotiated by Accept
 const SIZES = [
@@ -39,6 +42,12 @@ const BROWSERS = [
   { share: 0.85, accept: 'image/avif,image/webp,image/apng,*/*;q=0.8' },
   { share: 0.12, accept: 'image/webp,*/*' },
   { share: 0.03, accept: '*/*' },
+];
+// how a post's image is first seen in full: condenser's body width (its /768x0/, the 301 followed) or
+// ecency's full size, half each (the warmer's default WARM_PATHS)
+const FRONTENDS = [
+  { share: 0.5, size: 'width=768' },
+  { share: 0.5, size: '' },
 ];
 
 /** A deterministic generator (mulberry32), so every run replays the same day. @param {number} seed */
@@ -129,14 +138,23 @@ const READ_AFTER_S = [10, 30];
 
 /**
  * The day's publish stream: which new photograph each post names and when it is published, and the first
- * view of each, as condenser builds it (the 301 of /768x0/ followed), at READ_AFTER_S after its block.
+ * view of each at READ_AFTER_S after its block: the thumbnail as condenser's feed asks it, each image as a
+ * frontend of FRONTENDS does, from a browser of BROWSERS.
  * @param {{ seconds: number, rate: number, next: () => number }} plan
  */
 function publishStream({ seconds, rate, next }) {
   /** @type {Array<{ at: number, posts: Array<{ author: string, images: number[] }> }>} */
   const blocks = [];
-  /** @type {Array<{ index: number, image: number, thumbnail: boolean }>} */
+  /** @type {Array<{ index: number, image: number, size: string, accept: string }>} */
   const firstViews = [];
+  const frontend = () => {
+    let left = next();
+    for (const { share, size } of FRONTENDS) {
+      if (left < share) return size;
+      left -= share;
+    }
+    return FRONTENDS[0].size;
+  };
   let image = 0;
   const last = seconds - READ_AFTER_S[1] - 3;
   for (let at = 3; at < last; at += POST_EVERY_S) {
@@ -144,10 +162,13 @@ function publishStream({ seconds, rate, next }) {
     blocks.push({ at, posts: [{ author: `writer-${blocks.length}`, images }] });
     // a feed shows the post's thumbnail; a reader opens it and sees each image at condenser's body width
     const readAt = at + READ_AFTER_S[0] + next() * (READ_AFTER_S[1] - READ_AFTER_S[0]);
-    firstViews.push({ index: Math.floor((readAt - 3) * rate), image: images[0], thumbnail: true });
+    const accept = browser(next());
+    const size = frontend();
+    firstViews.push({ index: Math.floor((readAt - 3) * rate), image: images[0], size: 'width=256&height=512', accept });
     for (const one of images)
-      firstViews.push({ index: Math.floor((readAt + next() * 3) * rate), image: one, thumbnail: false });
+      firstViews.push({ index: Math.floor((readAt + next() * 3) * rate), image: one, size, accept });
   }
+  if (!burst) return { blocks, firstViews, images: image };
   // half-way the warmer gets busy: a post of 200 images and a burst of 50 posts (not read: load only)
   const middle = Math.floor(seconds / 2);
   blocks.push({
@@ -233,11 +254,10 @@ async function measureDay({ warm }) {
       };
     });
     for (const view of stream.firstViews) {
-      const size = view.thumbnail ? 'width=256&height=512' : 'width=768';
       requests[view.index] = {
         kind: 'new post, first view',
-        path: `/p/${base58Url.encode(freshUrls[view.image])}?format=match&mode=fit&${size}`,
-        accept: BROWSERS[0].accept,
+        path: `/p/${base58Url.encode(freshUrls[view.image])}?format=match&mode=fit${view.size ? `&${view.size}` : ''}`,
+        accept: view.accept,
       };
     }
     const publishedAt = performance.now();
@@ -367,7 +387,7 @@ function warmSections(off, on) {
   const onMiss = on.classes['image miss, all']?.p99 || 0;
   return [
     {
-      heading: `New posts read as they are published (a post of three new photographs every ${POST_EVERY_S} s, its feed thumbnail and each image first viewed ${READ_AFTER_S[0]}–${READ_AFTER_S[1]} s after its block at condenser's /256x512/ and /768x0/ in an AVIF browser; half-way one post of 200 images and a burst of 50 posts), the warmer off and on (target: at least 95 % of first views cache hits; other misses' p99 within 10 % of the run without the warmer)`,
+      heading: `New posts read as they are published (a post of three new photographs every ${POST_EVERY_S} s, its feed thumbnail at condenser's /256x512/ and each image first viewed ${READ_AFTER_S[0]}–${READ_AFTER_S[1]} s after its block at ${FRONTENDS.map((f) => `${Math.round(f.share * 100)} % ${f.size || 'full size'}`).join(', ')}, by the day's browsers${burst ? '; half-way one post of 200 images and a burst of 50 posts, not read' : ''}), the warmer off and on (target: at least 95 % of first views cache hits; other misses' p99 within 10 % of the run without the warmer)`,
       text: `Other image misses' p99 with the warmer on: ${Math.round(onMiss)} ms against ${Math.round(offMiss)} ms without (${offMiss ? `${(((onMiss - offMiss) / offMiss) * 100).toFixed(1)} %` : 'n/a'}).`,
       table: {
         columns: [
@@ -432,8 +452,8 @@ if (import.meta.main) {
   const result = await benchDay();
   const gated = pressureGate !== '0';
   const slower = dayRate !== 150;
-  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}`;
-  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}`;
+  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}${burst ? '' : '-noburst'}`;
+  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}${burst ? '' : 'DAY_BURST=0 '}`;
   const file = writeReport(name, {
     title: 'bench/day',
     command: `${environment}node bench/day.js${quick ? ' --quick' : ''}`,
