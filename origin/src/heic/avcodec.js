@@ -52,6 +52,7 @@ function libavcodec(koffi, avcodec, avutil) {
     freePacket: avcodec.func('void av_packet_free(_Inout_ void **packet)'),
     fromData: avcodec.func('int av_packet_from_data(void *packet, void *data, int size)'),
     malloc: avutil.func('void *av_mallocz(size_t size)'),
+    free: avutil.func('void av_free(void *ptr)'),
     send: avcodec.func('int avcodec_send_packet(void *ctx, void *packet)'),
     receive: avcodec.func('int avcodec_receive_frame(void *ctx, void *frame)'),
     frame: avutil.func('void *av_frame_alloc()'),
@@ -89,7 +90,11 @@ function libavcodec(koffi, avcodec, avutil) {
     new Uint8Array(koffi.view(data, picture.length)).set(picture);
     const packet = [f.packet()];
     try {
-      if (f.fromData(packet[0], data, picture.length) < 0) throw new Error('libavcodec: packet');
+      // the packet owns the data once it takes it; until then it is ours to free
+      if (!packet[0] || f.fromData(packet[0], data, picture.length) < 0) {
+        f.free(data);
+        throw new Error('libavcodec: packet');
+      }
       if ((await background('send', ctx, packet[0])) < 0) throw new Error('libavcodec: the picture does not decode');
     } finally {
       f.freePacket(packet);
