@@ -65,8 +65,22 @@ function attempt(load) {
   }
 }
 
+/**
+ * A loader of a system library through koffi, run on the first call only: what it loads, or null where koffi
+ * or the library is not there (the caller then does without). @template T
+ * @param {(koffi: any) => T} load @returns {() => T | null}
+ */
+export function loadOnce(load) {
+  /** @type {T | null | undefined} */
+  let loaded;
+  return () => {
+    if (loaded === undefined) loaded = attempt(() => load(require('koffi')));
+    return loaded;
+  };
+}
+
 /** A koffi function called on libuv's thread pool. @param {any} fn @param {...any} args @returns {Promise<any>} */
-function callAsync(fn, ...args) {
+export function callAsync(fn, ...args) {
   return new Promise((resolve, reject) => {
     fn.async(...args, (/** @type {Error | null} */ err, /** @type {any} */ result) =>
       err ? reject(err) : resolve(result),

@@ -3,9 +3,7 @@
 // FFmpeg's decoders are fuzzed continuously. One thread per picture (the CPU a variant costs is what counts
 // here); each call runs on libuv's thread pool. The frame's layout is read from libavutil 57's AVFrame (the
 // library is refused at any other major version).
-import { createRequire } from 'node:module';
-
-const require = createRequire(import.meta.url);
+import { callAsync, loadOnce } from '../codecs.js';
 
 /** Bytes FFmpeg may read past a packet's end (AV_INPUT_BUFFER_PADDING_SIZE). */
 const PADDING = 64;
@@ -22,20 +20,10 @@ const PLANAR_8BIT_420 = ['yuv420p', 'yuvj420p'];
  *   larger picture is refused before it is decoded
  */
 
-/** @type {HevcDecoder | null | undefined} */
-let loaded;
-
 /** The system's libavcodec, or null where it (or koffi) is not there or not the version this reads. */
-export function hevcDecoder() {
-  if (loaded !== undefined) return loaded;
-  try {
-    const koffi = require('koffi');
-    loaded = libavcodec(koffi, koffi.load('libavcodec.so.59'), koffi.load('libavutil.so.57'));
-  } catch {
-    loaded = null;
-  }
-  return loaded;
-}
+export const hevcDecoder = loadOnce((koffi) =>
+  libavcodec(koffi, koffi.load('libavcodec.so.59'), koffi.load('libavutil.so.57')),
+);
 
 /** @param {any} koffi @param {any} avcodec @param {any} avutil @returns {HevcDecoder | null} */
 function libavcodec(koffi, avcodec, avutil) {
@@ -75,14 +63,6 @@ function libavcodec(koffi, avcodec, avutil) {
   // a hostile picture's complaints are not the service's log (AV_LOG_QUIET); its failure is the answer
   avutil.func('void av_log_set_level(int level)')(-8);
 
-  /** @param {string} name @param {any[]} args @returns {Promise<any>} */
-  const background = (name, ...args) =>
-    new Promise((resolve, reject) =>
-      /** @type {any} */ (f)[name].async(...args, (/** @type {Error | null} */ e, /** @type {any} */ r) =>
-        e ? reject(e) : resolve(r),
-      ),
-    );
-
   /** One picture into the decoder (its data copied into FFmpeg's padded buffer). @param {any} ctx @param {Buffer} picture */
   async function send(ctx, picture) {
     const data = f.malloc(picture.length + PADDING);
@@ -95,7 +75,7 @@ function libavcodec(koffi, avcodec, avutil) {
         f.free(data);
         throw new Error('libavcodec: packet');
       }
-      if ((await background('send', ctx, packet[0])) < 0) throw new Error('libavcodec: the picture does not decode');
+      if ((await callAsync(f.send, ctx, packet[0])) < 0) throw new Error('libavcodec: the picture does not decode');
     } finally {
       f.freePacket(packet);
     }

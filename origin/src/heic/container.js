@@ -328,7 +328,9 @@ function layoutOf(b) {
   const [pitm, iinf, iloc, iprp] = ['pitm', 'iinf', 'iloc', 'iprp'].map((type) => child(inside, type));
   need(Boolean(pitm && iinf && iloc && iprp), 'meta boxes');
   const primary = reader(b, /** @type {Box} */ (pitm).body, /** @type {Box} */ (pitm).end);
-  const primaryId = primary.uint(1) === 0 ? (primary.skip(3), primary.uint(2)) : (primary.skip(3), primary.uint(4));
+  const pitmVersion = primary.uint(1);
+  primary.skip(3);
+  const primaryId = primary.uint(pitmVersion === 0 ? 2 : 4);
   const types = itemTypes(b, /** @type {Box} */ (iinf));
   const locations = itemLocations(b, /** @type {Box} */ (iloc), child(inside, 'idat'));
   const properties = itemProperties(b, /** @type {Box} */ (iprp));

@@ -1,15 +1,13 @@
 // HEIC (HEVC-coded HEIF: the iPhone's photographs) through the system's libheif and libde265 (Debian's
 // libheif1 and libde265-0), called through koffi as codecs.js calls libjpeg-turbo: the libvips that sharp
 // ships decodes AV1 (AVIF) only. Variants go through planes.js first (FFmpeg, planes shrunk before RGB);
-// libheif reads every header (the probe), verifies uploads, and decodes what planes.js does not take. libheif gives the primary image (a multi-image file's other images are not
-// read), turned as the file says (irot, imir), as RGB or RGBA; its colour profile goes with the pixels into
-// an uncompressed TIFF that sharp reads like any other file, so the profile is applied and every limit of the
-// pipeline holds. Decoding runs on libuv's thread pool, and in a transform worker that is killed at the
-// transform timeout (workers.js).
-import { createRequire } from 'node:module';
+// libheif reads every header (the probe), verifies uploads, and decodes what planes.js does not take. It
+// gives the primary image (a multi-image file's other images are not read), turned as the file says (irot,
+// imir), as RGB or RGBA; its colour profile goes with the pixels into an uncompressed TIFF that sharp reads
+// like any other file, so the profile is applied and every limit of the pipeline holds. Decoding runs on
+// libuv's thread pool, and in a transform worker that is killed at the transform timeout (workers.js).
 import { HttpError } from '@stack/lib';
-
-const require = createRequire(import.meta.url);
+import { callAsync, loadOnce } from '../codecs.js';
 
 const COLORSPACE_RGB = 1;
 const CHROMA_RGB = 10;
@@ -22,20 +20,8 @@ const PROFILE_ICC = [0x70726f66, 0x72494343]; // 'prof', 'rICC'
  * @typedef {{ info: (file: Buffer) => HeicInfo, decode: (file: Buffer, maxPixels: number) => Promise<{ tiff: Buffer, width: number, height: number }> }} HeicDecoder
  */
 
-/** @type {HeicDecoder | null | undefined} */
-let loaded;
-
-/** The system's libheif, or null where it (or koffi) is not there. Loaded once. @returns {HeicDecoder | null} */
-export function heicDecoder() {
-  if (loaded !== undefined) return loaded;
-  try {
-    const koffi = require('koffi');
-    loaded = libheif(koffi, koffi.load('libheif.so.1'));
-  } catch {
-    loaded = null;
-  }
-  return loaded;
-}
+/** The system's libheif, or null where it (or koffi) is not there. Loaded once. */
+export const heicDecoder = loadOnce((koffi) => libheif(koffi, koffi.load('libheif.so.1')));
 
 /** A HEIF whose images are not decodable: the client's file, a 400. @param {string} message */
 const corrupt = (message) =>
@@ -134,17 +120,7 @@ function libheif(koffi, lib) {
           });
         const channels = info.hasAlpha ? 4 : 3;
         const out = [null];
-        const err = await new Promise((resolve, reject) => {
-          decode.async(
-            handle,
-            out,
-            COLORSPACE_RGB,
-            info.hasAlpha ? CHROMA_RGBA : CHROMA_RGB,
-            null,
-            (/** @type {Error | null} */ e, /** @type {any} */ r) => (e ? reject(e) : resolve(r)),
-          );
-        });
-        check(/** @type {any} */ (err));
+        check(await callAsync(decode, handle, out, COLORSPACE_RGB, info.hasAlpha ? CHROMA_RGBA : CHROMA_RGB, null));
         const image = out[0];
         try {
           const stride = [0];
