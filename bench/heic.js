@@ -10,6 +10,7 @@ import sharp from 'sharp';
 import { scrubFile } from '../origin/src/scrub/file.js';
 import { sha256Of } from '../origin/src/store/record.js';
 import { photo, withMetadata } from '../test/support/images.js';
+import { TRANSFORM_OPTIONS } from '../origin/test/harness.js';
 import { machine, spread, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
@@ -26,7 +27,7 @@ function variantInChild(file, format, viaLibheif = false) {
        await sharp(tiff).resize(512).jpeg({ quality: 80 }).toBuffer();
        const out = { codecs: { decode: 'libheif' } };`
     : `const p = plan(source, { width: 512, height: null, mode: 'fit', format: 'jpeg', accept: '' }, false);
-       const out = await transform(process.argv[1], p, { maxPixels: 50e6, timeoutS: 60, jpegQuality: 80, jpegProgressive: false, jpegTrellis: false, webpQuality: 80, webpEffort: 4, avifQuality: 50, avifEffort: 3 });`;
+       const out = await transform(process.argv[1], p, ${JSON.stringify(TRANSFORM_OPTIONS)});`;
   const script = `
     import { plan, probe, transform } from ${module('pipeline/index.js')};
     import { hevcDecoder } from ${module('heic/avcodec.js')};

@@ -9,6 +9,7 @@ import { ROOT } from '../infra/resolve.js';
 import { heifEnc } from './support/heif.js';
 import { decode, solid } from './support/images.js';
 import { smoke } from './support/smoke.js';
+import { tokenUpload } from './support/upload.js';
 import { freePort, waitFor } from './support/ports.js';
 
 const port = await freePort();
@@ -123,13 +124,7 @@ test(
   "compose: the origin's image decodes JPEG with the system's libjpeg-turbo, HEIC with its libavcodec, and encodes WebP with its libwebp",
   { timeout: 120_000 },
   async () => {
-    const form = new FormData();
-    form.append('image_file', new Blob([new Uint8Array(await solid(640, 480, 'jpeg'))]), 'photo.jpg');
-    const uploaded = await fetch(`${base}/upload`, {
-      method: 'POST',
-      headers: { authorization: 'Bearer compose-token' },
-      body: form,
-    });
+    const uploaded = await tokenUpload(base, await solid(640, 480, 'jpeg'), 'photo.jpg', 'compose-token');
     assert.equal(uploaded.status, 200, await uploaded.clone().text());
     const { url } = /** @type {{ url: string }} */ (await uploaded.json());
     const resized = await fetch(`${base}/p/${base58Url.encode(url)}?width=120&format=webp`);
@@ -137,14 +132,8 @@ test(
     const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
     assert.deepEqual([pixels.format, pixels.width, pixels.height], ['webp', 120, 90]);
     // a phone's HEIC: its variant decoded by FFmpeg's HEVC decoder, installed in the image
-    const heicForm = new FormData();
     const heic = heifEnc(await solid(320, 240, 'jpeg'));
-    heicForm.append('image_file', new Blob([new Uint8Array(heic)]), 'IMG_0002.HEIC');
-    const heicUpload = await fetch(`${base}/upload`, {
-      method: 'POST',
-      headers: { authorization: 'Bearer compose-token' },
-      body: heicForm,
-    });
+    const heicUpload = await tokenUpload(base, heic, 'IMG_0002.HEIC', 'compose-token');
     assert.equal(heicUpload.status, 200, await heicUpload.clone().text());
     const heicUrl = /** @type {{ url: string }} */ (await heicUpload.json()).url;
     assert.equal((await fetch(`${base}/p/${base58Url.encode(heicUrl)}?width=100&format=jpeg`)).status, 200);

@@ -64,12 +64,20 @@ export async function startOrigin(env = {}, { dataParent = os.tmpdir() } = {}) {
   };
 }
 
-/** Uploads `body` with the Bearer token and returns the answer. @param {string} base @param {Buffer} body @param {string} [filename] */
-export async function tokenUpload(base, body, filename = 'photo.jpg', token = 'test-token') {
-  const form = new FormData();
-  form.append('image_file', new Blob([new Uint8Array(body)]), filename);
-  return fetch(`${base}/upload`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
-}
+export { tokenUpload } from '../../test/support/upload.js';
+
+/** The transform options the origin's tests use (the production defaults are the config's), overridden where a test needs. */
+export const TRANSFORM_OPTIONS = {
+  maxPixels: 50_000_000,
+  timeoutS: 60,
+  jpegQuality: 80,
+  jpegProgressive: false,
+  jpegTrellis: false,
+  webpQuality: 80,
+  webpEffort: 4,
+  avifQuality: 50,
+  avifEffort: 3,
+};
 
 /** @param {Response} response */
 export async function jsonError(response) {

@@ -15,19 +15,8 @@ import { heifLayout } from '../src/heic/container.js';
 import { decodeShrunk, orientationOf } from '../src/heic/planes.js';
 import { plan, probe, transform } from '../src/pipeline/index.js';
 import { heifEnc, heifFile, pictureOf } from '../../test/support/heif.js';
+import { TRANSFORM_OPTIONS } from './harness.js';
 import { meanDifference, photo } from '../../test/support/images.js';
-
-const OPTIONS = {
-  maxPixels: 50e6,
-  timeoutS: 60,
-  jpegQuality: 80,
-  jpegProgressive: false,
-  jpegTrellis: false,
-  webpQuality: 80,
-  webpEffort: 4,
-  avifQuality: 50,
-  avifEffort: 3,
-};
 
 let dir = '';
 /** @type {Buffer} */
@@ -50,9 +39,9 @@ after(() => fs.rmSync(dir, { recursive: true, force: true }));
 async function variantAndReference(heic, width) {
   const file = path.join(dir, `${Math.random().toString(36).slice(2)}.heic`);
   fs.writeFileSync(file, heic);
-  const source = await probe(file, { maxPixels: OPTIONS.maxPixels, maxFrames: 1, heic: true });
+  const source = await probe(file, { maxPixels: TRANSFORM_OPTIONS.maxPixels, maxFrames: 1, heic: true });
   const p = plan(source, { width, height: null, mode: 'fit', format: 'png', accept: '' }, false);
-  const output = await transform(file, p, OPTIONS);
+  const output = await transform(file, p, TRANSFORM_OPTIONS);
   const variant = await sharp(output.data).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   const { tiff } = await /** @type {import('../src/heic/libheif.js').HeicDecoder} */ (heicDecoder()).decode(
     heic,

@@ -48,8 +48,8 @@ test(
     const file = photo('Path', '1280x800');
     const source = await probe(file, { maxPixels: 50e6, maxFrames: 1 });
     const p = plan(source, { width: 1280, height: null, mode: 'fit', format: 'avif', accept: '' }, false);
-    const options = { maxPixels: 50e6, timeoutS: 60, jpegQuality: 80, jpegProgressive: false, jpegTrellis: false };
-    const encodes = { webpQuality: 80, webpEffort: 4, avifQuality: 68, avifEffort: 2 };
+    const { TRANSFORM_OPTIONS } = await import('./harness.js');
+    // a short AVIF encode: long enough to see libvips' threads at work
     /** the worker's threads as the encode runs: name and niceness (field 19 of each thread's stat) */
     const sample = () =>
       readdirSync('/proc')
@@ -68,7 +68,7 @@ test(
           })),
         );
     try {
-      const job = pool.run(file, p, { ...options, ...encodes }, 60_000);
+      const job = pool.run(file, p, { ...TRANSFORM_OPTIONS, avifQuality: 68, avifEffort: 2 }, 60_000);
       /** @type {Array<{ name: string, nice: number }>} */
       let seen = [];
       const deadline = Date.now() + 30_000;

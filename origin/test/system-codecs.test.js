@@ -8,21 +8,11 @@ import { BufferPool, loadSystemCodecs, scans } from '../src/codecs.js';
 import { jpegShrinkOnLoad, plan, probe, transform } from '../src/pipeline/index.js';
 import { meanDifference, photo } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
-import { startOrigin } from './harness.js';
+import { TRANSFORM_OPTIONS, startOrigin } from './harness.js';
 
 // the codecs the stack installs (Debian's libturbojpeg0 and libwebp7): `on` fails when one is missing
 const codecs = loadSystemCodecs('on');
-const OPTIONS = {
-  maxPixels: 50_000_000,
-  timeoutS: 30,
-  jpegQuality: 80,
-  jpegProgressive: false,
-  jpegTrellis: false,
-  webpQuality: 80,
-  webpEffort: 4,
-  avifQuality: 50,
-  avifEffort: 3,
-};
+const OPTIONS = { ...TRANSFORM_OPTIONS, timeoutS: 30 };
 /** @type {string} */
 let dir;
 

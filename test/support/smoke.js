@@ -7,6 +7,7 @@ import { sign } from '../../purge-service/src/signature.js';
 import fs from 'node:fs';
 import { decode, solid } from './images.js';
 import { waitFor } from './ports.js';
+import { tokenUpload } from './upload.js';
 
 /**
  * @param {string} base the edge, e.g. http://127.0.0.1:8080
@@ -15,13 +16,7 @@ import { waitFor } from './ports.js';
  */
 export async function smoke(base, { uploadToken, hmacKey, setAvatar }) {
   const original = await solid(640, 480, 'png');
-  const form = new FormData();
-  form.append('image_file', new Blob([new Uint8Array(original)]), 'photo.png');
-  const uploaded = await fetch(`${base}/upload`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${uploadToken}` },
-    body: form,
-  });
+  const uploaded = await tokenUpload(base, original, 'photo.png', uploadToken);
   assert.equal(uploaded.status, 200, await uploaded.clone().text());
   const { url } = /** @type {{ url: string }} */ (await uploaded.json());
   const key = new URL(url).pathname;
@@ -39,13 +34,7 @@ export async function smoke(base, { uploadToken, hmacKey, setAvatar }) {
   // wallpaper Path (plasma-workspace-wallpapers) at 640 × 400 by `heif-enc -q 60`: a fresh machine has
   // neither, and this is the one file the stage brings
   const heic = fs.readFileSync(new URL('phone.heic', import.meta.url));
-  const heicForm = new FormData();
-  heicForm.append('image_file', new Blob([new Uint8Array(heic)]), 'IMG_0001.HEIC');
-  const heicUpload = await fetch(`${base}/upload`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${uploadToken}` },
-    body: heicForm,
-  });
+  const heicUpload = await tokenUpload(base, heic, 'IMG_0001.HEIC', uploadToken);
   assert.equal(heicUpload.status, 200, await heicUpload.clone().text());
   const heicUrl = /** @type {{ url: string }} */ (await heicUpload.json()).url;
   const heicVariant = await fetch(`${base}/p/${base58Url.encode(heicUrl)}?width=320&format=jpeg`);
