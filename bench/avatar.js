@@ -1,6 +1,7 @@
 // bench/avatar: redirects per second and p50/p99 with the mappings known (direct to the resolver, and
 // through the stack), and upstream calls per 1,000 distinct-account misses (hive source, local node).
 //   node bench/avatar.js [--quick]
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';

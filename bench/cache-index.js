@@ -7,6 +7,7 @@
 // other start). With the previous index (a Map of objects by hex key, built synchronously) at the smaller
 // size, taken from git, for comparison. The page cache is warm (the segments were just written).
 //   node bench/cache-index.js [--quick]
+import '../lib/src/node-version.js';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';

@@ -13,6 +13,7 @@
 // the machine has idle CPU (report day-rate<N>); DAY_BURST=0 leaves out the 200-image post and the burst of
 // 50 (nobody reads them: load for the warmer only), for the day as it publishes (report day-noburst).
 //   [WARM_MAX_CPU_PRESSURE=N] [DAY_RATE=N] [DAY_BURST=0] node bench/day.js [--quick]
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { Redis } from 'ioredis';

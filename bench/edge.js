@@ -1,6 +1,7 @@
 // bench/edge: cache-hit throughput and latency through the full edge (nginx → varnish) against varnish
 // alone, same run, alternating; and the time from `stack up` to healthy.
 //   node bench/edge.js [--quick]
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import { solid } from '../test/support/images.js';
 import { metricValue } from '../test/support/metrics.js';

@@ -4,6 +4,7 @@
 // JPEG's quantisation table (mozjpeg's table 3 or libjpeg's standard one), scans and quality. The defaults of
 // AVIF_EFFORT, WEBP_EFFORT and JPEG_PROGRESSIVE, and the JPEG tables, are set from it (README, Encoding).
 //   node bench/effort.js [--quick] [--jpeg]   (--jpeg: the JPEG table alone, report bench/reports/<date>-effort-jpeg)
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { loadConfig } from '@stack/lib';

@@ -2,6 +2,7 @@
 // same photograph as a JPEG, each in a fresh process (its peak RSS over its RSS once sharp is loaded), and
 // what the upload scrub adds to a 5 MB JPEG upload. Targets: under 400 ms of CPU and under 150 MB of extra
 // RSS per HEIC variant; under 5 ms of scrub. `node bench/heic.js [--quick]`
+import '../lib/src/node-version.js';
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';

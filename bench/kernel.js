@@ -3,6 +3,7 @@
 // mean SSIM against a reference no server's pipeline made (bench/quality.js), at two JPEG qualities and WebP
 // q80, so a cheaper kernel can be compared with lanczos3 (sharp's default) at equal bytes.
 //   node bench/kernel.js [--quick]
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { machine, writeReport } from './lib.js';

@@ -3,6 +3,7 @@
 // at a time with a pause between them (a user on the fast path), `mix` replays a prepared list of requests
 // (GETs and uploads, each with a class) at a fixed rate. Started by runChild(): the spec on stdin, one JSON
 // line on stdout.
+import '../lib/src/node-version.js';
 import { spawn } from 'node:child_process';
 import { Pool } from 'undici';
 

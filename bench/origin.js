@@ -2,6 +2,7 @@
 // service at concurrency 2/4/8 against in-process sharp doing the same work in the same run (alternating),
 // repeated variants (result cache), and peak RSS with 64 concurrent requests for 24-megapixel images.
 //   node bench/origin.js [--quick]
+import '../lib/src/node-version.js';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';

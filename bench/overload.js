@@ -1,5 +1,6 @@
 // Overload: 10× the transform capacity with 24-megapixel sources, while cache hits and avatar redirects are
 // measured alongside. Shared by test/chaos.test.js (short, asserting) and the benchmark (60 s, reported).
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import sharp from 'sharp';
 import { Pool } from 'undici';

@@ -4,6 +4,7 @@
 // with NEGOTIATE_MATCH off (before: the source's formats) and one with it on (after: what each browser gets
 // once the AVIFs are made). Bytes, mean SSIM against the source resized unencoded, and the origin's CPU for
 // the page. Target: Chrome's page at least 25 % fewer bytes at equal or better SSIM. `node bench/page.js`
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

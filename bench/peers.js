@@ -4,6 +4,7 @@
 // reference, and thumbor's SSIM once its quality is lowered until its files are as small as ours.
 //   node bench/peers.js [--quick]
 // Thumbor is installed from PyPI into bench/.peers/ (not committed) the first time.
+import '../lib/src/node-version.js';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';

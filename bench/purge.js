@@ -3,6 +3,7 @@
 // fan-out) and in the fleet layout (two machines); three runs of each; and the drain rate of a 10,000-event
 // backlog.
 //   node bench/purge.js [--quick]
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';

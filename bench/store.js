@@ -2,6 +2,7 @@
 // uploads/s through the edge, and the latency of a cold original (an upload this origin has no copy of: fs
 // reads its file, s3 GETs the object into the originals cache). Three runs each, min/median/max.
 //   node bench/store.js [--quick]
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';

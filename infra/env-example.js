@@ -1,6 +1,7 @@
 // Writes `.env.example`, docs/settings.md's table and the chart's list of settings (which names its
 // `settings:` may hold) from the declarations: `npm run env-example`.
 // A test checks both are current, so a new setting cannot go undocumented.
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';

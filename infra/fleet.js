@@ -17,6 +17,7 @@
 // On one machine (the default) the three are loopback addresses (127.0.1.1-3: the whole 127.0.0.0/8 is
 // loopback on Linux) and `./infra/stack fleet up` starts them. On three machines, pass their addresses:
 // each machine's file is its .env (ENV_FILE), with the same checkout and `./infra/stack up`.
+import '../lib/src/node-version.js';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -82,14 +83,12 @@ export function fleetSettings(hosts, secrets, dir) {
       STACK_PROGRAMS: [...edge, 'versitygw', 'prometheus'].join(','),
       PROMETHEUS_SCRAPE: scrape,
     },
-    // one host's loopback: varnish's admin port is on 127.0.0.1 for each, so b takes the next one
     b: {
       ...shared,
       ...machine(b, 'b'),
       STACK_PROGRAMS: edge.join(','),
       REDIS_REPLICA_OF: `${a}:6379`,
       S3_ENDPOINT: `http://${a}:7070`,
-      ...(loopback ? { VARNISH_ADMIN_PORT: '6083' } : {}),
     },
     c: { ...shared, ...machine(c, 'c'), STACK_PROGRAMS: 'redis-sentinel', REDIS_SENTINEL_MONITOR: `${a}:6379` },
   };
@@ -101,6 +100,8 @@ const SHARED_SECRETS = /** @type {Array<[string, () => string]>} */ ([
   ['S3_SECRET_ACCESS_KEY', () => randomBytes(24).toString('base64url')],
   // one stats password: a's Prometheus scrapes every haproxy with it
   ['HAPROXY_STATS_PASSWORD', () => randomBytes(18).toString('base64url')],
+  // one metrics password: a's Prometheus scrapes every machine's services with it
+  ['METRICS_PASSWORD', () => randomBytes(18).toString('base64url')],
   // Redis, its replica and the sentinels: one password
   ['REDIS_PASSWORD', () => randomBytes(18).toString('base64url')],
 ]);

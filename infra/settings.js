@@ -1,5 +1,6 @@
 // The stack's own settings (ports, sizes, listen addresses of the Debian components), declared once.
 // Together with each service's declarations they make `.env.example` and the rendered configs.
+import fs from 'node:fs';
 
 /** @type {import('../lib/src/config.js').Setting[]} */
 export const stackSettings = [
@@ -354,12 +355,13 @@ export const stackSettings = [
 export async function allSections() {
   const sections = [['stack', stackSettings]];
   for (const service of ['origin', 'avatar-resolver', 'purge-service']) {
-    try {
-      const module = await import(`../${service}/src/config.js`);
-      sections.push([service, module.settings]);
-    } catch (err) {
-      if (/** @type {any} */ (err).code !== 'ERR_MODULE_NOT_FOUND') throw err;
-    }
+    // an image that leaves a service out has no settings of it; a service whose declarations are here is
+    // always read (a missing npm module is an error, never a shorter list: a misspelt setting would then be
+    // matched against the stack's settings alone, ORIGN_PORT taken for NGINX_PORT)
+    const file = new URL(`../${service}/src/config.js`, import.meta.url);
+    if (!fs.existsSync(file)) continue;
+    const module = await import(file.href);
+    sections.push([service, module.settings]);
   }
   return /** @type {Array<[string, import('../lib/src/config.js').Setting[]]>} */ (sections);
 }

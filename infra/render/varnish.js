@@ -16,6 +16,9 @@ export function varnishValues(config) {
     // each layer waits a little longer than the one inside it, which so answers first, cleanly
     VARNISH_FIRST_BYTE_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 2),
     ...varnishSocket(config),
+    // the management port on loopback only; on the machine's own loopback address where it has one (the
+    // fleet's machines on 127.0.x.y), so stacks on one host never compete for one port of 127.0.0.1
+    VARNISH_ADMIN_LISTEN: `${config.LISTEN_ADDRESS.startsWith('127.') ? config.LISTEN_ADDRESS : '127.0.0.1'}:${config.VARNISH_ADMIN_PORT}`,
     VARNISH_SIZE_LINES: varnishSizes(config),
     ...haproxyAddresses(config),
   };

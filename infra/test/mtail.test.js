@@ -15,6 +15,9 @@ function mtail(log) {
       '-one_shot',
       '-one_shot_format',
       'prometheus',
+      // it still opens its HTTP port in one-shot mode (:3903 by default, where a running stack's mtail is)
+      '-port',
+      '0',
       '-progs',
       path.join(ROOT, 'monitoring/mtail'),
       '-logs',

@@ -128,7 +128,7 @@ test("Prometheus scrapes this stack's addresses, or exactly the targets PROMETHE
 test('a misspelt setting in .env stops the render with a message naming the nearest setting', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'misspelt-'));
   try {
-    fs.writeFileSync(path.join(dir, '.env'), 'UPLOAD_TOKENS=a\nUPLOAD_TOKEN=b\nVARNISH_MISS_LIMT=5\n');
+    fs.writeFileSync(path.join(dir, '.env'), 'UPLOAD_TOKENS=a\nUPLOAD_TOKEN=b\nVARNISH_MISS_LIMT=5\nORIGN_PORT=8800\n');
     await assert.rejects(resolveSettings({ ENV_FILE: path.join(dir, '.env'), STACK_DIR: dir }), (err) => {
       assert.match(
         String(/** @type {Error} */ (err).message),
@@ -137,6 +137,11 @@ test('a misspelt setting in .env stops the render with a message naming the near
       assert.match(
         String(/** @type {Error} */ (err).message),
         /VARNISH_MISS_LIMT is not a setting \(did you mean VARNISH_MISS_LIMIT\?\)/,
+      );
+      // a service's setting (the origin's port), not the nearest of the stack's own
+      assert.match(
+        String(/** @type {Error} */ (err).message),
+        /ORIGN_PORT is not a setting \(did you mean ORIGIN_PORT\?\)/,
       );
       return true;
     });

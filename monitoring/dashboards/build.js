@@ -2,6 +2,7 @@
 // The type annotation checks each dashboard against Grafana's schema (@grafana/schema, the version of the
 // Grafana image docker-compose.yml pins) in `tsc`, and the JSON carries that schema's version;
 // a test checks the JSON files are current and that every panel's query returns data.
+import '../../lib/src/node-version.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { defaultDashboard } from '@grafana/schema';

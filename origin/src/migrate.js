@@ -2,6 +2,7 @@
 // into the S3 bucket of the S3_* settings. Every file's bytes are checked against its key first, or a
 // scrubbed upload's against the record beside it (store/record.js; a damaged file is reported, never copied); an object already in the bucket with the file's size is not written
 // again, so the command is idempotent and a run cut short is resumed by running it again.
+import '../../lib/src/node-version.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';

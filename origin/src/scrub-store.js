@@ -4,6 +4,7 @@
 // takes the old bytes out of every varnish node, the origins' caches and the CDN. Idempotent and resumable:
 // an object with a record is left alone, one with nothing to remove is left as it is; run it again after
 // an interruption. `./infra/stack scrub-store` runs it with the stack's settings.
+import '../../lib/src/node-version.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';

@@ -6,10 +6,10 @@ import { transform } from './pipeline/index.js';
 import { lowerWorkerPriority } from './nice.js';
 import { isGone } from '@stack/lib';
 
-// Every thread at TRANSFORM_NICE: Linux's setpriority() lowers only the thread it names, and libuv's pool
-// (which runs sharp) started while the imports above loaded, so lowering the main thread alone left the
-// threads that encode at the parent's priority. The pool's threads and libvips' are lowered before each
-// job (libvips starts its own from them, and a thread inherits its creator's priority) and every second.
+// Every thread at TRANSFORM_NICE: the pool starts this process through nice(1) (workers.js), so each of its
+// threads is born at that priority. Where there is no nice(1), the main thread is lowered here and the
+// others (libuv's pool started while the imports above loaded; libvips starts its own from them, and a thread
+// inherits its creator's priority) before each job and every second.
 const nice = Number(process.env.TRANSFORM_NICE) || 0;
 const priority = lowerWorkerPriority({ nice });
 if (nice > 0) {

@@ -3,10 +3,13 @@
 // holding its transform slot all that time, so a few requests for large AVIFs of a tiny file that declares
 // 7000×7000 held every slot (#37). In a child, the work is killed at its deadline and the slot is free at once.
 import { fork } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { HttpError } from '@stack/lib';
 import { missingSource, transformTimeout } from './pipeline/index.js';
 
 const SCRIPT = new URL('./transform-worker.js', import.meta.url);
+/** coreutils' nice: a worker started through it has every thread at its priority from the first one on */
+const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
 
 /**
  * @typedef {import('./pipeline/index.js').TransformOutput} WorkerOutput
@@ -24,8 +27,14 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
   /** @type {Set<import('node:child_process').ChildProcess>} */
   const all = new Set();
 
+  // Started at its priority (nice -n N node …): every thread it will have (libuv's pool, libvips' workers,
+  // V8's helpers) is born at it, where lowering them once they run lost a race on a busy machine
+  const niced =
+    nice > 0 && NICE ? { execPath: NICE, execArgv: ['-n', String(nice), process.execPath, ...process.execArgv] } : {};
+
   function spawn() {
     const child = fork(SCRIPT, [], {
+      ...niced,
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, TRANSFORM_NICE: String(nice) },

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The fresh-machine stage, inside a pristine Debian 12 container (./infra/stack fresh; the commit under test
 # is /fresh/commit.bundle). A newcomer's first hour, exactly as the README writes it:
-#   machine.sh root   as root: a clone in a 0700 directory under /root, `./infra/stack up`, up again, down,
-#                     up with secrets, an upload, a variant, an avatar redirect and a signed purge through
-#                     the edge, down; the same from a path with a space and from /opt
+#   machine.sh root   as root: a clone in a 0700 directory under /root; `render` first thing; a misspelt
+#                     setting in .env refused with the right suggestion; `./infra/stack up`, a request through
+#                     the edge, then `test --quick` with that stack running (the README's order); up again,
+#                     down, up with secrets, an upload, a variant, an avatar redirect and a signed purge through
+#                     the edge, down; the same (without the tests) from a path with a space and from /opt
 #   machine.sh user   a user on a machine without the packages: up prints the apt-get line and fails
 #                     cleanly; root runs that line; the same user's up works, then the same first use
 # Each step prints its time ("step: NAME: N s"); a failure prints the end of the stack's logs.
@@ -62,15 +64,38 @@ first_use() {
   as "$1" "$2" bash -c "export $SECRETS; PATH=\"\$(echo .tools/node-*/bin):\$PATH\" node test/fresh/smoke.js http://127.0.0.1:8080"
 }
 
-# a newcomer's first hour as root, in the checkout $1 (its parent made 0700 when $2 is private)
+# `render` in a clone nothing ran in yet: it installs what it needs and renders (it once exited 0 having
+# rendered nothing under Debian's Node 20)
+render_first() {
+  local out
+  out="$(as root "$1" ./infra/stack render 2>&1)" || { echo "$out"; fail "render failed"; }
+  [ -f "$(tail -n 1 <<<"$out")/conf/supervisord.conf" ] || { echo "$out"; fail "render rendered nothing"; }
+}
+
+# a misspelt setting in .env stops up, naming the setting meant (a service's, not the nearest of the stack's)
+misspelt_setting() {
+  local out
+  echo 'ORIGN_PORT=8800' >"$1/.env"
+  if out="$(as root "$1" ./infra/stack up 2>&1)"; then echo "$out"; fail "up took ORIGN_PORT"; fi
+  rm -f "$1/.env"
+  grep -q 'ORIGN_PORT is not a setting (did you mean ORIGIN_PORT?)' <<<"$out" || { echo "$out"; fail "no suggestion of ORIGIN_PORT"; }
+}
+
+# a newcomer's first hour as root, in the checkout $1 (its parent made 0700 when $2 is private); $3 tests:
+# the README's second command, with the stack of its first running
 as_root() {
   local dir="$1"
   mkdir -p "$(dirname "$dir")"
   [ "${2:-}" = private ] && chmod 700 "$(dirname "$dir")"
   step "clone into $dir" git clone -q "$BUNDLE" "$dir"
   CURRENT="$dir"
+  if [ "${3:-}" = tests ]; then
+    step "render first thing in a fresh clone" render_first "$dir"
+    step "a misspelt setting in .env" misspelt_setting "$dir"
+  fi
   step "up (as the README writes it) in $dir" as root "$dir" ./infra/stack up
   step "the edge answers" healthy_edge
+  [ "${3:-}" = tests ] && step "test --quick with the stack of up running" as root "$dir" ./infra/stack test --quick
   step "up again: the stack runs" up_again root "$dir" 'already running'
   step "down" as root "$dir" ./infra/stack down
   step "up again after down, with secrets, without installing" up_again root "$dir" 'stack up in'
@@ -101,7 +126,7 @@ as_user() {
 started=$SECONDS
 case "${1:-}" in
   root)
-    as_root /root/clones/image-cdn-stack private
+    as_root /root/clones/image-cdn-stack private tests
     as_root '/root/my projects/image-cdn-stack' private
     as_root /opt/image-cdn-stack
     ;;
