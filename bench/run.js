@@ -7,6 +7,7 @@ import { benchCacheIndex } from './cache-index.js';
 import { benchDay } from './day.js';
 import { benchEdge } from './edge.js';
 import { benchEffort } from './effort.js';
+import { benchFuzz } from './fuzz.js';
 import { benchHeic } from './heic.js';
 import { benchPage } from './page.js';
 import { benchKernel } from './kernel.js';
@@ -32,6 +33,7 @@ const SCENARIOS = {
   'cache-index': benchCacheIndex,
   overload: benchOverload,
   'bad-input': benchBadInput,
+  fuzz: benchFuzz,
   heic: benchHeic,
   page: benchPage,
 };

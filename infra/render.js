@@ -5,18 +5,26 @@
 //   node infra/render.js --check-prometheus   render into a temp dir and run promtool on it
 // Settings are resolved in resolve.js; each component's template values come from its module in render/
 // (nginx.js, varnish.js, haproxy.js, redis.js, prometheus.js, supervisor.js); users.js says who owns what.
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { makeDir } from './dirs.js';
 import { haproxyValues } from './render/haproxy.js';
 import { copyTls, nginxValues } from './render/nginx.js';
-import { checkPrometheus, prometheusValues } from './render/prometheus.js';
+import { checkPrometheus, prometheusValues, writePrometheusSecrets } from './render/prometheus.js';
 import { redisValues, writeSentinelConfig } from './render/redis.js';
 import { keepPrograms, supervisorValues } from './render/supervisor.js';
 import { varnishSizes, varnishValues } from './render/varnish.js';
-import { ROOT, resolveSettings } from './resolve.js';
-import { embeddedS3Credentials, redisPassword, secretNames, shellLines, writeSecrets } from './secrets.js';
+import { ROOT, reachable, resolveSettings } from './resolve.js';
+import {
+  embeddedS3Credentials,
+  metricsPassword,
+  redisPassword,
+  secretNames,
+  shellLines,
+  writeSecrets,
+} from './secrets.js';
 import { allSettings } from './settings.js';
 import { ROLES, giveToStackUsers, programDirs, settingsGroup, stackUsers } from './users.js';
 
@@ -85,6 +93,7 @@ const SECRET_CONFIGS = ['haproxy.cfg', 'redis.conf'];
 export function renderAll(config, settings = []) {
   embeddedS3Credentials(config);
   config.REDIS_PASSWORD = redisPassword(config);
+  config.METRICS_PASSWORD = metricsPassword(config);
   const values = templateValues(config);
   for (const dir of [
     values.CONF_DIR,
@@ -115,10 +124,7 @@ export function renderAll(config, settings = []) {
   // nginx's Lua beside nginx.conf, readable by nginx's user whatever the umask
   fs.chmodSync(path.join(values.CONF_DIR, 'nginx'), 0o755);
   copyTls(config, values.CONF_DIR);
-  // Prometheus authenticates to haproxy's metrics with the stats password, from a file only its user reads
-  const scrapePassword = path.join(values.CONF_DIR, 'prometheus', 'haproxy-password');
-  fs.writeFileSync(scrapePassword, values.HAPROXY_STATS_PASSWORD, { mode: 0o600 });
-  fs.chmodSync(scrapePassword, 0o600);
+  writePrometheusSecrets(values.CONF_DIR, values.HAPROXY_STATS_PASSWORD, config.METRICS_PASSWORD);
   writeSentinelConfig(config, path.join(values.DATA_ROOT, 'redis-sentinel'));
   giveToStackUsers(config, values);
   // the VCL logic is not templated: copied beside default.vcl, found through vcl_path
@@ -162,6 +168,11 @@ async function main() {
   }
   if (process.argv.includes('--dir-only')) {
     process.stdout.write(`${config.STACK_DIR}\n`);
+    return;
+  }
+  if (process.argv.includes('--edge-address')) {
+    // where this stack's nginx listens (the launcher asks whether another stack holds it)
+    process.stdout.write(`${reachable(config.NGINX_BIND)} ${config.NGINX_PORT}\n`);
     return;
   }
   const vclDir = process.argv[process.argv.indexOf('--vcl-parts') + 1];

@@ -14,13 +14,17 @@ import { makeDir } from './dirs.js';
 /** @type {Record<string, { settings: string[], redisUser: string, role: string }>} */
 export const PROGRAM_SECRETS = {
   origin: {
-    settings: ['UPLOAD_TOKENS', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY'],
+    settings: ['UPLOAD_TOKENS', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY', 'METRICS_PASSWORD'],
     redisUser: 'origin',
     role: 'origin',
   },
-  'avatar-resolver': { settings: ['AVATAR_ADMIN_TOKEN'], redisUser: 'resolver', role: 'resolver' },
+  'avatar-resolver': {
+    settings: ['AVATAR_ADMIN_TOKEN', 'METRICS_PASSWORD'],
+    redisUser: 'resolver',
+    role: 'resolver',
+  },
   'purge-service': {
-    settings: ['PURGE_HMAC_KEYS', 'PURGE_ADMIN_TOKEN', 'CLOUDFLARE_API_TOKEN'],
+    settings: ['PURGE_HMAC_KEYS', 'PURGE_ADMIN_TOKEN', 'CLOUDFLARE_API_TOKEN', 'METRICS_PASSWORD'],
     redisUser: 'purge',
     role: 'purge',
   },
@@ -72,6 +76,14 @@ export function statsPassword(config) {
     config.HAPROXY_STATS_PASSWORD ||
     keptSecret(config, 'haproxy-stats-password', () => randomBytes(18).toString('base64url'))
   );
+}
+
+/**
+ * The metrics password (the services' metrics ports and Prometheus, user `metrics`): from the environment,
+ * else generated once and kept in STACK_DIR/secrets. @param {Record<string, any>} config
+ */
+export function metricsPassword(config) {
+  return config.METRICS_PASSWORD || keptSecret(config, 'metrics-password', () => randomBytes(18).toString('base64url'));
 }
 
 /** The embedded S3 server's credentials, when not given: generated once into STACK_DIR/secrets. @param {Record<string, any>} config */

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { makeDir } from './dirs.js';
+import { PROMETHEUS_SECRET_FILES } from './render/prometheus.js';
 import { ROOT, SHARED_RUN_ROOT, reachableByOthers, socketPaths } from './resolve.js';
 
 /** Every program's role: each runs as its own user, STACK_USER_PREFIX + role. */
@@ -168,7 +169,8 @@ export function giveToStackUsers(config, values) {
   }
   fs.chownSync(path.join(values.CONF_DIR, 'haproxy.cfg'), users.haproxy.uid, users.haproxy.gid);
   fs.chownSync(path.join(values.CONF_DIR, 'redis.conf'), users.redis.uid, users.redis.gid);
-  fs.chownSync(path.join(values.CONF_DIR, 'prometheus', 'haproxy-password'), users.metrics.uid, users.metrics.gid);
+  for (const name of PROMETHEUS_SECRET_FILES)
+    fs.chownSync(path.join(values.CONF_DIR, 'prometheus', name), users.metrics.uid, users.metrics.gid);
   if (fs.existsSync(path.join(values.CONF_DIR, 'tls', 'key.pem')))
     fs.chownSync(path.join(values.CONF_DIR, 'tls', 'key.pem'), users.edge.uid, users.edge.gid);
 }

@@ -79,7 +79,10 @@ const ALL_CHECKS = {
       ? httpOnSocket(String(env.VARNISH_SOCKET))
       : http(`http://${host}:${env.VARNISH_PORT}/healthz`),
   nginx: http(`http://${env.NGINX_BIND === '0.0.0.0' ? '127.0.0.1' : env.NGINX_BIND}:${env.NGINX_PORT}/healthz`),
-  prometheus: http(`http://${host}:${env.PROMETHEUS_PORT}/-/ready`),
+  // Prometheus asks everyone for the metrics password (its web.yml)
+  prometheus: http(`http://${host}:${env.PROMETHEUS_PORT}/-/ready`, {
+    authorization: `Basic ${Buffer.from(`metrics:${env.METRICS_PASSWORD}`).toString('base64')}`,
+  }),
   'varnish-exporter': http(`http://${host}:${env.VARNISH_EXPORTER_PORT}/metrics`),
   'nginx-exporter': http(`http://${host}:${env.NGINX_EXPORTER_PORT}/metrics`),
   'redis-exporter': http(`http://${host}:${env.REDIS_EXPORTER_PORT}/metrics`),

@@ -20,6 +20,7 @@ const env = {
   S3_ACCESS_KEY_ID: 'composetest',
   S3_SECRET_ACCESS_KEY: 'compose-test-secret-key',
   GRAFANA_ADMIN_PASSWORD: 'unused',
+  METRICS_PASSWORD: 'compose-metrics',
   UPLOAD_TOKENS: 'compose-token',
   AVATAR_ADMIN_TOKEN: 'compose-admin',
   PURGE_HMAC_KEYS: 'compose-hmac',
@@ -97,6 +98,8 @@ test(
           'prometheus',
           'curl',
           '-fsS',
+          '-u',
+          'metrics:compose-metrics',
           'http://127.0.0.1:9090/api/v1/targets?state=active',
         );
         targets = JSON.parse(answer).data.activeTargets.map((/** @type {any} */ target) => ({
@@ -151,6 +154,8 @@ test(
               'prometheus',
               'curl',
               '-fsS',
+              '-u',
+              'metrics:compose-metrics',
               '--data-urlencode',
               `query=${query}`,
               'http://127.0.0.1:9090/api/v1/query',

@@ -8,7 +8,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { socketPaths } from '../infra/resolve.js';
 import { launchChromium } from './support/browser.js';
 import { decode, solid } from './support/images.js';
-import { metricValue } from './support/metrics.js';
+import { metricValue, metricsAuth } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
 
@@ -296,10 +296,42 @@ test('operator surfaces stay off the public path', async () => {
     const answer = await fetch(`http://127.0.0.1:${stack.env.HAPROXY_STATS_PORT}${route}`);
     assert.equal(answer.status, 401, `haproxy's ${route} needs the password`);
   }
+  // the services' metrics ports and Prometheus ask for the metrics password (#51: any local user read them)
+  for (const port of [
+    stack.env.ORIGIN_METRICS_PORT,
+    stack.env.AVATAR_RESOLVER_METRICS_PORT,
+    stack.env.PURGE_SERVICE_METRICS_PORT,
+  ]) {
+    assert.equal(
+      (await fetch(`http://127.0.0.1:${port}/metrics`)).status,
+      401,
+      `metrics port ${port} needs the password`,
+    );
+    assert.equal((await fetch(`http://127.0.0.1:${port}/metrics`, { headers: metricsAuth('wrong') })).status, 401);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/metrics`, { headers: metricsAuth() })).status, 200);
+  }
+  const prometheus = `http://127.0.0.1:${stack.env.PROMETHEUS_PORT}`;
+  assert.equal((await fetch(`${prometheus}/api/v1/query?query=up`)).status, 401, "Prometheus' API needs the password");
+  // and with it, every service is scraped (Prometheus has the password too)
+  await waitFor(
+    async () => {
+      const answer = await (
+        await fetch(
+          `${prometheus}/api/v1/query?query=${encodeURIComponent('min(up{job=~"origin|avatar-resolver|purge-service"})')}`,
+          {
+            headers: metricsAuth(),
+          },
+        )
+      ).json();
+      return answer.data.result[0]?.value[1] === '1';
+    },
+    30_000,
+    'every service scraped with the metrics password',
+  );
   // Prometheus' lifecycle API (reload, quit) is off: anyone on the box could otherwise stop the monitoring
-  const quit = await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/-/quit`, { method: 'POST' });
+  const quit = await fetch(`${prometheus}/-/quit`, { method: 'POST', headers: metricsAuth() });
   assert.equal(quit.status, 403);
-  assert.equal((await fetch(`http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/-/ready`)).status, 200, 'still running');
+  assert.equal((await fetch(`${prometheus}/-/ready`, { headers: metricsAuth() })).status, 200, 'still running');
 });
 
 test("the logs hold no bearer tokens and are readable by the stack's users only", async () => {

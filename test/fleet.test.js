@@ -12,6 +12,7 @@ import { base58Url } from '@stack/lib';
 import { sign } from '../purge-service/src/signature.js';
 import { decode, solid } from './support/images.js';
 import { fleetOn } from './support/fleet.js';
+import { metricsAuth } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
 
 const run = promisify(execFile);
@@ -21,6 +22,7 @@ const { dir, fleet, redisPassword, remove } = fleetOn([A, B, C], {
   UPLOAD_TOKENS: 'fleet-token',
   AVATAR_ADMIN_TOKEN: 'fleet-admin',
   PURGE_HMAC_KEYS: 'fleet-hmac',
+  METRICS_PASSWORD: 'fleet-metrics',
 });
 
 /** supervisorctl on one machine. @param {string} machine @param {...string} args */
@@ -123,7 +125,9 @@ test("fleet: machine a's Prometheus scrapes every component of both edge machine
   let down = [];
   await waitFor(
     async () => {
-      const { data } = await (await fetch(`http://${A}:9090/api/v1/targets?state=active`)).json();
+      const { data } = await (
+        await fetch(`http://${A}:9090/api/v1/targets?state=active`, { headers: metricsAuth('fleet-metrics') })
+      ).json();
       down = data.activeTargets
         .filter((/** @type {any} */ target) => target.health !== 'up')
         .map((/** @type {any} */ target) => `${target.scrapeUrl}: ${target.lastError}`);

@@ -5,6 +5,7 @@ import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
 import { DASHBOARDS } from '../monitoring/dashboards/build.js';
 import { sign } from '../purge-service/src/signature.js';
+import { metricsAuth } from './support/metrics.js';
 import { solid } from './support/images.js';
 import { waitFor } from './support/ports.js';
 import { root } from './support/processes.js';
@@ -51,6 +52,7 @@ async function mixedTraffic(round) {
 async function query(expr) {
   const response = await fetch(
     `http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/api/v1/query?query=${encodeURIComponent(expr)}`,
+    { headers: metricsAuth() },
   );
   const body = /** @type {any} */ (await response.json());
   assert.equal(body.status, 'success', `${expr}: ${body.error}`);

@@ -3,11 +3,34 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import bcrypt from 'bcryptjs';
 import { ROOT, reachable } from '../resolve.js';
 
 /** prometheus.yml's values. @param {Record<string, any>} config @returns {Record<string, string>} */
 export function prometheusValues(config) {
   return { REACH_ADDRESS: reachable(config.LISTEN_ADDRESS), ...scrapeTargets(config) };
+}
+
+/** The files of Prometheus' secrets, in its conf directory: each its user's alone (infra/users.js). */
+export const PROMETHEUS_SECRET_FILES = ['haproxy-password', 'metrics-password', 'web.yml'];
+
+/**
+ * Prometheus' secrets, from files only its user reads: the stats password it scrapes haproxy with, the metrics
+ * password it scrapes the services with, and its own web config asking that password of whoever reads it
+ * (user `metrics`; any local user reaches a loopback port, #51). @param {string} confDir
+ * @param {string} statsPassword @param {string} metricsPassword
+ */
+export function writePrometheusSecrets(confDir, statsPassword, metricsPassword) {
+  const dir = path.join(confDir, 'prometheus');
+  const web = `# Prometheus' HTTP API and UI: user metrics, METRICS_PASSWORD (rendered by infra/render.js)\nbasic_auth_users:\n  metrics: '${bcrypt.hashSync(metricsPassword, 10)}'\n`;
+  for (const [name, text] of [
+    ['haproxy-password', statsPassword],
+    ['metrics-password', metricsPassword],
+    ['web.yml', web],
+  ]) {
+    fs.writeFileSync(path.join(dir, name), text, { mode: 0o600 });
+    fs.chmodSync(path.join(dir, name), 0o600);
+  }
 }
 
 /**

@@ -10,6 +10,8 @@ export type SharedConfig = {
   REDIS_USERNAME: string;
   /** Redis's and the sentinels' password (requirepass); the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env) */
   REDIS_PASSWORD: string;
+  /** password of the services' metrics ports and Prometheus (user `metrics`, HTTP basic auth): any local user reaches a loopback port; the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env); empty on a service run by hand: its metrics open */
+  METRICS_PASSWORD: string;
   /** Redis Sentinel addresses (host:port list): the master is asked of them and followed across a failover; empty: REDIS_URL's server */
   REDIS_SENTINELS: string[];
   /** the master's name in the sentinels' configuration */
@@ -155,6 +157,8 @@ export type OriginConfig = SharedConfig & {
   SMALL_BOX: number;
   /** disk kept for originals (LRU): fetched remote ones and, with STORE=s3, uploads read from the bucket */
   ORIGINALS_CACHE_BYTES: number;
+  /** disk kept for warmed posts' originals, made from even when their host is gone (each content once; past it the oldest kept go first); 0: none kept */
+  WARM_ARCHIVE_BYTES: number;
   /** disk kept for encoded variants (LRU; segment files of a 32nd of it, at most 64 MB) */
   VARIANTS_CACHE_BYTES: number;
   /** how long "not found / not an image" is remembered */
@@ -353,7 +357,7 @@ export type PurgeServiceConfig = SharedConfig & {
   WARM_AUTHOR_IMAGES_PER_HOUR: number;
   /** images warmed in a minute, every author together (past it they are skipped: readers make them) */
   WARM_IMAGES_PER_MINUTE: number;
-  /** bytes of variants warmed a day (UTC); past it warming stops until the next day */
+  /** bytes warmed a day (UTC): the variants made and the originals the origin fetched for them (WARM_ARCHIVE_BYTES bounds what it keeps); past it warming stops until the next day */
   WARM_MAX_BYTES_PER_DAY: number;
   /** authors whose posts are never warmed */
   WARM_SKIP_AUTHORS: string[];

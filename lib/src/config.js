@@ -190,6 +190,13 @@ export const sharedSettings = /** @type {Setting[]} */ ([
     secret: true,
   },
   {
+    name: 'METRICS_PASSWORD',
+    type: 'string',
+    default: '',
+    doc: "password of the services' metrics ports and Prometheus (user `metrics`, HTTP basic auth): any local user reaches a loopback port; the native stack generates one into STACK_DIR/secrets when empty, a fleet shares one (secrets.env); empty on a service run by hand: its metrics open",
+    secret: true,
+  },
+  {
     name: 'REDIS_SENTINELS',
     type: 'list',
     default: '',

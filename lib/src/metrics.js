@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { timingSafeEqual } from 'node:crypto';
 import client from 'prom-client';
 
 /** A registry with the default process metrics, labelled by service. @param {string} service */
@@ -9,17 +10,30 @@ export function createRegistry(service) {
   return registry;
 }
 
+/** The user name of the metrics ports and of Prometheus (HTTP basic auth). */
+export const METRICS_USER = 'metrics';
+
+/** Whether `header` (an Authorization) carries the metrics user and `password`. @param {string | undefined} header @param {string} password */
+export function metricsAuthorized(header, password) {
+  const expected = Buffer.from(`Basic ${Buffer.from(`${METRICS_USER}:${password}`).toString('base64')}`);
+  const given = Buffer.from(String(header || ''));
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
 /**
- * The metrics port: a plain HTTP server answering /metrics, kept off the public path.
- * @param {client.Registry} registry
- * @param {number} port
- * @param {string} host
+ * The metrics port: a plain HTTP server answering /metrics, kept off the public path, and behind the metrics
+ * password where there is one (any local user reaches a loopback port; #51).
+ * @param {client.Registry} registry @param {number} port @param {string} host @param {string} [password]
  * @returns {Promise<http.Server>}
  */
-export function serveMetrics(registry, port, host) {
+export function serveMetrics(registry, port, host, password = '') {
   const server = http.createServer(async (req, res) => {
     if (req.url !== '/metrics') {
       res.writeHead(404).end();
+      return;
+    }
+    if (password && !metricsAuthorized(req.headers.authorization, password)) {
+      res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="metrics"' }).end();
       return;
     }
     res.setHeader('Content-Type', registry.contentType);

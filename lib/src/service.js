@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { loadConfig } from './config.js';
 import { StartupError } from './errors.js';
 import { createLogger } from './log.js';
-import { createRegistry, serveMetrics } from './metrics.js';
+import { client, createRegistry, serveMetrics } from './metrics.js';
 import { checkRules } from './rules.js';
 
 /**
@@ -28,6 +28,7 @@ export async function runService(spec) {
   const prefix = spec.name.toUpperCase().replace(/-/g, '_');
   const logger = createLogger(spec.name, config.LOG_LEVEL);
   const registry = createRegistry(spec.name);
+  survivePeerFaults(spec.name, logger, registry);
   const parts = await spec.build({ config, logger, registry }).catch(async (err) => {
     // a setting the service cannot work with (a wrong S3 key, a missing bucket): one line, exit 1
     if (!(err instanceof StartupError)) throw err;
@@ -43,7 +44,12 @@ export async function runService(spec) {
   await (socket
     ? listenOnSocket(server, socket)
     : listenOnPort(server, config[`${prefix}_PORT`], config[`${prefix}_HOST`]));
-  const metricsServer = await serveMetrics(registry, config[`${prefix}_METRICS_PORT`], config[`${prefix}_HOST`]);
+  const metricsServer = await serveMetrics(
+    registry,
+    config[`${prefix}_METRICS_PORT`],
+    config[`${prefix}_HOST`],
+    config.METRICS_PASSWORD,
+  );
   logger.info(
     socket
       ? { socket, metricsPort: config[`${prefix}_METRICS_PORT`] }
@@ -80,4 +86,34 @@ async function listenOnSocket(server, socket) {
   if (fs.statSync(socket, { throwIfNoEntry: false })?.isSocket()) fs.rmSync(socket);
   await new Promise((resolve) => server.listen(socket, () => resolve(null)));
   fs.chmodSync(socket, 0o666);
+}
+
+/**
+ * The last line of defence against what a peer can make a library throw outside any request's promise (#51:
+ * an image host closing its connection while undici's parser was paused made undici 7.30 throw from a socket
+ * event, and the process exited with every transform and upload in flight). An uncaught error raised inside
+ * the HTTP client's code is logged and counted, and the process keeps serving: the request it belonged to
+ * fails at its own deadline. Any other uncaught error still ends the process, as Node would.
+ * @param {string} name @param {import('pino').Logger} logger @param {import('prom-client').Registry} registry
+ */
+export function survivePeerFaults(name, logger, registry) {
+  const survived = new client.Counter({
+    name: `${name.replace(/-/g, '_')}_survived_errors_total`,
+    help: "Uncaught errors raised inside the HTTP client's code by a peer, logged and survived",
+    registers: [registry],
+  });
+  process.on('uncaughtException', (err) => {
+    const stack = String(/** @type {Error} */ (err)?.stack || '');
+    if (/[\\/]node_modules[\\/]undici[\\/]lib[\\/]/.test(stack)) {
+      survived.inc();
+      logger.error(
+        { err },
+        'an error inside the HTTP client, survived: the request it belonged to fails at its deadline',
+      );
+      return;
+    }
+    logger.fatal({ err }, 'uncaught error');
+    logger.flush(() => process.exit(1));
+    setTimeout(() => process.exit(1), 1000).unref();
+  });
 }

@@ -306,6 +306,12 @@ export const settings = [
     doc: 'disk kept for originals (LRU): fetched remote ones and, with STORE=s3, uploads read from the bucket',
   },
   {
+    name: 'WARM_ARCHIVE_BYTES',
+    type: 'bytes',
+    default: '4gb',
+    doc: "disk kept for warmed posts' originals, made from even when their host is gone (each content once; past it the oldest kept go first); 0: none kept",
+  },
+  {
     name: 'VARIANTS_CACHE_BYTES',
     type: 'bytes',
     default: '2gb',

@@ -167,6 +167,16 @@ export function createOriginMetrics(registry) {
         this.set(resultCache?.totalBytes ?? 0);
       },
     }),
+    archiveBytes: new client.Gauge({
+      name: 'origin_warm_archive_bytes',
+      help: "Bytes of warmed posts' originals kept (each content once), bounded by WARM_ARCHIVE_BYTES",
+      registers,
+    }),
+    archiveEvictions: new client.Counter({
+      name: 'origin_warm_archive_evictions_total',
+      help: 'Kept originals removed, the oldest first, to keep the archive within WARM_ARCHIVE_BYTES',
+      registers,
+    }),
     uploads: new client.Counter({
       name: 'origin_uploads_total',
       help: 'Accepted uploads by kind (hive, hivesigner, token)',

@@ -120,7 +120,21 @@ await runService({
       metrics,
       logger,
       pullThrough,
-      archive: createArchive(config.DATA_DIR),
+      archive: createArchive(config.DATA_DIR, {
+        maxBytes: config.WARM_ARCHIVE_BYTES,
+        onChange: (bytes) => metrics.archiveBytes.set(bytes),
+        onEvict: () => metrics.archiveEvictions.inc(),
+        // the warmer's fetches count in its day's bytes (WARM_MAX_BYTES_PER_DAY), as its variants do
+        onKept: (bytes) => {
+          const day = `warm:bytes:${new Date().toISOString().slice(0, 10)}`;
+          redis
+            .multi()
+            .incrby(day, bytes)
+            .expire(day, 2 * 86_400)
+            .exec()
+            .catch((err) => logger.warn({ err: err.message }, "a warm fetch's bytes not counted"));
+        },
+      }),
     });
     const images = createImages({
       config,

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { base58Url } from '@stack/lib';
 import { startHiveNode } from '../../test/support/hive-node.js';
 import { startImageServer } from '../../test/support/image-server.js';
+import { TEST_METRICS_PASSWORD } from '../../test/support/metrics.js';
 import { freePort } from '../../test/support/ports.js';
 import { startRedis, startService } from '../../test/support/processes.js';
 
@@ -29,6 +30,7 @@ export async function startOrigin(env = {}, { dataParent = os.tmpdir() } = {}) {
     FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1',
     HIVE_API_URLS: hive.url,
     UPLOAD_TOKENS: 'test-token',
+    METRICS_PASSWORD: TEST_METRICS_PASSWORD,
     ...env,
   };
   let proc = await startService('origin/bin/origin', settings, port);

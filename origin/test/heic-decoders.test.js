@@ -4,6 +4,7 @@
 // Each variant has libheif's size and orientation and is within a mean of 2.5 levels (0-255, per channel) of
 // libheif's pixels resized the same way. Mutated files never get past it as anything but a 400 or libheif's turn.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -144,7 +145,35 @@ test("an iPhone's grid of tiles, cut at the right and bottom, turned: put togeth
   }
 });
 
-test('mutated, cut and hostile files: a 400, or libheif decides; never another failure', async () => {
+test('a grid whose 144 tiles all name one extent is not copied 144 times: left to libheif at once', async () => {
+  const picture = pictureOf(heifEnc(await sharp(landscape).resize(64, 40).toBuffer()));
+  // the first tile's data made large (what the tiles would copy), the rest naming it
+  const big = { ...picture, data: Buffer.concat([picture.data, Buffer.alloc(4_000_000)]) };
+  const heic = heifFile([big, ...Array(143).fill(picture)], { columns: 12, sharedData: true });
+  assert.ok(heic.length < 5_000_000, `${heic.length} bytes`);
+  const started = performance.now();
+  assert.equal(await decodeShrunk(heic, { factor: 1, maxPixels: 4e6 }), null, 'not taken by the fast path');
+  assert.ok(performance.now() - started < 1000, `${Math.round(performance.now() - started)} ms`);
+});
+
+/**
+ * What the fast path makes of `bytes`: its kind, and the answer itself (the decoded pixels' digest).
+ * @param {Buffer} bytes @param {string} label @returns {Promise<{ kind: 'decoded' | 'libheif' | 'refused', answer: string }>}
+ */
+async function outcome(bytes, label) {
+  try {
+    const result = await decodeShrunk(bytes, { factor: 2, maxPixels: 4e6 });
+    if (!result) return { kind: 'libheif', answer: 'libheif' };
+    assert.equal(result.rgb.length, result.width * result.height * 3, `${label}: whole RGB rows`);
+    const digest = createHash('sha256').update(result.rgb).digest('hex');
+    return { kind: 'decoded', answer: `${result.width}x${result.height} ${digest}` };
+  } catch (err) {
+    assert.equal(/** @type {{ status?: number }} */ (err).status, 400, `${label}: ${/** @type {Error} */ (err).stack}`);
+    return { kind: 'refused', answer: '400' };
+  }
+}
+
+test('mutated, cut and hostile files: a 400, or libheif decides, the same answer twice; never another failure', async () => {
   const single = heifEnc(await sharp(landscape).resize(160).toBuffer());
   const picture = pictureOf(single);
   const grid = heifFile([picture, picture, picture, picture], { columns: 2 });
@@ -170,21 +199,11 @@ test('mutated, cut and hostile files: a 400, or libheif decides; never another f
           bytes[at] = Math.floor(random() * 256);
         }
       }
-      try {
-        const result = await decodeShrunk(bytes, { factor: 2, maxPixels: 4e6 });
-        if (!result) outcomes.libheif += 1;
-        else {
-          assert.equal(result.rgb.length, result.width * result.height * 3, `${name} ${i}: whole RGB rows`);
-          outcomes.decoded += 1;
-        }
-      } catch (err) {
-        assert.equal(
-          /** @type {{ status?: number }} */ (err).status,
-          400,
-          `${name} ${i}: ${/** @type {Error} */ (err).stack}`,
-        );
-        outcomes.refused += 1;
-      }
+      const first = await outcome(bytes, `${name} ${i}`);
+      outcomes[first.kind] += 1;
+      // the same bytes, the same answer, to the pixel (#51: fuzzed HEICs flipped between 400 and 200; what
+      // libheif makes of them is checked through the origin, heic.test.js)
+      assert.equal((await outcome(bytes, `${name} ${i}`)).answer, first.answer, `${name} ${i}: the same answer twice`);
     }
   }
   // the mutations reach every outcome: the test exercises the reader, not only its first check

@@ -3,6 +3,7 @@
 // the same, every format; and hostile or cut files never read or written out of bounds (a ScrubError, or a
 // file that still decodes to the same pixels).
 import assert from 'node:assert/strict';
+import zlib from 'node:zlib';
 import { test } from 'node:test';
 import sharp from 'sharp';
 import { ScrubError, scrubMetadata } from '../src/scrub/index.js';
@@ -108,3 +109,61 @@ test('hostile and cut files: a ScrubError or the same pixels, never an out-of-bo
   }
   assert.ok(refused > 0 && scrubbed > 0, `${scrubbed} scrubbed, ${refused} refused`);
 });
+
+// #51: one upload stalled the origin for 45 s: a backtracking pattern over an XMP packet of `<exif:GPSA `
+// repeated (or of opening tags never closed) was quadratic, on the event loop. Each packet below is the worst
+// of its kind, at the upload limit; each is scrubbed in well under a second and keeps no location.
+const LOCATED = '<exif:GPSLatitude>51,30.1N</exif:GPSLatitude> exif:GPSLongitude="0,7.5W"';
+const WORST = ['<exif:GPSA ', '<exif:GPSA>', ' exif:GPSA="', '<exif:GPSA x="1"><exif:GPSB>'];
+
+/** A packet of `size` bytes of `unit`, a real location at its start. @param {string} unit @param {number} size */
+const worstPacket = (unit, size) =>
+  Buffer.from(`<x:xmpmeta>${LOCATED}${unit.repeat(Math.floor(size / unit.length))}`, 'latin1');
+
+/** A PNG chunk. @param {string} type @param {Buffer} data */
+function pngChunk(type, data) {
+  const head = Buffer.alloc(8);
+  head.writeUInt32BE(data.length, 0);
+  head.write(type, 4, 'latin1');
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(zlib.crc32(data, zlib.crc32(Buffer.from(type, 'latin1'))) >>> 0, 0);
+  return Buffer.concat([head, data, crc]);
+}
+
+/** The time scrubMetadata takes, and what it left. @param {Buffer} file @param {string} format */
+function timedScrub(file, format) {
+  const started = performance.now();
+  const { data } = scrubMetadata(file, format, 'location');
+  return { ms: performance.now() - started, text: data.toString('latin1') };
+}
+
+for (const unit of WORST) {
+  test(`an XMP packet of ${JSON.stringify(unit)} repeated to 30 MB: scrubbed in well under a second, no location left`, async () => {
+    const small = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#808080' } });
+    const png = await small.png().toBuffer();
+    // one packet of 30 MB in a PNG's iTXt
+    const itxt = Buffer.concat([Buffer.from('XML:com.adobe.xmp\0\0\0\0\0', 'latin1'), worstPacket(unit, 30e6)]);
+    const hostilePng = Buffer.concat([png.subarray(0, 33), pngChunk('iTXt', itxt), png.subarray(33)]);
+    // and hundreds of 64 KB packets in a JPEG's APP1 segments (the most a segment holds)
+    const jpeg = await small.jpeg().toBuffer();
+    const segment = (/** @type {Buffer} */ packet) => {
+      const body = Buffer.concat([Buffer.from('http://ns.adobe.com/xap/1.0/\0', 'latin1'), packet]);
+      const head = Buffer.from([0xff, 0xe1, 0, 0]);
+      head.writeUInt16BE(body.length + 2, 2);
+      return Buffer.concat([head, body]);
+    };
+    const packets = Array.from({ length: 460 }, () => segment(worstPacket(unit, 65_000)));
+    const hostileJpeg = Buffer.concat([jpeg.subarray(0, 2), ...packets, jpeg.subarray(2)]);
+    for (const [format, file] of /** @type {const} */ ([
+      ['png', hostilePng],
+      ['jpeg', hostileJpeg],
+    ])) {
+      assert.ok(file.length > 29e6, `${format}: ${file.length} bytes`);
+      const { ms, text } = timedScrub(file, format);
+      assert.ok(!text.includes('51,30.1N') && !text.includes('0,7.5W'), `${format}: the location is gone`);
+      // measured here: about 100 ms on 2 cores (the quadratic pattern: hours); a generous sanity bound
+      assert.ok(ms < 1500, `${format}: scrubbed in ${Math.round(ms)} ms`);
+      assert.equal((await sharp(Buffer.from(text, 'latin1')).metadata()).width, 8, `${format}: still the image`);
+    }
+  });
+}

@@ -277,7 +277,7 @@ export const settings = [
     name: 'WARM_MAX_BYTES_PER_DAY',
     type: 'bytes',
     default: '5gb',
-    doc: 'bytes of variants warmed a day (UTC); past it warming stops until the next day',
+    doc: 'bytes warmed a day (UTC): the variants made and the originals the origin fetched for them (WARM_ARCHIVE_BYTES bounds what it keeps); past it warming stops until the next day',
   },
   { name: 'WARM_SKIP_AUTHORS', type: 'list', default: '', doc: 'authors whose posts are never warmed' },
   { name: 'WARM_SKIP_DOMAINS', type: 'list', default: '', doc: 'image hosts (and their subdomains) never warmed' },

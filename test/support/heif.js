@@ -101,10 +101,11 @@ const ispeOf = (/** @type {number} */ width, /** @type {number} */ height) =>
 
 /**
  * A HEIF file: `pictures` as one image (one picture) or a grid of `columns` (an output of width × height),
- * with the transforms on the primary image in order. @param {Picture[]} pictures
- * @param {{ columns?: number, width?: number, height?: number, transforms?: Transform[] }} [layout]
+ * with the transforms on the primary image in order; `sharedData`: every tile's location names the first
+ * tile's data (a hostile file: one extent, many tiles). @param {Picture[]} pictures
+ * @param {{ columns?: number, width?: number, height?: number, transforms?: Transform[], sharedData?: boolean }} [layout]
  */
-export function heifFile(pictures, { columns = 1, width, height, transforms = [] } = {}) {
+export function heifFile(pictures, { columns = 1, width, height, transforms = [], sharedData = false } = {}) {
   const grid = pictures.length > 1;
   const rows = Math.ceil(pictures.length / columns);
   const [first] = pictures;
@@ -153,12 +154,15 @@ export function heifFile(pictures, { columns = 1, width, height, transforms = []
     ? [fullBox('iref', 0, box('dimg', fields([primary, pictures.length, ...pictures.map((_, i) => i + 1)], 2)))]
     : [];
   const ftyp = box('ftyp', Buffer.from('heic', 'latin1'), fields([0], 4), Buffer.from('mif1heic', 'latin1'));
+  const shared = (/** @type {{ id: number, type: string }} */ item) =>
+    sharedData && item.type === 'hvc1' && item.id > 1;
   /** @param {number} mdatStart */
   const meta = (mdatStart) => {
     let offset = mdatStart + 8;
     const entries = items.map((item) => {
-      const entry = Buffer.concat([fields([item.id, 0, 1], 2), fields([offset, item.data.length], 4)]);
-      offset += item.data.length;
+      const at = shared(item) ? mdatStart + 8 : offset;
+      const entry = Buffer.concat([fields([item.id, 0, 1], 2), fields([at, item.data.length], 4)]);
+      if (!shared(item)) offset += item.data.length;
       return entry;
     });
     return fullBox(
@@ -173,5 +177,9 @@ export function heifFile(pictures, { columns = 1, width, height, transforms = []
     );
   };
   const size = meta(0).length;
-  return Buffer.concat([ftyp, meta(ftyp.length + size), box('mdat', ...items.map((item) => item.data))]);
+  return Buffer.concat([
+    ftyp,
+    meta(ftyp.length + size),
+    box('mdat', ...items.filter((item) => !shared(item)).map((item) => item.data)),
+  ]);
 }

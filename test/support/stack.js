@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { socketPaths } from '../../infra/resolve.js';
 import { stackUsers } from '../../infra/users.js';
+import { TEST_METRICS_PASSWORD } from './metrics.js';
 import { freePort, waitFor } from './ports.js';
 import { root, startProcess } from './processes.js';
 
@@ -85,6 +86,7 @@ export async function startStack(settings = {}) {
     ENV_FILE: path.join(dir, 'none.env'),
     LOG_LEVEL: 'warn',
     HAPROXY_STATS_PASSWORD: 'stats-test-password',
+    METRICS_PASSWORD: TEST_METRICS_PASSWORD,
     REDIS_PASSWORD: 'redis-test-password',
   };
   for (const name of PORTS) env[name] = String(await freePort());

@@ -50,6 +50,17 @@ function libheif(koffi, lib) {
   const planeWidth = lib.func('int heif_image_get_width(void *image, int channel)');
   const planeHeight = lib.func('int heif_image_get_height(void *image, int channel)');
   const releaseImage = lib.func('void heif_image_release(void *image)');
+  const optionsAlloc = lib.func('void *heif_decoding_options_alloc()');
+  const optionsFree = lib.func('void heif_decoding_options_free(void *options)');
+  // Strict decoding (heif_decoding_options version 3, offset 41: after version, ignore_transformations, three
+  // callbacks, their user data and convert_hdr_to_8bit): a picture that decodes with warnings (a grid tile
+  // that failed) is an error. Without it libheif leaves that tile's area as the heap had it, and the same
+  // file decoded twice gave two images (#51): uninitialised memory, served.
+  const strict = optionsAlloc();
+  const strictView = new Uint8Array(koffi.view(strict, 48));
+  if (strictView[0] < 3) throw new Error('libheif: decoding options older than version 3');
+  strictView[41] = 1;
+  void optionsFree; // kept for the process's life: one options block, read only by libheif
 
   /** @param {{ code: number, message: string }} err */
   const check = (err) => {
@@ -120,7 +131,7 @@ function libheif(koffi, lib) {
           });
         const channels = info.hasAlpha ? 4 : 3;
         const out = [null];
-        check(await callAsync(decode, handle, out, COLORSPACE_RGB, info.hasAlpha ? CHROMA_RGBA : CHROMA_RGB, null));
+        check(await callAsync(decode, handle, out, COLORSPACE_RGB, info.hasAlpha ? CHROMA_RGBA : CHROMA_RGB, strict));
         const image = out[0];
         try {
           const stride = [0];

@@ -1,9 +1,9 @@
 // The pipeline's first step, before any decode: what the original is (its header read, the pixel and frame
 // limits enforced), whether it is whole (uploads), and the pipeline's errors about the source.
 import fs from 'node:fs/promises';
-import icc from 'icc';
 import sharp from 'sharp';
 import { GoneError, HttpError } from '@stack/lib';
+import { isSrgbProfile } from '../icc.js';
 import { heicDecoder } from '../heic/libheif.js';
 
 // Formats we decode. SVG is refused (it can reference external resources and script); so are PDFs etc.
@@ -49,7 +49,9 @@ export async function probe(file, limits) {
   }
   if (meta.format === 'gif' && !(await endsWithGifTrailer(file))) throw corrupt();
   const swap = (meta.orientation || 1) >= 5;
-  const srgbProfile = isSrgb(meta.icc);
+  // converting through an sRGB profile to sRGB changes nothing but costs a quarter of a photograph's
+  // transform: skipped (any other profile, Display P3, Adobe RGB, CMYK, is applied)
+  const srgbProfile = isSrgbProfile(meta.icc);
   return {
     format: meta.format,
     width: swap ? frameHeight : width,
@@ -99,21 +101,6 @@ async function probeHeic(file, limits) {
     srgbProfile: false,
     plainJpeg: false,
   };
-}
-
-/**
- * An embedded profile that is sRGB itself (cameras and editors tag most photographs so): converting
- * through it to sRGB changes nothing but costs a quarter of a photograph's transform, so it is skipped.
- * Any other profile (Display P3, Adobe RGB, CMYK) is applied. @param {Buffer|undefined} profile
- */
-function isSrgb(profile) {
-  if (!profile) return false;
-  try {
-    const parsed = icc.parse(profile);
-    return parsed.colorSpace === 'RGB' && /\bsRGB\b/.test(parsed.description || '');
-  } catch {
-    return false;
-  }
 }
 
 /** A transform that took longer than TRANSFORM_TIMEOUT_S. */

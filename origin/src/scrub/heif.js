@@ -3,7 +3,7 @@
 // extents, mdat's contents) moves. Items stored otherwise than as one extent of the file itself are a
 // ScrubError.
 import { ScrubError, scrubTiff } from './tiff.js';
-import { blankXmp, emptyXmp } from './xmp.js';
+import { blankXmp, emptyXmp, xmpBudget } from './xmp.js';
 
 /**
  * The boxes in input[from, to). @param {Buffer} input @param {number} from @param {number} to
@@ -122,6 +122,7 @@ export function scrubHeif(input, mode) {
   const infos = itemInfos(data, iinf);
   const places = itemLocations(data, iloc);
   const removed = [];
+  const budget = xmpBudget();
   for (const [id, { type, content }] of infos) {
     const isExif = type === 'Exif';
     const isXmp = type === 'mime' && /rdf\+xml|xmp/i.test(content);
@@ -146,7 +147,7 @@ export function scrubHeif(input, mode) {
       if (empty) empty.copy(data, offset);
       else data.fill(0x20, offset, offset + length);
       removed.push('xmp');
-    } else if (blankXmp(data, offset, offset + length)) {
+    } else if (blankXmp(data, offset, offset + length, budget)) {
       removed.push('xmp_location');
     }
   }

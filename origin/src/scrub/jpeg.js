@@ -3,7 +3,7 @@
 // came), Adobe's colour transform (APP14), the orientation. `location` edits EXIF, XMP and IPTC in place and
 // drops extended XMP (split packets, often depth maps and more); `all` keeps no other metadata at all.
 import { ScrubError, orientationOf, scrubTiff } from './tiff.js';
-import { blankXmp } from './xmp.js';
+import { xmpBudget, blankXmp } from './xmp.js';
 import { minimalExif } from './exif.js';
 
 const EXIF = Buffer.from('Exif\0\0', 'latin1');
@@ -25,6 +25,7 @@ export function scrubJpeg(input, mode) {
   if (input.length < 4 || input[0] !== 0xff || input[1] !== 0xd8) throw new ScrubError('not a JPEG');
   const parts = [input.subarray(0, 2)];
   const removed = [];
+  const budget = xmpBudget();
   let orientation = 1;
   let at = 2;
   for (;;) {
@@ -45,7 +46,7 @@ export function scrubJpeg(input, mode) {
     const segment = Buffer.from(input.subarray(at, at + 2 + length));
     const body = segment.subarray(4);
     at += 2 + length;
-    const kept = scrubSegment(marker, segment, body, mode, removed);
+    const kept = scrubSegment(marker, segment, body, mode, removed, budget);
     if (marker === 0xe1 && startsWith(body, EXIF)) orientation = orientationOf(body, EXIF.length, body.length);
     if (kept) parts.push(kept);
   }
@@ -56,8 +57,9 @@ export function scrubJpeg(input, mode) {
 /**
  * One segment as it stays (maybe edited in place), or null when it goes.
  * @param {number} marker @param {Buffer} segment @param {Buffer} body @param {'location' | 'all'} mode @param {string[]} removed
+ * @param {{ left: number }} budget the file's XMP scan budget
  */
-function scrubSegment(marker, segment, body, mode, removed) {
+function scrubSegment(marker, segment, body, mode, removed, budget) {
   const isApp = marker >= 0xe0 && marker <= 0xef;
   if (marker === 0xe0 || marker === 0xee || (marker === 0xe2 && startsWith(body, ICC))) return segment;
   if (marker === 0xe1 && startsWith(body, EXIF)) {
@@ -77,7 +79,7 @@ function scrubSegment(marker, segment, body, mode, removed) {
       removed.push('xmp');
       return null;
     }
-    if (blankXmp(body, XMP.length, body.length)) removed.push('xmp_location');
+    if (blankXmp(body, XMP.length, body.length, budget)) removed.push('xmp_location');
     return segment;
   }
   if (marker === 0xe1) {

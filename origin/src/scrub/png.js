@@ -5,7 +5,7 @@
 import zlib from 'node:zlib';
 import { minimalExif } from './exif.js';
 import { ScrubError, orientationOf, scrubTiff } from './tiff.js';
-import { blankXmp } from './xmp.js';
+import { xmpBudget, blankXmp } from './xmp.js';
 
 const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 const TEXT = new Set(['tEXt', 'zTXt', 'iTXt']);
@@ -25,6 +25,7 @@ export function scrubPng(input, mode) {
   if (input.length < 8 || !input.subarray(0, 8).equals(SIGNATURE)) throw new ScrubError('not a PNG');
   const parts = [SIGNATURE];
   const removed = [];
+  const budget = xmpBudget();
   let at = 8;
   let orientation = 1;
   let ended = false;
@@ -66,7 +67,7 @@ export function scrubPng(input, mode) {
           removed.push('xmp');
           continue;
         }
-        if (blankXmp(data, keyword.length + 1, data.length)) {
+        if (blankXmp(data, keyword.length + 1, data.length, budget)) {
           removed.push('xmp_location');
           parts.push(chunk(type, data));
           continue;

@@ -3,6 +3,7 @@
 // what was done (store/record.js). Shared by the upload routes and the pull-through.
 import fs from 'node:fs/promises';
 import sharp from 'sharp';
+import { HttpError } from '@stack/lib';
 import { sha256Of } from '../store/record.js';
 import { scrubFile } from './file.js';
 import { ScrubError } from './index.js';
@@ -26,7 +27,7 @@ export async function scrubbed({ config, metrics, logger }, tempPath, info, key,
     result = await scrubFile(tempPath, info.format, mode);
   } catch (err) {
     if (!(err instanceof ScrubError)) throw err;
-    await fs.writeFile(`${tempPath}.scrubbed`, await cleanReencode(tempPath, info));
+    await fs.writeFile(`${tempPath}.scrubbed`, await cleanReencode(tempPath, info, err.message));
     result = { path: `${tempPath}.scrubbed`, removed: ['everything'] };
     how = 'reencoded';
     logger.warn(
@@ -52,9 +53,24 @@ export async function scrubbed({ config, metrics, logger }, tempPath, info, key,
 /**
  * An upload whose metadata could not be edited safely, decoded and encoded again without any: turned
  * upright, its colour profile kept, in its own format where sharp writes it losslessly or at a high quality.
- * @param {string} file @param {import('../pipeline/index.js').SourceInfo} info
+ * A file that cannot be decoded either is a bad image (400), not the service's failure.
+ * @param {string} file @param {import('../pipeline/index.js').SourceInfo} info @param {string} scrubFailure
+ * @returns {Promise<Buffer>}
  */
-function cleanReencode(file, info) {
+async function cleanReencode(file, info, scrubFailure) {
+  try {
+    return await reencode(file, info);
+  } catch (err) {
+    throw new HttpError(400, 'invalid_image', {
+      reason: 'its metadata cannot be removed and its pixels cannot be decoded',
+      metadata: scrubFailure,
+      decode: /** @type {Error} */ (err).message.split('\n')[0],
+    });
+  }
+}
+
+/** @param {string} file @param {import('../pipeline/index.js').SourceInfo} info */
+function reencode(file, info) {
   const image = sharp(file, { animated: info.frames > 1, limitInputPixels: false })
     .rotate()
     .keepIccProfile();

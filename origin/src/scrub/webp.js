@@ -3,7 +3,7 @@
 // orientation, and the extended header's flags follow what is left.
 import { minimalExif } from './exif.js';
 import { ScrubError, orientationOf, scrubTiff } from './tiff.js';
-import { blankXmp } from './xmp.js';
+import { xmpBudget, blankXmp } from './xmp.js';
 
 const EXIF_FLAG = 0x08;
 const XMP_FLAG = 0x04;
@@ -24,6 +24,7 @@ export function scrubWebp(input, mode) {
   /** @type {Array<[string, Buffer]>} */
   const chunks = [];
   const removed = [];
+  const budget = xmpBudget();
   let at = 12;
   while (at < end) {
     if (at + 8 > end) throw new ScrubError('a WebP chunk that is cut');
@@ -57,7 +58,7 @@ export function scrubWebp(input, mode) {
         removed.push('xmp');
         continue;
       }
-      if (blankXmp(data, 0, data.length)) removed.push('xmp_location');
+      if (blankXmp(data, 0, data.length, budget)) removed.push('xmp_location');
     }
     kept.push([fourcc, data]);
   }
