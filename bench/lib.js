@@ -183,10 +183,11 @@ export async function wrkAsync(options) {
 }
 
 /**
- * @typedef {{ url: string, connections: number, seconds: number, threads?: number, script?: string, scriptArgs?: string[], sharedSession?: boolean }} WrkOptions
+ * @typedef {{ url: string, connections: number, seconds: number, threads?: number, script?: string, scriptArgs?: string[], sharedSession?: boolean, cpus?: string }} WrkOptions
+ *   cpus: the CPUs wrk is pinned to (taskset -c), away from the server's
  * @param {WrkOptions} options
  */
-function wrkCommand({ url, connections, seconds, threads = 2, script, scriptArgs = [], sharedSession = false }) {
+function wrkCommand({ url, connections, seconds, threads = 2, script, scriptArgs = [], sharedSession = false, cpus }) {
   const args = [
     '-t',
     String(threads),
@@ -199,7 +200,8 @@ function wrkCommand({ url, connections, seconds, threads = 2, script, scriptArgs
     url,
     ...(scriptArgs.length ? ['--', ...scriptArgs] : []),
   ];
-  return sharedSession ? ['wrk', ...args] : ['setsid', '--wait', 'wrk', ...args];
+  const pinned = cpus ? ['taskset', '-c', cpus, 'wrk'] : ['wrk'];
+  return sharedSession ? [...pinned, ...args] : ['setsid', '--wait', ...pinned, ...args];
 }
 
 /** @param {string[]} command @param {string} out */

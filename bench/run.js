@@ -15,6 +15,7 @@ import { benchOrigin } from './origin.js';
 import { benchOverload } from './overload.js';
 import { benchPeers } from './peers.js';
 import { benchPurge } from './purge.js';
+import { benchScale } from './scale.js';
 import { benchStore } from './store.js';
 import { REPORTS, machine } from './lib.js';
 
@@ -36,6 +37,7 @@ const SCENARIOS = {
   fuzz: benchFuzz,
   heic: benchHeic,
   page: benchPage,
+  scale: benchScale,
 };
 
 const results = {};

@@ -5,6 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { makeDir } from '../dirs.js';
 import { socketPaths } from '../resolve.js';
+import { usableCores } from '../../lib/src/cores.js';
 
 /**
  * nginx.conf's values. @param {Record<string, any>} config @param {{ CONF_DIR: string }} dirs
@@ -22,6 +23,9 @@ export function nginxValues(config, { CONF_DIR }) {
     // each layer waits a little longer than the one inside it, which so answers first, cleanly
     NGINX_PROXY_READ_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 4),
     NGINX_RLIMIT_NOFILE: String(config.NGINX_WORKER_CONNECTIONS * 2),
+    // one worker per core this machine's programs may use: nginx's `auto` counts the CPUs online, not the
+    // affinity nor a container's quota (a pod limited to 2 of 64 cores ran 64 workers)
+    NGINX_WORKER_PROCESSES: String(usableCores()),
     NGINX_REAL_IP_LINES: config.NGINX_TRUSTED_PROXIES.map(
       (/** @type {string} */ range) => `  set_real_ip_from ${range};`,
     ).join('\n'),

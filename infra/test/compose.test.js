@@ -13,6 +13,7 @@ test("docker-compose.yml is valid (Debian's docker-compose config, no engine nee
       GRAFANA_ADMIN_PASSWORD: 'validate-only',
       S3_ACCESS_KEY_ID: 'validate-only',
       S3_SECRET_ACCESS_KEY: 'validate-only',
+      METRICS_PASSWORD: 'validate-only',
     },
     encoding: 'utf8',
   });

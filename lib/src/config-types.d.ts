@@ -133,7 +133,7 @@ export type OriginConfig = SharedConfig & {
   DEFAULT_WIDTH: number;
   /** box height when a request gives no size */
   DEFAULT_HEIGHT: number;
-  /** transforms at once; 0: 2 × cores */
+  /** transforms at once; 0: 2 × the cores the origin may use (its CPU affinity, within its cgroup CPU quota: a container or pod limit) */
   TRANSFORM_CONCURRENCY: number;
   /** transforms waiting; past it an immediate 503 with Retry-After */
   TRANSFORM_QUEUE_MAX: number;

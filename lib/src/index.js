@@ -42,3 +42,4 @@ export {
   SERVED_KEYS,
 } from './takedowns.js';
 export { RULES, checkRules, transformSlots } from './rules.js';
+export { cgroupCpuLimit, usableCores } from './cores.js';

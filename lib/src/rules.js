@@ -2,14 +2,14 @@
 // choices); these are the ones that name two or more settings, such as the layered timeouts (each layer
 // answers before the one outside it gives up). Checked at render (every setting known: infra/resolve.js)
 // and at each service's start-up (the rules whose settings are all the service's: lib/src/service.js).
-import os from 'node:os';
+import { usableCores } from './cores.js';
 
 /**
  * @typedef {{ names: string[], holds: (config: Record<string, any>) => boolean, why: string }} Rule
  */
 
-/** The transform slots an origin has: TRANSFORM_CONCURRENCY, or 2 × cores when it is 0. @param {Record<string, any>} config */
-export const transformSlots = (config) => config.TRANSFORM_CONCURRENCY || os.availableParallelism() * 2;
+/** The transform slots an origin has: TRANSFORM_CONCURRENCY, or 2 × the cores it may use (cores.js) when it is 0. @param {Record<string, any>} config */
+export const transformSlots = (config) => config.TRANSFORM_CONCURRENCY || usableCores() * 2;
 
 /** @type {Rule[]} */
 export const RULES = [

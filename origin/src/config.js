@@ -227,7 +227,13 @@ export const settings = [
   },
   { name: 'DEFAULT_WIDTH', type: 'int', default: '1280', doc: 'box width when a request gives no size', min: 1 },
   { name: 'DEFAULT_HEIGHT', type: 'int', default: '8000', doc: 'box height when a request gives no size', min: 1 },
-  { name: 'TRANSFORM_CONCURRENCY', type: 'int', default: '0', doc: 'transforms at once; 0: 2 × cores', min: 0 },
+  {
+    name: 'TRANSFORM_CONCURRENCY',
+    type: 'int',
+    default: '0',
+    doc: 'transforms at once; 0: 2 × the cores the origin may use (its CPU affinity, within its cgroup CPU quota: a container or pod limit)',
+    min: 0,
+  },
   {
     name: 'TRANSFORM_QUEUE_MAX',
     type: 'int',

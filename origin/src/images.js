@@ -1,6 +1,5 @@
 import fs from 'node:fs/promises';
-import os from 'node:os';
-import { HttpError, isGone, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions } from '@stack/lib';
+import { HttpError, isGone, resolveSource as resolveSourceOf, sha256Hex, unwrapOptions, usableCores } from '@stack/lib';
 import { createBackground } from './background.js';
 import { originalAnswers, plan, sourceFormat, threadsPerImage, transform, transformTimeout } from './pipeline/index.js';
 import { watchCpuPressure } from './pressure.js';
@@ -50,7 +49,7 @@ function withinDeadline(work, seconds) {
  */
 export function createImages(deps) {
   const { config, store, originals, variants, queue, flight, metrics, logger, codecs } = deps;
-  const cores = os.availableParallelism();
+  const cores = usableCores();
   // costly encodings nobody waits for: the AVIF behind a first answer in WebP
   const background = createBackground({
     queue,

@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import {
@@ -10,6 +9,7 @@ import {
   redisReady,
   runService,
   transformSlots,
+  usableCores,
 } from '@stack/lib';
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
@@ -162,7 +162,7 @@ await runService({
       : null;
     // an upload's check decode has slots of its own (one per core) and a bounded waiting list: never behind transforms
     const checks = new TransformQueue({
-      concurrency: os.availableParallelism(),
+      concurrency: usableCores(),
       maxQueued: config.UPLOAD_CHECKS_QUEUE_MAX,
       refusal: { reason: 'upload_checks_full', retryAfterS: 5 },
     });

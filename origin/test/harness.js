@@ -11,9 +11,10 @@ import { startRedis, startService } from '../../test/support/processes.js';
 /**
  * A real origin process with real Redis, a local image site and a local Hive node.
  * @param {Record<string, string>} [env] extra settings
- * @param {{ dataParent?: string }} [options] where its data directory is made (default: the system's temp directory)
+ * @param {{ dataParent?: string, through?: string[] }} [options] where its data directory is made (default: the
+ *   system's temp directory); a command it is started through (e.g. taskset -c 0)
  */
-export async function startOrigin(env = {}, { dataParent = os.tmpdir() } = {}) {
+export async function startOrigin(env = {}, { dataParent = os.tmpdir(), through = [] } = {}) {
   const redis = await startRedis();
   const site = await startImageServer();
   const hive = await startHiveNode();
@@ -33,7 +34,7 @@ export async function startOrigin(env = {}, { dataParent = os.tmpdir() } = {}) {
     METRICS_PASSWORD: TEST_METRICS_PASSWORD,
     ...env,
   };
-  let proc = await startService('origin/bin/origin', settings, port);
+  let proc = await startService('origin/bin/origin', settings, port, through);
   return {
     base,
     site,
@@ -48,13 +49,13 @@ export async function startOrigin(env = {}, { dataParent = os.tmpdir() } = {}) {
     },
     async restart() {
       await proc.stop();
-      proc = await startService('origin/bin/origin', settings, port);
+      proc = await startService('origin/bin/origin', settings, port, through);
     },
     async kill() {
       await proc.kill();
     },
     async start() {
-      proc = await startService('origin/bin/origin', settings, port);
+      proc = await startService('origin/bin/origin', settings, port, through);
     },
     output: () => proc.output(),
     pid: () => /** @type {number} */ (proc.child.pid),

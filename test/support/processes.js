@@ -83,9 +83,12 @@ export async function startRedis(options = {}) {
 /**
  * Starts one of our Node services as its own process and waits for /healthz.
  * @param {string} script e.g. origin/bin/origin @param {Record<string, string>} env @param {number} port
+ * @param {string[]} [through] a command it is started through (e.g. taskset -c 0)
  */
-export async function startService(script, env, port) {
-  const proc = startProcess(path.join(root, script), [], { LOG_LEVEL: 'warn', ...env });
+export async function startService(script, env, port, through = []) {
+  const file = path.join(root, script);
+  const [command, ...args] = [...through, file];
+  const proc = startProcess(command, args, { LOG_LEVEL: 'warn', ...env });
   try {
     await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 15_000, `${script} health`);
   } catch (err) {
