@@ -184,14 +184,14 @@ test("the chart and its images follow the project's version; the dashboards Conf
   const { objects } = template();
   const dashboards = find(objects, 'ConfigMap', 'cdn-image-cdn-stack-dashboards');
   const files = fs
-    .readdirSync(path.join(ROOT, 'monitoring', 'dashboards'))
+    .readdirSync(path.join(ROOT, 'dashboards'))
     .filter((file) => file.endsWith('.json'))
     .sort();
   assert.deepEqual(Object.keys(dashboards.data).sort(), files);
   for (const file of files)
     assert.equal(
       JSON.parse(dashboards.data[file]).uid,
-      JSON.parse(fs.readFileSync(path.join(ROOT, 'monitoring', 'dashboards', file), 'utf8')).uid,
+      JSON.parse(fs.readFileSync(path.join(ROOT, 'dashboards', file), 'utf8')).uid,
     );
   assert.equal(dashboards.metadata.labels.grafana_dashboard, '1');
 });

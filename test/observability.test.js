@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
-import { DASHBOARDS } from '../monitoring/dashboards/build.js';
+import { DASHBOARDS } from '../dashboards/build.js';
 import { sign } from '../purge-service/src/signature.js';
 import { metricsAuth } from './support/metrics.js';
 import { solid } from './support/images.js';
@@ -126,11 +126,11 @@ test('every recording rule returns data', async () => {
 
 test('the dashboards are current, carry units and template variables, and fit the provisioning layout', async () => {
   for (const [file, board] of Object.entries(DASHBOARDS)) {
-    const onDisk = JSON.parse(fs.readFileSync(path.join(root, 'monitoring', 'dashboards', file), 'utf8'));
+    const onDisk = JSON.parse(fs.readFileSync(path.join(root, 'dashboards', file), 'utf8'));
     assert.deepEqual(
       onDisk,
       JSON.parse(JSON.stringify(board)),
-      `${file} is stale: node monitoring/dashboards/build.js`,
+      `${file} is stale: node dashboards/build.js`,
     );
     assert.ok(
       onDisk.templating.list.some((/** @type {any} */ variable) => variable.type === 'datasource'),
@@ -148,7 +148,7 @@ test('the dashboards are current, carry units and template variables, and fit th
   const uids = Object.values(DASHBOARDS).map((board) => board.uid);
   assert.equal(new Set(uids).size, uids.length);
   const provider = fs.readFileSync(
-    path.join(root, 'monitoring/dashboards/provisioning/dashboards/image-cdn-stack.yml'),
+    path.join(root, 'dashboards/provisioning/dashboards/image-cdn-stack.yml'),
     'utf8',
   );
   assert.match(provider, /path: \/var\/lib\/grafana\/dashboards/);

@@ -67,7 +67,7 @@ test('the Grafana image compose pins is the version whose schema package checks 
   assert.equal(tag, schema.version, "docker-compose.yml's Grafana and @grafana/schema (package.json) move together");
   const { defaultDashboard } = await import('@grafana/schema');
   for (const file of ['overview.json', 'origin.json', 'avatars.json', 'edge.json']) {
-    const board = JSON.parse(fs.readFileSync(path.join(ROOT, 'monitoring', 'dashboards', file), 'utf8'));
+    const board = JSON.parse(fs.readFileSync(path.join(ROOT, 'dashboards', file), 'utf8'));
     assert.equal(board.schemaVersion, defaultDashboard.schemaVersion, `${file}: the schema version of Grafana ${tag}`);
   }
 });

@@ -11,7 +11,7 @@ import sharp from 'sharp';
 import { startUpstreamHost } from '../../test/support/upstream-host.js';
 import { root } from '../../test/support/processes.js';
 import { waitFor } from '../../test/support/ports.js';
-import { keysOf } from '../src/backfill.js';
+import { keysOf } from '../src/cli/backfill.js';
 import { keyOf } from '../src/keys.js';
 import { startOrigin } from './harness.js';
 
@@ -44,7 +44,7 @@ after(async () => {
 function runBackfill(file, onStart) {
   const child = spawn(
     process.execPath,
-    [path.join(root, 'origin/src/backfill.js'), file, '--origin', origin.base, '--concurrency', '4'],
+    [path.join(root, 'origin/src/cli/backfill.js'), file, '--origin', origin.base, '--concurrency', '4'],
     { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';

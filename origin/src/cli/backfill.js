@@ -5,13 +5,13 @@
 // appended to KEYS_FILE.progress as it lands, so a run cut short is resumed by running it again and a finished
 // list fetches nothing; --retry asks again for those that were missing or mismatched upstream.
 // `./infra/stack backfill KEYS_FILE` runs it against the stack's origin.
-import '../../lib/src/node-version.js';
+import '../../../lib/src/node-version.js';
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Agent, fetch } from 'undici';
 import { isUploadKey, loadConfig } from '@stack/lib';
 import { runBatch } from './batch.js';
-import { settings } from './config.js';
+import { settings } from '../config.js';
 
 /** @typedef {'stored' | 'present' | 'mismatched' | 'missing' | 'blocked' | 'failed'} Outcome */
 

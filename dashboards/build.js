@@ -1,8 +1,8 @@
-// Builds the Grafana dashboards (JSON, for provisioning) from short typed definitions: `node monitoring/dashboards/build.js`.
+// Builds the Grafana dashboards (JSON, for provisioning) from short typed definitions: `node dashboards/build.js`.
 // The type annotation checks each dashboard against Grafana's schema (@grafana/schema, the version of the
 // Grafana image docker-compose.yml pins) in `tsc`, and the JSON carries that schema's version;
 // a test checks the JSON files are current and that every panel's query returns data.
-import '../../lib/src/node-version.js';
+import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { defaultDashboard } from '@grafana/schema';

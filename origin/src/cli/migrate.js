@@ -2,15 +2,15 @@
 // into the S3 bucket of the S3_* settings. Every file's bytes are checked against its key first, or a
 // scrubbed upload's against the record beside it (store/record.js; a damaged file is reported, never copied); an object already in the bucket with the file's size is not written
 // again, so the command is idempotent and a run cut short is resumed by running it again.
-import '../../lib/src/node-version.js';
+import '../../../lib/src/node-version.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { isUploadKey, loadConfig } from '@stack/lib';
-import { settings } from './config.js';
+import { settings } from '../config.js';
 import { runBatch } from './batch.js';
-import { verifyStored } from './store/record.js';
-import { bucketProblem, objectSize, putObject, s3Client } from './store/s3.js';
+import { verifyStored } from '../store/record.js';
+import { bucketProblem, objectSize, putObject, s3Client } from '../store/s3.js';
 
 /** @typedef {'copied' | 'present' | 'damaged' | 'failed'} Outcome */
 
@@ -33,7 +33,7 @@ async function readRecord(file) {
 
 /**
  * One file: checked, then copied unless the bucket has it already.
- * @param {import('@aws-sdk/client-s3').S3Client} client @param {import('./store/s3.js').S3Settings} config
+ * @param {import('@aws-sdk/client-s3').S3Client} client @param {import('../store/s3.js').S3Settings} config
  * @param {string} file @returns {Promise<Outcome>}
  */
 async function migrateFile(client, config, file) {
@@ -48,7 +48,7 @@ async function migrateFile(client, config, file) {
 
 /**
  * Copies every upload of `from` into the bucket, `concurrency` at a time.
- * @param {{ config: import('./store/s3.js').S3Settings, from: string, concurrency: number, log?: (line: string) => void }} options
+ * @param {{ config: import('../store/s3.js').S3Settings, from: string, concurrency: number, log?: (line: string) => void }} options
  */
 export async function migrate({ config, from, concurrency, log = (line) => process.stderr.write(`${line}\n`) }) {
   const client = s3Client(config);
@@ -82,7 +82,7 @@ async function main() {
     `copying the uploads of ${from} into bucket "${config.S3_BUCKET}" at ${config.S3_ENDPOINT || `AWS S3 (${config.S3_REGION})`}\n`,
   );
   const result = await migrate({
-    config: /** @type {import('./store/s3.js').S3Settings} */ (config),
+    config: /** @type {import('../store/s3.js').S3Settings} */ (config),
     from,
     concurrency: Number(values.concurrency),
   });

@@ -4,25 +4,25 @@
 // takes the old bytes out of every varnish node, the origins' caches and the CDN. Idempotent and resumable:
 // an object with a record is left alone, one with nothing to remove is left as it is; run it again after
 // an interruption. `./infra/stack scrub-store` runs it with the stack's settings.
-import '../../lib/src/node-version.js';
+import '../../../lib/src/node-version.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ListObjectsV2Command, GetObjectCommand } from '@aws-sdk/client-s3';
 import { connectRedis, createLogger, isUploadKey, loadConfig } from '@stack/lib';
 import { runBatch } from './batch.js';
-import { settings } from './config.js';
+import { settings } from '../config.js';
 import { uploadFiles } from './migrate.js';
-import { scrubFile } from './scrub/file.js';
-import { ScrubError } from './scrub/index.js';
-import { digestsOf } from './store/record.js';
-import { FsStore } from './store/fs.js';
-import { objectRecord, putObject, s3Client } from './store/s3.js';
-import { probe } from './pipeline/index.js';
+import { scrubFile } from '../scrub/file.js';
+import { ScrubError } from '../scrub/index.js';
+import { digestsOf } from '../store/record.js';
+import { FsStore } from '../store/fs.js';
+import { objectRecord, putObject, s3Client } from '../store/s3.js';
+import { probe } from '../pipeline/index.js';
 
 /**
  * @typedef {{ keys: () => Promise<string[]>, record: (key: string) => Promise<unknown>, fetch: (key: string, temp: string) => Promise<void>,
- *   replace: (key: string, file: string, record: import('./store/record.js').StoredRecord) => Promise<void>, close: () => void }} Objects
+ *   replace: (key: string, file: string, record: import('../store/record.js').StoredRecord) => Promise<void>, close: () => void }} Objects
  */
 
 /** The fs store's uploads, replaced by rename (the record first), owned as the directory they are in. @param {string} dataDir @returns {Objects} */
@@ -46,7 +46,7 @@ function fsObjects(dataDir) {
   };
 }
 
-/** The bucket's uploads, replaced by writing the object again with its record. @param {import('./store/s3.js').S3Settings} config @returns {Objects} */
+/** The bucket's uploads, replaced by writing the object again with its record. @param {import('../store/s3.js').S3Settings} config @returns {Objects} */
 function s3Objects(config) {
   const client = s3Client(config);
   return {
@@ -128,7 +128,7 @@ export async function scrubStore({ config, concurrency, log }) {
   if (config.UPLOAD_METADATA === 'none') throw new Error('UPLOAD_METADATA=none: nothing to scrub');
   const objects =
     config.STORE === 's3'
-      ? s3Objects(/** @type {import('./store/s3.js').S3Settings} */ (config))
+      ? s3Objects(/** @type {import('../store/s3.js').S3Settings} */ (config))
       : fsObjects(config.DATA_DIR);
   const tmp = path.join(config.DATA_DIR, 'tmp');
   await fs.mkdir(tmp, { recursive: true });
