@@ -214,10 +214,18 @@ test("each program gets its own secrets only, and its own Redis user: a libvips 
   const own = 'cdn-image-cdn-stack-redis-users/';
   /** @type {Record<string, string[]>} */
   const expected = {
-    'origin/origin': [`${main}S3_ACCESS_KEY_ID`, `${main}S3_SECRET_ACCESS_KEY`, `${main}UPLOAD_TOKENS`, `${own}origin`],
-    'avatar-resolver/avatar-resolver': [`${main}AVATAR_ADMIN_TOKEN`, `${own}resolver`],
+    // each service's metrics password too (optional in the chart's Secret: the NetworkPolicy guards the port)
+    'origin/origin': [
+      `${main}METRICS_PASSWORD`,
+      `${main}S3_ACCESS_KEY_ID`,
+      `${main}S3_SECRET_ACCESS_KEY`,
+      `${main}UPLOAD_TOKENS`,
+      `${own}origin`,
+    ],
+    'avatar-resolver/avatar-resolver': [`${main}AVATAR_ADMIN_TOKEN`, `${main}METRICS_PASSWORD`, `${own}resolver`],
     'purge-service/purge-service': [
       `${main}CLOUDFLARE_API_TOKEN`,
+      `${main}METRICS_PASSWORD`,
       `${main}PURGE_ADMIN_TOKEN`,
       `${main}PURGE_HMAC_KEYS`,
       `${own}purge`,
