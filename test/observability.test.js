@@ -127,11 +127,7 @@ test('every recording rule returns data', async () => {
 test('the dashboards are current, carry units and template variables, and fit the provisioning layout', async () => {
   for (const [file, board] of Object.entries(DASHBOARDS)) {
     const onDisk = JSON.parse(fs.readFileSync(path.join(root, 'dashboards', file), 'utf8'));
-    assert.deepEqual(
-      onDisk,
-      JSON.parse(JSON.stringify(board)),
-      `${file} is stale: node dashboards/build.js`,
-    );
+    assert.deepEqual(onDisk, JSON.parse(JSON.stringify(board)), `${file} is stale: node dashboards/build.js`);
     assert.ok(
       onDisk.templating.list.some((/** @type {any} */ variable) => variable.type === 'datasource'),
       `${file}: datasource variable`,
@@ -147,10 +143,7 @@ test('the dashboards are current, carry units and template variables, and fit th
   }
   const uids = Object.values(DASHBOARDS).map((board) => board.uid);
   assert.equal(new Set(uids).size, uids.length);
-  const provider = fs.readFileSync(
-    path.join(root, 'dashboards/provisioning/dashboards/image-cdn-stack.yml'),
-    'utf8',
-  );
+  const provider = fs.readFileSync(path.join(root, 'dashboards/provisioning/dashboards/image-cdn-stack.yml'), 'utf8');
   assert.match(provider, /path: \/var\/lib\/grafana\/dashboards/);
   const compose = fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
   assert.match(compose, /\.\/monitoring\/dashboards:\/var\/lib\/grafana\/dashboards/);
