@@ -3,10 +3,10 @@
 // the same, every format; and hostile or cut files never read or written out of bounds (a ScrubError, or a
 // file that still decodes to the same pixels).
 import assert from 'node:assert/strict';
-import zlib from 'node:zlib';
 import { test } from 'node:test';
 import sharp from 'sharp';
 import { ScrubError, scrubMetadata } from '../src/scrub/index.js';
+import { chunk as pngChunk } from '../src/scrub/png.js';
 import { personalTags as personal, photo, readMetadata as exif, withMetadata } from '../../test/support/images.js';
 
 /** A file of `format` from a real photograph, with a phone's metadata (and IPTC places for a JPEG). @param {string} format */
@@ -119,16 +119,6 @@ const WORST = ['<exif:GPSA ', '<exif:GPSA>', ' exif:GPSA="', '<exif:GPSA x="1"><
 /** A packet of `size` bytes of `unit`, a real location at its start. @param {string} unit @param {number} size */
 const worstPacket = (unit, size) =>
   Buffer.from(`<x:xmpmeta>${LOCATED}${unit.repeat(Math.floor(size / unit.length))}`, 'latin1');
-
-/** A PNG chunk. @param {string} type @param {Buffer} data */
-function pngChunk(type, data) {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(data.length, 0);
-  head.write(type, 4, 'latin1');
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(zlib.crc32(data, zlib.crc32(Buffer.from(type, 'latin1'))) >>> 0, 0);
-  return Buffer.concat([head, data, crc]);
-}
 
 /** The time scrubMetadata takes, and what it left. @param {Buffer} file @param {string} format */
 function timedScrub(file, format) {

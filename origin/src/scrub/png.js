@@ -10,8 +10,8 @@ import { xmpBudget, blankXmp } from './xmp.js';
 const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 const TEXT = new Set(['tEXt', 'zTXt', 'iTXt']);
 
-/** @param {string} type @param {Buffer} data */
-function chunk(type, data) {
+/** A PNG chunk: its length, type, data and CRC. @param {string} type @param {Buffer} data */
+export function chunk(type, data) {
   const head = Buffer.alloc(8);
   head.writeUInt32BE(data.length, 0);
   head.write(type, 4, 'latin1');
