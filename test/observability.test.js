@@ -146,6 +146,6 @@ test('the dashboards are current, carry units and template variables, and fit th
   const provider = fs.readFileSync(path.join(root, 'dashboards/provisioning/dashboards/image-cdn-stack.yml'), 'utf8');
   assert.match(provider, /path: \/var\/lib\/grafana\/dashboards/);
   const compose = fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
-  assert.match(compose, /\.\/monitoring\/dashboards:\/var\/lib\/grafana\/dashboards/);
-  assert.match(compose, /\.\/monitoring\/dashboards\/provisioning:\/etc\/grafana\/provisioning/);
+  assert.match(compose, /\.\/dashboards:\/var\/lib\/grafana\/dashboards/);
+  assert.match(compose, /\.\/dashboards\/provisioning:\/etc\/grafana\/provisioning/);
 });

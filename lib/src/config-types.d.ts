@@ -275,7 +275,7 @@ export type PurgeServiceConfig = SharedConfig & {
   PURGE_ADMIN_TOKEN: string;
   /** consumer group of the purge stream */
   PURGE_GROUP: string;
-  /** this worker's consumer name: keep it stable so a restart resumes its own pending events */
+  /** this worker's consumer name: keep it stable so a restart resumes its own pending events; empty: the host name */
   PURGE_CONSUMER: string;
   /** stream of events that failed every attempt */
   PURGE_DEAD_STREAM: string;

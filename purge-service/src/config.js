@@ -1,4 +1,3 @@
-import os from 'node:os';
 import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings, takedownSettings } from '@stack/lib';
 
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
@@ -33,8 +32,8 @@ export const settings = [
   {
     name: 'PURGE_CONSUMER',
     type: 'string',
-    default: os.hostname(),
-    doc: "this worker's consumer name: keep it stable so a restart resumes its own pending events",
+    default: '',
+    doc: "this worker's consumer name: keep it stable so a restart resumes its own pending events; empty: the host name",
   },
   {
     name: 'PURGE_DEAD_STREAM',

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { isUploadKey } from '@stack/lib';
 import { retry } from './retry.js';
 import { TargetError, purgeTargets } from './targets/index.js';
@@ -43,7 +44,8 @@ export function coalesce(entries) {
 export function createWorker({ redis, config, logger, varnish, nodes, cdn, metrics }) {
   const stream = config.PURGE_STREAM;
   const group = config.PURGE_GROUP;
-  const consumer = config.PURGE_CONSUMER;
+  // (the host name by default: declared empty, so .env.example is the same on every machine)
+  const consumer = config.PURGE_CONSUMER || os.hostname();
   const reader = redis.duplicate({ enableOfflineQueue: true }); // blocking reads get their own connection
   reader.on('error', () => {});
   const bases = config.CDN_PURGE_BASES.length ? config.CDN_PURGE_BASES : [config.PUBLIC_URL];
