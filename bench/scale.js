@@ -20,6 +20,9 @@ const quick = process.argv.includes('--quick');
 const SECONDS = quick ? 3 : Number(process.env.BENCH_SECONDS || 6);
 const FORMATS = quick ? ['jpeg'] : ['jpeg', 'webp', 'avif'];
 const TOTAL = os.availableParallelism();
+// new variants a run may ask for: variants.lua's box narrows by a pixel every 7,000 requests, so the runs
+// together stay within a few pixels of 512
+const BLOCK = 6000;
 const CORES = (process.env.BENCH_SCALE_CORES || '1,2,4,8,16,32,64')
   .split(',')
   .map(Number)
@@ -80,11 +83,12 @@ async function measure({ base, pid, template, sources, first, count }) {
     threads,
     seconds: SECONDS,
     script: SCRIPT,
-    scriptArgs: [template, String(1_000_000), String(first), ...sources],
+    scriptArgs: [template, String(Math.floor(BLOCK / threads)), String(first), ...sources],
     sharedSession: true,
     cpus: load,
   });
   const peak = rss.stop();
+  if (result.requests >= BLOCK / threads) throw new Error(`bench/scale: more answers than new variants (${template})`);
   if (result.non2xx || result.errors !== 'none')
     throw new Error(`bench/scale: ${result.non2xx} answers not 2xx, socket errors ${result.errors} (${template})`);
   const cpu = treeCpu(pid) - cpuBefore;
@@ -138,7 +142,7 @@ export async function benchScale() {
             count,
           })),
         });
-        first += 1_000_000;
+        first += BLOCK;
         runs.push({
           cores: count,
           format,
@@ -152,7 +156,7 @@ export async function benchScale() {
             count,
           })),
         });
-        first += 1_000_000;
+        first += BLOCK;
       }
     } finally {
       sharpServer.stop();
