@@ -1,6 +1,6 @@
 // The Helm chart, checked offline: helm lint --strict, helm template, the rendered objects against
 // Kubernetes' own schemas (kubernetes-validate --strict, three minor versions) and a linter (kube-score);
-// then what the multi-node values make. The tools are installed by ./infra/stack test (.tools/).
+// then what the multi-node values make. The tools are built by ./infra/stack test (BUILT_TOOLS_DIR).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
