@@ -56,7 +56,9 @@ test(
         .filter((pid) => /^\d+$/.test(pid))
         .filter((pid) => {
           try {
-            return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('transform-worker');
+            // this test's own workers only (a running stack's origin has workers of its own, at another priority)
+            const parent = Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
+            return parent === process.pid && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('transform-worker');
           } catch {
             return false;
           }
