@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 const NEEDED = 24;
-const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+// (import.meta.dirname, not the URL's pathname: a checkout's path may hold a space, %20 in a URL)
+const root = path.resolve(import.meta.dirname, '../..');
 const script = process.argv[1] ? path.relative(process.cwd(), process.argv[1]) : 'this command';
 const major = Number(process.versions.node.split('.')[0]);
 if (major < NEEDED) {
