@@ -5,8 +5,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 const NEEDED = 24;
-// (import.meta.dirname, not the URL's pathname: a checkout's path may hold a space, %20 in a URL)
-const root = path.resolve(import.meta.dirname, '../..');
 const script = process.argv[1] ? path.relative(process.cwd(), process.argv[1]) : 'this command';
 const major = Number(process.versions.node.split('.')[0]);
 if (major < NEEDED) {
@@ -17,6 +15,8 @@ if (major < NEEDED) {
   );
   process.exit(1);
 }
+// (import.meta.dirname, not the URL's pathname: a checkout's path may hold a space, %20 in a URL)
+const root = path.resolve(import.meta.dirname, '../..');
 if (!fs.existsSync(path.join(root, 'node_modules', '.package-lock.json'))) {
   process.stderr.write(`${script} needs the npm modules: run ./infra/stack install (or npm ci) first.\n`);
   process.exit(1);
