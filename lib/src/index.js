@@ -43,3 +43,4 @@ export {
 } from './takedowns.js';
 export { RULES, checkRules, transformSlots } from './rules.js';
 export { cgroupCpuLimit, usableCores } from './cores.js';
+export { countWarmBytes, warmBytesKey } from './warm-bytes.js';

@@ -8,6 +8,7 @@ import {
   createTakedownList,
   redisReady,
   runService,
+  countWarmBytes,
   transformSlots,
   usableCores,
 } from '@stack/lib';
@@ -126,13 +127,9 @@ await runService({
         onEvict: () => metrics.archiveEvictions.inc(),
         // the warmer's fetches count in its day's bytes (WARM_MAX_BYTES_PER_DAY), as its variants do
         onKept: (bytes) => {
-          const day = `warm:bytes:${new Date().toISOString().slice(0, 10)}`;
-          redis
-            .multi()
-            .incrby(day, bytes)
-            .expire(day, 2 * 86_400)
-            .exec()
-            .catch((err) => logger.warn({ err: err.message }, "a warm fetch's bytes not counted"));
+          countWarmBytes(redis, bytes).catch((err) =>
+            logger.warn({ err: err.message }, "a warm fetch's bytes not counted"),
+          );
         },
       }),
     });

@@ -10,7 +10,7 @@
 // (WARM_SKIP_*), each URL once a day, posts older than WARM_MAX_AGE_S left to their readers.
 import { createHash } from 'node:crypto';
 import os from 'node:os';
-import { base58Url } from '@stack/lib';
+import { base58Url, countWarmBytes, warmBytesKey } from '@stack/lib';
 
 /** @typedef {{ author: string, permlink: string, urls: string[] }} WarmPost */
 
@@ -106,8 +106,7 @@ export function createWarmer({ redis, config, logger, metrics }) {
       return 'invalid_url';
     }
     if (inDomains(host, config.WARM_SKIP_DOMAINS)) return 'domain';
-    const day = new Date().toISOString().slice(0, 10);
-    if (Number(await redis.get(`warm:bytes:${day}`)) >= config.WARM_MAX_BYTES_PER_DAY) return 'bytes_cap';
+    if (Number(await redis.get(warmBytesKey())) >= config.WARM_MAX_BYTES_PER_DAY) return 'bytes_cap';
     const seen = await redis.set(
       `warm:seen:${createHash('sha256').update(url).digest('hex')}`,
       '1',
@@ -195,12 +194,7 @@ export function createWarmer({ redis, config, logger, metrics }) {
         }
       }
     }
-    const day = new Date().toISOString().slice(0, 10);
-    await redis
-      .multi()
-      .incrby(`warm:bytes:${day}`, bytes)
-      .expire(`warm:bytes:${day}`, 2 * 86_400)
-      .exec();
+    await countWarmBytes(redis, bytes);
     return count('warmed');
   }
 
