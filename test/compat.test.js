@@ -109,7 +109,7 @@ async function browse(url, accept = '*/*') {
  * The rows: what a frontend sends, what a browser must end up with, and where the shape comes from.
  * `request` is the row's name in docs/compatibility.md's table.
  * @typedef {{ request: string, url: () => string, redirects: number[], format: string, width: number,
- *   height: number | [number, number], frames?: number, cite: string }} Row
+ *   height: number | [number, number], frames?: number, maxBytes?: number, cite: string }} Row
  * @type {Row[]}
  */
 const ROWS = [
@@ -223,6 +223,36 @@ const ROWS = [
     cite: 'imagehoster proxy.ts:135-136 (AVIF)',
   },
   {
+    request: '/p/<b58>?format=match&mode=fit&width=W&blur=1',
+    url: () => `/p/${b58(jpg)}?format=match&mode=fit&width=600&blur=1`,
+    redirects: [],
+    format: 'jpeg',
+    width: 20,
+    height: 11,
+    maxBytes: 2048,
+    cite: 'render-helper proxify-image-src.ts (opts.blur: a placeholder); ecency imagehoster proxy.ts (20 px wide, blurred, JPEG)',
+  },
+  {
+    request: '/p/<b58 of a GIF>?blur=1',
+    url: () => `/p/${b58(gif)}?format=match&mode=fit&blur=1`,
+    redirects: [],
+    format: 'jpeg',
+    width: 20,
+    height: 13,
+    maxBytes: 2048,
+    cite: "ecency imagehoster proxy.ts (a GIF's placeholder: its first frame)",
+  },
+  {
+    request: '/p/<b58 of a PNG>?blur=1',
+    url: () => `/p/${b58(png)}?blur=1`,
+    redirects: [],
+    format: 'jpeg',
+    width: 20,
+    height: [12, 13],
+    maxBytes: 2048,
+    cite: "ecency imagehoster proxy.ts (a PNG's placeholder: a JPEG too)",
+  },
+  {
     request: '/u/<account>/avatar',
     url: () => '/u/alice/avatar',
     redirects: [302],
@@ -296,6 +326,7 @@ for (const row of ROWS) {
       `${row.request}: height ${image.height}, expected ${low}..${high}`,
     );
     if (row.frames) assert.equal(image.frames, row.frames, `${row.request}: frames`);
+    if (row.maxBytes) assert.ok(answer.body.length < row.maxBytes, `${row.request}: ${answer.body.length} bytes`);
   });
 }
 
@@ -346,6 +377,27 @@ test('compat: a Hive upload (POST /<account>/<signature>, imagehoster routes.ts:
   // and resized through /p/ of its own URL (imagehoster proxy.ts:209-216: own uploads read from the store)
   const resized = await decode((await browse(`/p/${b58(url)}?width=64&height=64`)).body);
   assert.deepEqual([resized.width, resized.height], [64, 64]);
+});
+
+test('compat: a 600-frame GIF (160 × 90, what images.hive.blog takes) uploads, and /0x0/ of it is animated with all 600 frames', async () => {
+  const frames = 600;
+  const pixels = Buffer.alloc(160 * 90 * frames * 3);
+  for (let i = 0; i < pixels.length; i += 1) pixels[i] = (i * 7 + Math.floor(i / 43200) * 13) & 255;
+  const bytes = await sharp(pixels, { raw: { width: 160, height: 90 * frames, channels: 3, pageHeight: 90 } })
+    .gif({ delay: Array(frames).fill(40), loop: 0 })
+    .toBuffer();
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(bytes)]), 'long.gif');
+  const response = await fetch(
+    `${stack.base}/alice/${hiveSign(challengeHash().update(bytes).digest(), posting.secretKey)}`,
+    { method: 'POST', body: form },
+  );
+  assert.equal(response.status, 200, await response.clone().text());
+  const { url } = /** @type {{ url: string }} */ (await response.json());
+  const served = await browse(`/0x0/${url}`, 'image/avif,image/webp,*/*');
+  assert.equal(served.status, 200);
+  const image = await decode(served.body);
+  assert.deepEqual([image.width, image.height, image.frames], [160, 90, 600]);
 });
 
 test('compat: a checksum-signed upload (POST /cs/<account>/<signature>, imagehoster upload.ts uploadCsHandler) gets the same key as a data-signed one', async () => {

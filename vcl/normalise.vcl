@@ -39,37 +39,44 @@ sub vcl_recv {
       return (synth(400, "invalid_path"));
     }
     set req.url = regsub(req.url, {"^(/p/[1-9A-HJ-NP-Za-km-z]+)[^?]*"}, "\1");
-    set req.url = regsub(req.url, {"([?&](width|height|mode|format)=[^&]*)(.*?)&\2=[^&]*"}, "\1\3");
-    set req.url = regsub(req.url, {"([?&](width|height|mode|format)=[^&]*)(.*?)&\2=[^&]*"}, "\1\3");
-    if (req.url ~ {"[?&](width|height|mode|format)=[^&]*&(.*&)?\1="}) {
-      return (synth(400, "repeated_parameter"));
+    # ecency's placeholder (blur=1 or blur=true, the first blur counting, as the origin reads it): a JPEG for
+    # everyone, whatever size or format was asked beside it: one object per source (origin/src/options.js)
+    if (req.url ~ {"[?&]blur="} && regsub(req.url, {"^.*?[?&]blur=([^&]*).*$"}, "\1") ~ "^(1|true)$") {
+      set req.url = regsub(req.url, {"\?.*$"}, "?blur=1");
+      unset req.http.Accept;
+    } else {
+      set req.url = regsub(req.url, {"([?&](width|height|mode|format)=[^&]*)(.*?)&\2=[^&]*"}, "\1\3");
+      set req.url = regsub(req.url, {"([?&](width|height|mode|format)=[^&]*)(.*?)&\2=[^&]*"}, "\1\3");
+      if (req.url ~ {"[?&](width|height|mode|format)=[^&]*&(.*&)?\1="}) {
+        return (synth(400, "repeated_parameter"));
+      }
+      if (req.url ~ {"[?&]mode=(?!(cover|fit)(&|$))"}) {
+        set req.http.X-Invalid-Parameter = "mode";
+        return (synth(400, "invalid_parameter"));
+      }
+      if (req.url ~ {"[?&]format=(?!(match|jpeg|jpg|png|webp|avif|auto)(&|$))"}) {
+        set req.http.X-Invalid-Parameter = "format";
+        return (synth(400, "invalid_parameter"));
+      }
+      # only what the origin reads keys the cache, in one spelling each (its result cache keys on the parsed
+      # values alike): every other parameter (the preview token, a cache buster) is dropped; sizes are read as
+      # the origin reads them (parseInt: spaces and a plus sign first, leading digits, no leading zeros; 0 and
+      # a value without digits are no size; a negative size is refused); the defaults (format=match,
+      # mode=cover) and format=jpg's alias are written as the origin understands them
+      set req.url = regsuball(req.url, {"([?&])(?!(?:width|height|mode|format)=)[^&]*"}, "\1");
+      set req.url = regsuball(req.url, {"([?&](?:width|height)=)(?:\+|%20|%09|%0[AaDd]|%2[Bb])+"}, "\1");
+      if (req.url ~ {"[?&](width|height)=(-|%2[Dd])[0-9]"}) {
+        set req.http.X-Invalid-Parameter = regsub(req.url, {"^.*?[?&](width|height)=(-|%2[Dd])[0-9].*$"}, "\1");
+        return (synth(400, "invalid_parameter"));
+      }
+      set req.url = regsuball(req.url, {"([?&](?:width|height)=)0*([0-9]+)[^&]*"}, "\1\2");
+      set req.url = regsuball(req.url, {"([?&])(?:width|height)=(?![0-9])[^&]*"}, "\1");
+      set req.url = regsuball(req.url, {"([?&])(?:width=0|height=0|format=match|mode=cover)(?=&|$)"}, "\1");
+      set req.url = regsuball(req.url, {"([?&]format=)jpg(?=&|$)"}, "\1jpeg");
+      set req.url = regsuball(req.url, {"([?&])&+"}, "\1");
+      # sizes past MAX_DIMENSION and, with ALLOWED_SIZES, between listed sizes, as the origin makes them
+      call canonical_sizes;
     }
-    if (req.url ~ {"[?&]mode=(?!(cover|fit)(&|$))"}) {
-      set req.http.X-Invalid-Parameter = "mode";
-      return (synth(400, "invalid_parameter"));
-    }
-    if (req.url ~ {"[?&]format=(?!(match|jpeg|jpg|png|webp|avif|auto)(&|$))"}) {
-      set req.http.X-Invalid-Parameter = "format";
-      return (synth(400, "invalid_parameter"));
-    }
-    # only what the origin reads keys the cache, in one spelling each (its result cache keys on the parsed
-    # values alike): every other parameter (the preview token, a cache buster) is dropped; sizes are read as
-    # the origin reads them (parseInt: spaces and a plus sign first, leading digits, no leading zeros; 0 and
-    # a value without digits are no size; a negative size is refused); the defaults (format=match,
-    # mode=cover) and format=jpg's alias are written as the origin understands them
-    set req.url = regsuball(req.url, {"([?&])(?!(?:width|height|mode|format)=)[^&]*"}, "\1");
-    set req.url = regsuball(req.url, {"([?&](?:width|height)=)(?:\+|%20|%09|%0[AaDd]|%2[Bb])+"}, "\1");
-    if (req.url ~ {"[?&](width|height)=(-|%2[Dd])[0-9]"}) {
-      set req.http.X-Invalid-Parameter = regsub(req.url, {"^.*?[?&](width|height)=(-|%2[Dd])[0-9].*$"}, "\1");
-      return (synth(400, "invalid_parameter"));
-    }
-    set req.url = regsuball(req.url, {"([?&](?:width|height)=)0*([0-9]+)[^&]*"}, "\1\2");
-    set req.url = regsuball(req.url, {"([?&])(?:width|height)=(?![0-9])[^&]*"}, "\1");
-    set req.url = regsuball(req.url, {"([?&])(?:width=0|height=0|format=match|mode=cover)(?=&|$)"}, "\1");
-    set req.url = regsuball(req.url, {"([?&]format=)jpg(?=&|$)"}, "\1jpeg");
-    set req.url = regsuball(req.url, {"([?&])&+"}, "\1");
-    # sizes past MAX_DIMENSION and, with ALLOWED_SIZES, between listed sizes, as the origin makes them
-    call canonical_sizes;
   } elsif (req.url ~ "^/[0-9]+x[0-9]+/") {
     set req.url = regsuball(req.url, "([?&])token=[0-9a-f]{48}(&|$)", "\1");
   }

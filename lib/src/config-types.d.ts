@@ -123,7 +123,7 @@ export type OriginConfig = SharedConfig & {
   MAX_INPUT_PIXELS: number;
   /** decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libavcodec (FFmpeg, Debian's libavcodec59) or, for what it does not take, libheif and libde265 (libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; each decoder is one more parser of hostile files) */
   HEIC_DECODE: boolean;
-  /** most frames in an animated source */
+  /** most frames a variant of an animation makes; past it, or past MAX_INPUT_PIXELS with each frame's pixels and 1,000 more for its overhead, a resize makes the first frames within both and a request the original satisfies (0x0) gets the original (X-Served-Original: animation_past_budget); never a reason to refuse an upload */
   MAX_FRAMES: number;
   /** requested width and height are capped at this */
   MAX_DIMENSION: number;

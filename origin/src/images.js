@@ -6,16 +6,24 @@ import { watchCpuPressure } from './pressure.js';
 import { createWorkerPool } from './workers.js';
 
 const EXTENSIONS = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', avif: 'avif' };
+/**
+ * The result cache's extension of an animation's original kept as its variant (past the budgets: too costly
+ * to transform), so a later answer from the cache says so as the first did.
+ */
+const PAST_BUDGET = { gif: 'agif', webp: 'awbp' };
 /** @param {string} ext */
-export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext);
+export const formatOfExt = (ext) => (ext === 'jpg' ? 'jpeg' : ext === 'agif' ? 'gif' : ext === 'awbp' ? 'webp' : ext);
+/** Why a variant is its original's bytes: `animation_past_budget`, or '' for a variant made. */
+export const ANIMATION_PAST_BUDGET = 'animation_past_budget';
 
 /**
  * @typedef {import('@stack/lib/src/sources.js').Source} Source
  * @typedef {import('./options.js').Want} Want
  * @typedef {{ fetch?: number, queue?: number, transform?: number }} Timings
  * @typedef {{ variantKey: string, format: import('./pipeline/index.js').OutputFormat, degraded: boolean, firstAnswer?: boolean,
- *   cached?: import('./cache/pack-cache.js').PackEntry, data?: Buffer, timings: Timings }} Variant
- *   a variant made now (`data`) or from the result cache (`cached`: see readCached, cachedFile)
+ *   cached?: import('./cache/pack-cache.js').PackEntry, data?: Buffer, timings: Timings, asOriginal?: string }} Variant
+ *   a variant made now (`data`) or from the result cache (`cached`: see readCached, cachedFile); asOriginal: why it
+ *   is the original's bytes, when an animation was too costly to transform
  * @typedef {'reader' | 'background' | 'warm'} MakeMode who a variant is made for: a reader (who may get a first
  *   answer instead of an AVIF); the background encode of what a first answer fell back from; a warmer (in the
  *   queue's later lane, in a worker at the lowest CPU priority)
@@ -102,7 +110,8 @@ export function createImages(deps) {
   /** @param {Source} source @param {Want} want */
   function variantKey(source, want) {
     // a negotiated answer depends on the Accept class (match without negotiation keeps its old key)
-    const format = want.format === 'auto' || want.negotiated ? `${want.format}-${want.accept}` : want.format;
+    let format = want.format === 'auto' || want.negotiated ? `${want.format}-${want.accept}` : want.format;
+    if (want.blur) format = 'blur';
     return sha256Hex(JSON.stringify([source.id, want.width, want.height, want.mode, format]));
   }
 
@@ -122,6 +131,7 @@ export function createImages(deps) {
         degraded: false,
         cached,
         timings: {},
+        asOriginal: Object.values(PAST_BUDGET).includes(cached.ext) ? ANIMATION_PAST_BUDGET : undefined,
       };
     if (warm) return warmVariant(source, want, key);
     // a miss answers by REQUEST_TIMEOUT_S, whatever a fetch, the queue and a transform add up to
@@ -331,21 +341,22 @@ export function createImages(deps) {
 
     /** The original's bytes as the variant (an animation past the budgets that fits the request). @param {import('./pipeline/index.js').SourceInfo} source */
     async function asOriginal(source) {
-      metrics.originalAnswers.inc({ reason: 'animation_past_budget' });
+      metrics.originalAnswers.inc({ reason: ANIMATION_PAST_BUDGET });
       const bytes = await fs.readFile(file);
-      const format = /** @type {import('./pipeline/index.js').OutputFormat} */ (sourceFormat(source));
-      keep(key, format, bytes);
-      return { variantKey: key, format, degraded: false, data: bytes, timings };
+      const format = /** @type {'gif' | 'webp'} */ (sourceFormat(source));
+      keep(key, format, bytes, PAST_BUDGET[format]);
+      return { variantKey: key, format, degraded: false, data: bytes, timings, asOriginal: ANIMATION_PAST_BUDGET };
     }
   }
 
   /**
    * Appends a variant to the result cache (one write into the page cache: the answer waits for nothing).
    * @param {string} key @param {import('./pipeline/index.js').OutputFormat} format @param {Buffer} data
+   * @param {string} [ext] the format's extension unless given (PAST_BUDGET)
    */
-  function keep(key, format, data) {
+  function keep(key, format, data, ext = EXTENSIONS[format]) {
     try {
-      variants.put(key, EXTENSIONS[format], data);
+      variants.put(key, ext, data);
     } catch (err) {
       logger.warn({ err, key }, 'variant not cached');
     }

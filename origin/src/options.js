@@ -4,9 +4,24 @@
 import { HttpError, allowedSizeList } from '@stack/lib';
 
 /**
- * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'', negotiated?: boolean }} Want
- *   what a request asks to be made of a source (`accept`: the class a negotiated format is made for)
+ * @typedef {{ width: number|null, height: number|null, mode: 'cover'|'fit', format: string, accept: 'avif'|'webp'|'', negotiated?: boolean,
+ *   blur?: boolean }} Want
+ *   what a request asks to be made of a source (`accept`: the class a negotiated format is made for; `blur`:
+ *   the placeholder ecency shows while the image loads)
  */
+
+/**
+ * ecency's feeds ask `blur=1` (render-helper proxifyImageSrc, `opts.blur`): a JPEG at most this wide, blurred,
+ * whatever size was asked beside it (ecency's imagehoster resizes to 20 px last, so the asked size never
+ * counts): one placeholder per source, the source's shape.
+ */
+export const BLUR_WIDTH = 20;
+
+/** Whether a request asks for the placeholder: `blur=1` or `blur=true` (the first, if repeated). @param {unknown} value */
+export function blurAsked(value) {
+  const text = Array.isArray(value) ? value[0] : value;
+  return text === '1' || text === 'true';
+}
 
 const MODES = new Set(['cover', 'fit']);
 const FORMATS = new Set(['match', 'jpeg', 'png', 'webp', 'avif', 'auto']);
@@ -79,6 +94,8 @@ export function acceptClass(accept = '') {
  * @param {Record<string, any>} config @returns {Want}
  */
 export function parseWant(query, accept, config) {
+  if (blurAsked(query.blur))
+    return { width: BLUR_WIDTH, height: null, mode: 'fit', format: 'jpeg', accept: '', negotiated: false, blur: true };
   const mode = query.mode === undefined ? 'cover' : String(query.mode);
   const given = query.format === undefined ? 'match' : String(query.format);
   const format = FORMAT_ALIASES.get(given) || given;

@@ -1,6 +1,7 @@
 // The plan: from what the source is and what was asked, the variant's size and format and how it is made
 // (no pixels touched). Its cost is bounded here, before any decode.
 import { HttpError } from '@stack/lib';
+import { frameCost } from './source.js';
 
 const CONTENT_TYPES = {
   jpeg: 'image/jpeg',
@@ -20,10 +21,11 @@ const CONTENT_TYPES = {
  * @typedef {{ width: number, height: number }} HeicSource a HEIC: its size as shown (rotation applied)
  * @typedef {{ width: number|undefined, height: number|undefined, fit: 'cover'|'inside', format: OutputFormat,
  *   animated: boolean, degraded: boolean, palette: boolean, ignoreIcc: boolean, jpeg: JpegSource | null, pixels: number, heic: HeicSource | null,
- *   lossless: boolean, fits: boolean, passthrough: boolean, frames: number }} Plan
+ *   lossless: boolean, fits: boolean, passthrough: boolean, frames: number, blur: boolean }} Plan
  *   lossless: a WebP of a screenshot or drawing (a still PNG or GIF) or of an animation at its own size; fits: the variant is the source's own size;
  *   passthrough: the original answers as it is (an animation past the budgets that fits); frames: how many
- *   frames are made (-1: all; fewer when an animation past the budgets is resized)
+ *   frames are made (-1: all; fewer when an animation past the budgets is resized); blur: the placeholder
+ *   (options.js BLUR_WIDTH), blurred after the resize
  */
 
 /** @param {OutputFormat} format */
@@ -42,7 +44,8 @@ export function contentTypeOf(format) {
  * @returns {Plan}
  */
 export function plan(source, want, degrade, budgets = {}) {
-  const animated = source.frames > 1;
+  // a placeholder is the first frame's
+  const animated = source.frames > 1 && !want.blur;
   let format = outputFormat(source, want, animated);
   let degraded = false;
   let { width, height } = want;
@@ -56,15 +59,15 @@ export function plan(source, want, degrade, budgets = {}) {
   const fits =
     framePixels === source.width * source.height &&
     (!box.cover || (width === source.width && height === source.height));
-  // an animation past the frame or pixel budget (read from its header): the original answers a request it
-  // satisfies as it is; a resize of it makes its first frames, as many as the budgets allow
+  // an animation past the frame or cost budget (read from its header: source.js animationCost): the original
+  // answers a request it satisfies as it is; a resize of it makes its first frames, as many as the budgets allow
   const budgetFrames =
     animated && source.overBudget
       ? Math.max(
           1,
           Math.min(
             budgets.maxFrames || Infinity,
-            Math.floor((budgets.maxInputPixels || Infinity) / (source.width * source.height)),
+            Math.floor((budgets.maxInputPixels || Infinity) / frameCost(source.width * source.height)),
           ),
         )
       : -1;
@@ -105,6 +108,7 @@ export function plan(source, want, degrade, budgets = {}) {
     fits,
     passthrough,
     frames,
+    blur: Boolean(want.blur),
   };
 }
 
@@ -121,7 +125,7 @@ export function sourceFormat(source) {
  */
 export function originalAnswers(source, want) {
   const own = sourceFormat(source);
-  if (!own) return false;
+  if (!own || want.blur) return false;
   if (want.format === own) return true;
   if (want.format !== 'match' && want.format !== 'auto') return false;
   if (own === 'avif') return want.accept === 'avif' || (want.format === 'match' && !want.negotiated);

@@ -56,6 +56,8 @@ function proxyAnswer({ images, config, guard }) {
       'Server-Timing': serverTiming(variant.timings),
       'X-Content-Type-Options': 'nosniff',
     };
+    // an animation too costly to transform (MAX_FRAMES, MAX_INPUT_PIXELS): its original, and why
+    if (variant.asOriginal) headers['X-Served-Original'] = variant.asOriginal;
     if (want.negotiated) {
       headers.Vary = 'Accept';
       // a CDN that ignores Vary would serve this answer to every browser: it must not keep it

@@ -124,15 +124,18 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
       checksum,
       sha256: config.UPLOAD_METADATA !== 'none',
     });
+    // an animation is never refused for its length or its frames' total (images.hive.blog takes any file
+    // under its size limit): what of it is too costly to transform is served as it is (images.js)
     const info = await probe(tempPath, {
       maxPixels: config.MAX_INPUT_PIXELS,
       maxFrames: config.MAX_FRAMES,
       heic: config.HEIC_DECODE,
+      animations: true,
     });
     const account = await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
     // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
-    await checks.run(() => verify(tempPath, info), true);
+    await checks.run(() => verify(tempPath, info, config.MAX_INPUT_PIXELS), true);
     const key = keyFromDigest(file.digest);
     if (deps.guard.blockedUpload(key, account)) throw takedownError(config.CACHE_CONTROL_TAKEDOWN);
     const stored = await scrubbed(deps, tempPath, info, key, file.sha256);
