@@ -4,6 +4,8 @@ include "sizes.vcl";
 sub vcl_recv {
   # set here only, when a parameter is refused (vcl_synth names it): never a client's
   unset req.http.X-Invalid-Parameter;
+  # set here only, from a /p/ URL's preview token (below): never a client's own header
+  unset req.http.X-Preview-Token;
   # uploads and anything that is not a read go straight through, never cached
   if (req.method != "GET" && req.method != "HEAD") {
     return (pass);
@@ -39,6 +41,12 @@ sub vcl_recv {
       return (synth(400, "invalid_path"));
     }
     set req.url = regsub(req.url, {"^(/p/[1-9A-HJ-NP-Za-km-z]+)[^?]*"}, "\1");
+    # the editor's preview token lets an image no post references yet through the origin's proxy whitelist
+    # (PROXY_WHITELIST): it goes to the origin beside the URL, never into the key; the origin answers such an
+    # image `private, no-store` (policy.vcl: never kept, never served to another client)
+    if (req.url ~ {"[?&]token=[0-9a-f]{48}(&|$)"}) {
+      set req.http.X-Preview-Token = regsub(req.url, {"^.*?[?&]token=([0-9a-f]{48})(&.*)?$"}, "\1");
+    }
     # ecency's placeholder (blur=1 or blur=true, the first blur counting, as the origin reads it): a JPEG for
     # everyone, whatever size or format was asked beside it: one object per source (origin/src/options.js)
     if (req.url ~ {"[?&]blur="} && regsub(req.url, {"^.*?[?&]blur=([^&]*).*$"}, "\1") ~ "^(1|true)$") {

@@ -51,6 +51,8 @@ export type OriginConfig = SharedConfig & {
   ORIGIN_SOCKET: string;
   /** Prometheus metrics port of the origin (kept off the public path) */
   ORIGIN_METRICS_PORT: number;
+  /** which remote images /p/ proxies: off, every public one; chain, those a post or comment on the Hive chain references (recorded by the chain follower, HIVE_FOLLOW), as images.hive.blog does; haf, those a HAF proxy-whitelist service at PROXY_WHITELIST_URL vouches for. Others are a 403 (no-store); uploads, PROXY_WHITELIST_HOSTS and a preview token's requests pass; a check that fails lets the image through */
+  PROXY_WHITELIST: "off" | "chain" | "haf";
   /** uploads and cached originals (a file each) and variants (segment files) live here; put it on a journaled filesystem: ext4 without a journal makes each new file pass over the inodes freed in the last minutes, which costs the origin CPU once the originals cache evicts */
   DATA_DIR: string;
   /** where uploads are kept: fs (DATA_DIR/uploads, one origin) or s3 (a bucket every origin shares; DATA_DIR keeps a bounded copy of what was read, in the originals cache) */
@@ -123,6 +125,12 @@ export type OriginConfig = SharedConfig & {
   MAX_INPUT_PIXELS: number;
   /** decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libavcodec (FFmpeg, Debian's libavcodec59) or, for what it does not take, libheif and libde265 (libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; each decoder is one more parser of hostile files) */
   HEIC_DECODE: boolean;
+  /** with PROXY_WHITELIST=haf: the HAF proxy-whitelist service (PostgREST) asked POST /whitelist/check {"url"} for each remote image not known yet */
+  PROXY_WHITELIST_URL: string;
+  /** with PROXY_WHITELIST: hosts whose images pass unchecked (YouTube's thumbnails: frontends build their URLs, no post holds them) */
+  PROXY_WHITELIST_HOSTS: string[];
+  /** with PROXY_WHITELIST=haf: the longest whitelist check; past it (or on any failure) the image is let through and counted (origin_whitelist_checks_total{result="failed_open"}) */
+  PROXY_WHITELIST_TIMEOUT_MS: number;
   /** most frames a variant of an animation makes; past it, or past MAX_INPUT_PIXELS with each frame's pixels and 1,000 more for its overhead, a resize makes the first frames within both and a request the original satisfies (0x0) gets the original (X-Served-Original: animation_past_budget); never a reason to refuse an upload */
   MAX_FRAMES: number;
   /** requested width and height are capped at this */
@@ -267,6 +275,8 @@ export type PurgeServiceConfig = SharedConfig & {
   PURGE_SERVICE_SOCKET: string;
   /** Prometheus metrics port of the purge-service (kept off the public path) */
   PURGE_SERVICE_METRICS_PORT: number;
+  /** which remote images /p/ proxies: off, every public one; chain, those a post or comment on the Hive chain references (recorded by the chain follower, HIVE_FOLLOW), as images.hive.blog does; haf, those a HAF proxy-whitelist service at PROXY_WHITELIST_URL vouches for. Others are a 403 (no-store); uploads, PROXY_WHITELIST_HOSTS and a preview token's requests pass; a check that fails lets the image through */
+  PROXY_WHITELIST: "off" | "chain" | "haf";
   /** webhook HMAC-SHA256 keys, comma separated (several during a rotation); empty refuses every webhook */
   PURGE_HMAC_KEYS: string[];
   /** webhook X-Timestamp must be this close to now; a signature is accepted once within it */

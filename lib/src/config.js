@@ -283,6 +283,16 @@ export const takedownSettings = /** @type {Setting[]} */ ([
   },
 ]);
 
+export const whitelistSettings = /** @type {Setting[]} */ ([
+  {
+    name: 'PROXY_WHITELIST',
+    type: 'string',
+    default: 'off',
+    choices: ['off', 'chain', 'haf'],
+    doc: "which remote images /p/ proxies: off, every public one; chain, those a post or comment on the Hive chain references (recorded by the chain follower, HIVE_FOLLOW), as images.hive.blog does; haf, those a HAF proxy-whitelist service at PROXY_WHITELIST_URL vouches for. Others are a 403 (no-store); uploads, PROXY_WHITELIST_HOSTS and a preview token's requests pass; a check that fails lets the image through",
+  },
+]);
+
 export const purgeQueueSettings = /** @type {Setting[]} */ ([
   {
     name: 'PURGE_STREAM',

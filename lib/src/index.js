@@ -6,6 +6,7 @@ export {
   hiveSettings,
   purgeQueueSettings,
   takedownSettings,
+  whitelistSettings,
 } from './config.js';
 export { HttpError, toHttpError, errorAnswer, errorHandler, StartupError, GoneError, isGone } from './errors.js';
 export { createLogger, logRequest, redactUrl, requestIdOf, requestLogger } from './log.js';
@@ -27,6 +28,7 @@ export {
   avatarPaths,
 } from './avatars.js';
 export { hiveMapping, imageUrl, atPath } from './hive-profile.js';
+export { WHITELIST_KEY, recordReferences } from './whitelist.js';
 export { isUploadKey, sha256Hex, mendScheme, unwrapOptions, resolveSource } from './sources.js';
 export {
   TAKEDOWN_CHANNEL,

@@ -1,4 +1,11 @@
-import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings, takedownSettings } from '@stack/lib';
+import {
+  commonSettings,
+  hiveSettings,
+  purgeQueueSettings,
+  sharedSettings,
+  takedownSettings,
+  whitelistSettings,
+} from '@stack/lib';
 
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
 export const settings = [
@@ -6,6 +13,7 @@ export const settings = [
   ...sharedSettings,
   ...hiveSettings,
   ...takedownSettings,
+  ...whitelistSettings,
   ...purgeQueueSettings,
   {
     name: 'DATA_DIR',
@@ -216,6 +224,25 @@ export const settings = [
     type: 'bool',
     default: 'true',
     doc: "decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libavcodec (FFmpeg, Debian's libavcodec59) or, for what it does not take, libheif and libde265 (libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; each decoder is one more parser of hostile files)",
+  },
+  {
+    name: 'PROXY_WHITELIST_URL',
+    type: 'url',
+    default: '',
+    doc: 'with PROXY_WHITELIST=haf: the HAF proxy-whitelist service (PostgREST) asked POST /whitelist/check {"url"} for each remote image not known yet',
+  },
+  {
+    name: 'PROXY_WHITELIST_HOSTS',
+    type: 'list',
+    default: 'img.youtube.com,i.ytimg.com',
+    doc: "with PROXY_WHITELIST: hosts whose images pass unchecked (YouTube's thumbnails: frontends build their URLs, no post holds them)",
+  },
+  {
+    name: 'PROXY_WHITELIST_TIMEOUT_MS',
+    type: 'int',
+    default: '1000',
+    doc: 'with PROXY_WHITELIST=haf: the longest whitelist check; past it (or on any failure) the image is let through and counted (origin_whitelist_checks_total{result="failed_open"})',
+    min: 1,
   },
   {
     name: 'MAX_FRAMES',

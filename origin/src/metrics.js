@@ -92,6 +92,12 @@ export function createOriginMetrics(registry) {
       labelNames: ['result'],
       registers,
     }),
+    whitelist: new client.Counter({
+      name: 'origin_whitelist_checks_total',
+      help: 'Remote images checked against the proxy whitelist (PROXY_WHITELIST), by result: listed, unknown (403), blacklisted (451), allowed_host, preview_token, failed_open (the check failed: let through)',
+      labelNames: ['result'],
+      registers,
+    }),
     originalAnswers: new client.Counter({
       name: 'origin_original_answers_total',
       help: "Variants answered with the original's bytes: smaller than what was made, or an animation past the budgets that the original satisfies",

@@ -32,6 +32,7 @@ import { createSingleFlight } from './single-flight.js';
 import { createStore } from './store/index.js';
 import { allowedSizes } from './options.js';
 import { createGuard, listenForEvictions } from './takedown.js';
+import { createWhitelist } from './whitelist.js';
 
 const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
 
@@ -166,6 +167,9 @@ await runService({
     const takedowns = createTakedownList({ redis, logger, service: 'origin', pollMs: config.TAKEDOWN_POLL_MS });
     await takedowns.ready;
     const guard = createGuard({ takedowns, redis, config, logger });
+    if (config.PROXY_WHITELIST === 'haf' && !config.PROXY_WHITELIST_URL)
+      throw new StartupError('PROXY_WHITELIST=haf needs PROXY_WHITELIST_URL: the HAF proxy-whitelist service to ask');
+    const whitelist = createWhitelist({ config, redis, metrics, logger });
     const evictions = listenForEvictions({ redis, images, store, config, logger });
     const app = createApp({
       config,
@@ -179,6 +183,7 @@ await runService({
       verifySignature,
       verifyHivesigner,
       guard,
+      whitelist,
       version,
     });
     return {

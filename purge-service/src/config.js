@@ -1,4 +1,11 @@
-import { commonSettings, hiveSettings, purgeQueueSettings, sharedSettings, takedownSettings } from '@stack/lib';
+import {
+  commonSettings,
+  hiveSettings,
+  purgeQueueSettings,
+  sharedSettings,
+  takedownSettings,
+  whitelistSettings,
+} from '@stack/lib';
 
 /** @type {import('@stack/lib/src/config.js').Setting[]} */
 export const settings = [
@@ -6,6 +13,7 @@ export const settings = [
   ...sharedSettings,
   ...hiveSettings,
   ...takedownSettings,
+  ...whitelistSettings,
   ...purgeQueueSettings,
   {
     name: 'PURGE_HMAC_KEYS',

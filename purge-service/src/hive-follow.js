@@ -1,6 +1,6 @@
-import { avatarLastKey, enqueuePurge, hiveMapping } from '@stack/lib';
+import { avatarLastKey, enqueuePurge, hiveMapping, recordReferences, unwrapOptions } from '@stack/lib';
 import { inRounds } from './rounds.js';
-import { warmPost } from './warm.js';
+import { imagesOf, warmPost } from './warm.js';
 
 const CURSOR = 'purge:hive:cursor';
 const PROFILE_OPS = new Set(['account_update', 'account_update2']);
@@ -42,6 +42,7 @@ export async function changesIn(ops, redis) {
  *   config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger, metrics: ReturnType<typeof import('./metrics.js').createPurgeMetrics> }} deps
  */
 export function createFollower({ hive, redis, config, logger, metrics }) {
+  const unwrap = unwrapOptions(config);
   async function catchUp() {
     const props = await hive.call('condenser_api.get_dynamic_global_properties', []);
     const head = Number(props.head_block_number);
@@ -55,10 +56,25 @@ export function createFollower({ hive, redis, config, logger, metrics }) {
         metrics.received.inc({ source: 'hive', result: 'queued' });
         metrics.queued.inc({ source: 'hive' });
       }
+      // the whitelist first: the warmer's requests for a new post's images are then let through
+      if (config.PROXY_WHITELIST === 'chain') await recordImages(ops || [], block);
       if (config.WARM) await warmPosts(ops || []);
       await redis.set(CURSOR, String(block));
       metrics.followedBlock.set(block);
       cursor = block;
+    }
+  }
+
+  /**
+   * Every image URL of a block's posts and comments (comment ops: new ones and edits) into the chain's proxy
+   * whitelist (PROXY_WHITELIST=chain). @param {any[]} ops @param {number} block
+   */
+  async function recordImages(ops, block) {
+    for (const entry of ops) {
+      const [name, body] = entry?.op || [];
+      if (name !== 'comment' || !body) continue;
+      const added = await recordReferences(redis, imagesOf(body), block, unwrap);
+      if (added) metrics.whitelisted.inc(added);
     }
   }
 

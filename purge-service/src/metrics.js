@@ -133,6 +133,11 @@ export function createPurgeMetrics(registry, queue) {
       help: 'Events moved to the dead-letter stream',
       registers,
     }),
+    whitelisted: new client.Counter({
+      name: 'purge_whitelisted_sources_total',
+      help: 'Remote images recorded in the chain proxy whitelist (PROXY_WHITELIST=chain), new to it',
+      registers,
+    }),
     followedBlock: new client.Gauge({
       name: 'purge_hive_block',
       help: 'Last Hive block whose events are queued (the cursor)',

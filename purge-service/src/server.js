@@ -6,6 +6,7 @@ import {
   createHiveClient,
   errorHandler,
   healthRoute,
+  StartupError,
   redisReady,
   requestLogger,
   requestMetrics,
@@ -32,6 +33,9 @@ await runService({
   settings,
   async build({ config: loaded, logger, registry }) {
     const config = /** @type {import('@stack/lib/src/config-types.js').PurgeServiceConfig} */ (loaded);
+    // the chain's whitelist is what the follower records: without it every remote image would be refused
+    if (config.PROXY_WHITELIST === 'chain' && !config.HIVE_FOLLOW)
+      throw new StartupError('PROXY_WHITELIST=chain needs HIVE_FOLLOW=true: the chain follower records the whitelist');
     const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);
     const metrics = createPurgeMetrics(registry, {

@@ -5,8 +5,13 @@ import { contentTypeOf } from '../pipeline/index.js';
 
 /**
  * @typedef {{ images: ReturnType<typeof import('../images.js').createImages>, config: import('@stack/lib/src/config-types.js').OriginConfig,
- *   metrics: import('../metrics.js').OriginMetrics, guard: import('../takedown.js').Guard }} ProxyDeps
+ *   metrics: import('../metrics.js').OriginMetrics, guard: import('../takedown.js').Guard, whitelist: import('../whitelist.js').Whitelist }} ProxyDeps
  * @typedef {{ headers: Record<string, string>, variant: import('../images.js').Variant }} ProxyAnswer
+ * @typedef {{ query: Record<string, unknown>, accept: string | undefined, paths: (string | undefined)[], warm: boolean,
+ *   token: unknown }} ProxyRequest
+ *   what a request asks: `paths`, where it was asked (for takedowns); `warm`, a warmer's (X-Warm: 1, made only
+ *   on idle capacity: images.js warmVariant); `token`, a preview token (?token=, or X-Preview-Token from varnish,
+ *   which keeps it out of its key)
  */
 
 /** The bytes a variant's answer carries. @param {import('../images.js').Variant} variant */
@@ -22,14 +27,14 @@ const withoutExtension = (encoded) => encoded.replace(EXTENSION, '');
 /**
  * GET /p/<base58(url)>: a remote (or own) image, resized and encoded: the variant and the headers of its 200.
  * Shared by the Express route and the fast path, so both answer alike.
- * A taken-down source is a 451 before any work, and again if it was taken down while its variant was made.
+ * A taken-down source is a 451 before any work, and again if it was taken down while its variant was made; a
+ * remote one the proxy whitelist does not hold is a 403 (whitelist.js), before the result cache is looked at.
  * Every answer about a source (its image or its 451) is remembered under `paths`, for takedowns.
  * @param {ProxyDeps} deps
- * A warmer's request (`warm`: X-Warm: 1) is made only on idle capacity (images.js warmVariant).
- * @returns {(encoded: string, query: Record<string, unknown>, accept: string | undefined, paths: (string | undefined)[], warm?: boolean) => Promise<ProxyAnswer>}
+ * @returns {(encoded: string, request: ProxyRequest) => Promise<ProxyAnswer>}
  */
-function proxyAnswer({ images, config, guard }) {
-  return async (encoded, query, accept, paths, warm = false) => {
+function proxyAnswer({ images, config, guard, whitelist }) {
+  return async (encoded, { query, accept, paths, warm, token }) => {
     const text = base58Url.decode(withoutExtension(encoded));
     if (!text) throw new HttpError(400, 'invalid_url', { reason: 'not base58' });
     const want = parseWant(query, accept, config);
@@ -40,6 +45,7 @@ function proxyAnswer({ images, config, guard }) {
       remember();
       throw err;
     });
+    const access = await whitelist.check(source, token);
     const variant = await images.variant(source, want, { warm });
     remember();
     await guard.check(source);
@@ -58,6 +64,8 @@ function proxyAnswer({ images, config, guard }) {
     };
     // an animation too costly to transform (MAX_FRAMES, MAX_INPUT_PIXELS): its original, and why
     if (variant.asOriginal) headers['X-Served-Original'] = variant.asOriginal;
+    // let through by a preview token alone: for the editor that holds it, never for a shared cache
+    if (access.private) headers['Cache-Control'] = 'private, no-store';
     if (want.negotiated) {
       headers.Vary = 'Accept';
       // a CDN that ignores Vary would serve this answer to every browser: it must not keep it
@@ -83,13 +91,7 @@ export function proxyRoute(deps) {
       next(err);
     };
     const respond = async (retried = false) => {
-      const { headers, variant } = await answer(
-        req.params.encoded,
-        req.query,
-        req.headers.accept,
-        publicPaths(req),
-        req.headers['x-warm'] === '1',
-      );
+      const { headers, variant } = await answer(req.params.encoded, proxyRequest(req, req.query));
       const sent = () => deps.metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
       res.set(headers);
       if (!variant.cached) {
@@ -170,13 +172,7 @@ export function proxyFastPath(deps) {
     };
     const query = querystring.parse(match[2] || '');
     const respond = async (retried = false) => {
-      const { headers: answerHeaders, variant } = await answer(
-        match[1],
-        query,
-        headers.accept,
-        publicPaths(req),
-        headers['x-warm'] === '1',
-      );
+      const { headers: answerHeaders, variant } = await answer(match[1], proxyRequest(req, query));
       const head = req.method === 'HEAD';
       let data = variant.data;
       if (variant.cached && !head) {
@@ -194,6 +190,22 @@ export function proxyFastPath(deps) {
     };
     respond().catch(fail);
     return true;
+  };
+}
+
+/**
+ * What a request asks, read alike by the Express route and the fast path.
+ * @param {import('node:http').IncomingMessage & { originalUrl?: string }} req @param {Record<string, unknown>} query
+ * @returns {ProxyRequest}
+ */
+function proxyRequest(req, query) {
+  const { headers } = req;
+  return {
+    query,
+    accept: headers.accept,
+    paths: publicPaths(req),
+    warm: headers['x-warm'] === '1',
+    token: query.token ?? headers['x-preview-token'],
   };
 }
 
