@@ -129,6 +129,11 @@ test('a preview token opens an unknown URL for its holder alone: private, no-sto
     assert.notEqual(preview.headers.get('x-cache'), 'HIT');
   }
   assert.equal(await status(proxied(draft)), 403, 'without the token: refused, the private answer shared with no one');
+  // condenser's editor appends the token to its legacy URL: carried through the redirect, which no one else gets
+  const editor = await fetch(`${stack.base}/768x0/${draft}?token=${token}`);
+  await editor.arrayBuffer();
+  assert.deepEqual([editor.status, editor.headers.get('cache-control')], [200, 'private, no-store']);
+  assert.equal(await status(`${stack.base}/768x0/${draft}`), 403, 'the same legacy URL without the token');
   const upload = await tokenUpload(stack.base, await solid(90, 60, 'png'), 'own.png', 'whitelist');
   const { url } = /** @type {{ url: string }} */ (await upload.json());
   assert.equal(await status(proxied(url)), 200, 'an upload of ours needs no whitelist');

@@ -86,6 +86,11 @@ sub vcl_recv {
       call canonical_sizes;
     }
   } elsif (req.url ~ "^/[0-9]+x[0-9]+/") {
+    # condenser's editor appends its preview token to a legacy URL: carried into the redirect by the origin
+    # (policy.vcl passes such a request: the redirect is the token holder's alone)
+    if (req.url ~ {"[?&]token=[0-9a-f]{48}(&|$)"}) {
+      set req.http.X-Preview-Token = regsub(req.url, {"^.*?[?&]token=([0-9a-f]{48})(&.*)?$"}, "\1");
+    }
     set req.url = regsuball(req.url, "([?&])token=[0-9a-f]{48}(&|$)", "\1");
   }
   set req.url = regsub(req.url, "[?&]+$", "");

@@ -8,6 +8,11 @@ sub vcl_recv {
   } else {
     set req.grace = 24h;
   }
+  # a legacy URL with a preview token: its redirect carries the token (the editor's preview of an image no
+  # post references yet), never a cached one without it, and is kept for no one
+  if (req.http.X-Preview-Token && req.url !~ "^/p/") {
+    return (pass);
+  }
   return (hash);
 }
 

@@ -18,6 +18,16 @@ export function legacySource(tail) {
 }
 
 /**
+ * The preview token of a legacy URL: varnish hands it over as X-Preview-Token (it keeps it out of its key),
+ * a request straight to the origin has it in the URL. @param {import('express').Request} req
+ */
+function previewToken(req) {
+  const given = req.headers['x-preview-token'];
+  if (typeof given === 'string' && /^[0-9a-f]{48}$/.test(given)) return given;
+  return /[?&]token=([0-9a-f]{48})(?:&|$)/.exec(req.originalUrl)?.[1] ?? '';
+}
+
+/**
  * GET /<W>x<H>/<url>: the old images.hive.blog form, answered with a permanent redirect to /p/ (tagged with
  * the source's xkey, so a takedown evicts it), or the source's 451.
  * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, images: ReturnType<typeof import('../images.js').createImages>,
@@ -38,7 +48,15 @@ export function legacyRoute({ config, images, guard }) {
       if (width) query.set('width', String(canonicalSize(width, config)));
       if (height) query.set('height', String(canonicalSize(height, config)));
       res.set({ 'Cache-Control': config.CACHE_CONTROL_IMMUTABLE, xkey: `img:${source.id}` });
-      res.redirect(301, `/p/${base58Url.encode(new URL(target).toString())}?${query}`);
+      // under the proxy whitelist, the editor's preview token goes on to /p/ (condenser appends it to the
+      // legacy URL: ProxifyUrl.js proxifyImageUrl's token); such a redirect is its holder's alone and temporary
+      const token = config.PROXY_WHITELIST !== 'off' && previewToken(req);
+      if (token) {
+        query.set('token', token);
+        res.set('Cache-Control', 'private, no-store');
+      }
+      // a token's redirect is temporary (the token expires in half an hour): no browser keeps it
+      res.redirect(token ? 302 : 301, `/p/${base58Url.encode(new URL(target).toString())}?${query}`);
     } catch (err) {
       next(err);
     }
