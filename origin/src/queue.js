@@ -96,12 +96,12 @@ export class TransformQueue {
   /**
    * @template T
    * @param {() => Promise<T>} task
-   * @param {boolean} small
-   * @param {() => void} [release] the task's reservation, exchanged for its place in the queue
-   * @param {boolean} [later] work nobody waits for: in the later lane (its caller checked laterHasRoom)
+   * @param {{ small?: boolean, release?: () => void, later?: boolean }} [options] small: waits in the small
+   *   tasks' line, ahead of the large; release: the task's reservation, exchanged for its place in the queue;
+   *   later: work nobody waits for, in the later lane (its caller checked laterHasRoom)
    * @returns {Promise<{ value: T, waitMs: number }>}
    */
-  async run(task, small, release, later = false) {
+  async run(task, { small = false, release, later = false } = {}) {
     const queuedAt = performance.now();
     release?.();
     if (this.full) throw this.overloaded();

@@ -28,14 +28,14 @@ test("later tasks run beside the readers' slots: readers find every slot, and a 
   const warmA = held(log, 'warm-a');
   const warmB = held(log, 'warm-b');
   const readers = [held(log, 'reader-1'), held(log, 'reader-2'), held(log, 'reader-3')];
-  const runs = [queue.run(warmA.task, false, undefined, true)];
+  const runs = [queue.run(warmA.task, { later: true })];
   await tick();
   assert.deepEqual(log, ['warm-a'], 'an idle queue starts a later task at once');
-  runs.push(queue.run(warmB.task, false, undefined, true));
+  runs.push(queue.run(warmB.task, { later: true }));
   await tick();
   assert.deepEqual(log, ['warm-a'], 'one later task at a time: the second waits');
   assert.ok(queue.laterHasRoom && queue.later.length === 1);
-  runs.push(...readers.map((reader) => queue.run(reader.task, true)));
+  runs.push(...readers.map((reader) => queue.run(reader.task, { small: true })));
   await tick();
   assert.deepEqual(
     log,
@@ -80,11 +80,11 @@ test('the later lane is bounded; a one-slot machine still warms when idle', asyn
   const queue = new TransformQueue({ concurrency: 1, maxQueued: 10, keepFree: 1, laterMax: 1 });
   const log = [];
   const first = held(log, 'warm-1');
-  const running = queue.run(first.task, false, undefined, true);
+  const running = queue.run(first.task, { later: true });
   await tick();
   assert.deepEqual(log, ['warm-1'], 'its one slot, when nothing else waits');
   const second = held(log, 'warm-2');
-  const waiting = queue.run(second.task, false, undefined, true);
+  const waiting = queue.run(second.task, { later: true });
   await tick();
   assert.equal(queue.laterHasRoom, false);
   first.end();
@@ -97,11 +97,11 @@ test('at most laterConcurrency later tasks run at once, however many slots are f
   const queue = new TransformQueue({ concurrency: 4, maxQueued: 10, keepFree: 1, laterMax: 4, laterConcurrency: 1 });
   const log = [];
   const warm = [held(log, 'warm-1'), held(log, 'warm-2')];
-  const runs = warm.map((one) => queue.run(one.task, false, undefined, true));
+  const runs = warm.map((one) => queue.run(one.task, { later: true }));
   await tick();
   assert.deepEqual(log, ['warm-1'], 'three slots free, one later task');
   const reader = held(log, 'reader');
-  runs.push(queue.run(reader.task, true));
+  runs.push(queue.run(reader.task, { small: true }));
   await tick();
   assert.deepEqual(log, ['warm-1', 'reader'], 'readers take the free slots as ever');
   warm[0].end();

@@ -10,7 +10,7 @@ import { contentTypeOf } from '../pipeline/index.js';
  * @typedef {{ query: Record<string, unknown>, accept: string | undefined, paths: (string | undefined)[], warm: boolean,
  *   token: unknown }} ProxyRequest
  *   what a request asks: `paths`, where it was asked (for takedowns); `warm`, a warmer's (X-Warm: 1, made only
- *   on idle capacity: images.js warmVariant); `token`, a preview token (?token=, or X-Preview-Token from varnish,
+ *   on idle capacity: variant/warm.js); `token`, a preview token (?token=, or X-Preview-Token from varnish,
  *   which keeps it out of its key)
  */
 

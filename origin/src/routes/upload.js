@@ -135,7 +135,7 @@ async function acceptUpload(deps, kind, authorise, req, res, checksum = false) {
     const account = await authorise(file.digest, file.checksum);
     // after authorisation (only a known uploader spends a decode), in a slot of the upload checks: decodes at
     // once stay bounded, and never wait behind transforms (someone's post is waiting on this one)
-    await checks.run(() => verify(tempPath, info, config.MAX_INPUT_PIXELS), true);
+    await checks.run(() => verify(tempPath, info, config.MAX_INPUT_PIXELS), { small: true });
     const key = keyFromDigest(file.digest);
     if (deps.guard.blockedUpload(key, account)) throw takedownError(config.CACHE_CONTROL_TAKEDOWN);
     const stored = await scrubbed(deps, tempPath, info, key, file.sha256);
