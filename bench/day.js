@@ -24,10 +24,12 @@ import { WALLPAPERS } from '../test/support/images.js';
 import { metricValue } from '../test/support/metrics.js';
 import { startStack } from '../test/support/stack.js';
 import { runChild } from './load-child.js';
-import { machine, percentile, writeReport } from './lib.js';
+import { machine, percentile, processTreeCpuMs, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const pressureGate = process.env.WARM_MAX_CPU_PRESSURE || '0';
+// KEPT_PIXELS_BYTES=0: a decode per variant, as before #48 (report day-nokept)
+const keptBytes = process.env.KEPT_PIXELS_BYTES;
 const dayRate = Number(process.env.DAY_RATE || 150);
 const burst = process.env.DAY_BURST !== '0';
 // the frontends' URLs (#40): condenser's /768x0/ and /256x512/ (their 301s' targets), ecency's body and
@@ -213,6 +215,7 @@ async function measureDay({ warm }) {
     HIVE_FOLLOW_START_BLOCK: '1001',
     WARM: String(warm),
     WARM_MAX_CPU_PRESSURE: pressureGate,
+    ...(keptBytes ? { KEPT_PIXELS_BYTES: keptBytes } : {}),
   });
   /** @type {NodeJS.Timeout[]} */
   const timers = [];
@@ -292,6 +295,8 @@ async function measureDay({ warm }) {
     const origin = `http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/metrics`;
     const resolver = `http://127.0.0.1:${stack.env.AVATAR_RESOLVER_METRICS_PORT}/metrics`;
     const transformsBefore = await metricValue(origin, 'origin_transforms_total');
+    const originPid = await stack.pid('origin');
+    const cpuBefore = processTreeCpuMs(originPid);
     const started = performance.now();
     const byKind = await runChild({
       mode: 'mix',
@@ -324,6 +329,15 @@ async function measureDay({ warm }) {
       ),
     };
     const transforms = (await metricValue(origin, 'origin_transforms_total')) - transformsBefore;
+    const originCpu = processTreeCpuMs(originPid) - cpuBefore;
+    const kept = Object.fromEntries(
+      await Promise.all(
+        ['hit', 'made', 'joined', 'short'].map(async (result) => [
+          result,
+          await metricValue(origin, 'origin_kept_pixels_total', { result }),
+        ]),
+      ),
+    );
     const fetches = server.hitsTotal();
     const classes = Object.fromEntries(
       Object.entries(byKind).map(([kind, entry]) => [
@@ -356,6 +370,8 @@ async function measureDay({ warm }) {
       uploads,
       layers,
       transforms,
+      originCpu,
+      kept,
       fetches,
       classes,
       warmer,
@@ -434,7 +450,7 @@ export function daySections(result) {
     },
     {
       heading: 'Per route class at the edge (as the client saw it; target for images: 503s < 0.1 %, p99 < 1 s)',
-      text: `Origin transforms: ${result.transforms} (${(result.transforms / result.seconds).toFixed(1)}/s); remote fetches of originals: ${result.fetches}. "image miss, <format>": the image requests varnish did not have (X-Cache not HIT), by the format they were answered in: the cold-miss latency of each output format (a first answer to an AVIF browser is WebP while its AVIF is made in the background).`,
+      text: `Origin transforms: ${result.transforms} (${(result.transforms / result.seconds).toFixed(1)}/s), the origin's CPU (its process and its workers) ${(result.originCpu / 1000).toFixed(1)} s, ${(result.originCpu / Math.max(1, result.transforms)).toFixed(1)} ms a transform; kept pixels (KEPT_PIXELS_BYTES${keptBytes ? `=${keptBytes}` : ' default'}): ${result.kept.hit} hits, ${result.kept.made} decodes kept, ${result.kept.joined} joined, ${result.kept.short} larger than kept (a hit rate of ${((100 * result.kept.hit) / Math.max(1, result.kept.hit + result.kept.made + result.kept.short)).toFixed(1)} % of the variants that could use them); remote fetches of originals: ${result.fetches}. "image miss, <format>": the image requests varnish did not have (X-Cache not HIT), by the format they were answered in: the cold-miss latency of each output format (a first answer to an AVIF browser is WebP while its AVIF is made in the background).`,
       table: {
         columns: ['class', 'requests', 'statuses', 'p50 ms', 'p99 ms'],
         rows: Object.entries(result.classes).map(([kind, entry]) => [
@@ -453,8 +469,9 @@ if (import.meta.main) {
   const result = await benchDay();
   const gated = pressureGate !== '0';
   const slower = dayRate !== 150;
-  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}${burst ? '' : '-noburst'}`;
-  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}${burst ? '' : 'DAY_BURST=0 '}`;
+  const keptName = keptBytes === '0' ? '-nokept' : keptBytes ? `-kept${keptBytes}` : '';
+  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}${burst ? '' : '-noburst'}${keptName}`;
+  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}${burst ? '' : 'DAY_BURST=0 '}${keptBytes ? `KEPT_PIXELS_BYTES=${keptBytes} ` : ''}`;
   const file = writeReport(name, {
     title: 'bench/day',
     command: `${environment}node bench/day.js${quick ? ' --quick' : ''}`,

@@ -67,6 +67,30 @@ export function cpuMs(pids) {
 
 const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
+/**
+ * CPU ms of a process, its live children (the origin's transform workers) and those that ended (their time
+ * is the parent's cutime and cstime). @param {number} pid
+ */
+export function processTreeCpuMs(pid) {
+  const fieldsOf = (/** @type {number | string} */ one) => {
+    const stat = fs.readFileSync(`/proc/${one}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  };
+  const children = fs
+    .readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry) && entry !== String(pid))
+    .filter((entry) => {
+      try {
+        return fieldsOf(entry)[1] === String(pid);
+      } catch {
+        return false; // ended meanwhile
+      }
+    })
+    .map(Number);
+  const own = fieldsOf(pid);
+  return cpuMs([pid, ...children]) + ((Number(own[13]) + Number(own[14])) * 1000) / CLOCK_TICKS;
+}
+
 /** The share of the machine's CPU time spent idle over the next `ms`. @param {number} ms */
 export async function idleShare(ms = 1000) {
   const sample = () => fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);

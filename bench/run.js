@@ -14,6 +14,7 @@ import { benchKernel } from './kernel.js';
 import { benchOrigin } from './origin.js';
 import { benchOverload } from './overload.js';
 import { benchPeers } from './peers.js';
+import { benchPost } from './post.js';
 import { benchPurge } from './purge.js';
 import { benchScale } from './scale.js';
 import { benchStore } from './store.js';
@@ -38,6 +39,7 @@ const SCENARIOS = {
   heic: benchHeic,
   page: benchPage,
   scale: benchScale,
+  post: benchPost,
 };
 
 const results = {};

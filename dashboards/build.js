@@ -234,6 +234,25 @@ export const DASHBOARDS = {
         ],
       },
       {
+        title: 'Kept pixels (one decode per picture) and what decoded each variant',
+        unit: 'reqps',
+        queries: [
+          {
+            expr: orZero(`sum by (result) (rate(origin_kept_pixels_total${inst}[${RATE}]))`),
+            legend: '{{result}}',
+          },
+          {
+            expr: orZero(`sum by (decode) (rate(origin_transform_codecs_total${inst}[${RATE}]))`),
+            legend: 'decoded by {{decode}}',
+          },
+        ],
+      },
+      {
+        title: 'Kept pixels held',
+        unit: 'bytes',
+        queries: [{ expr: `sum(origin_kept_pixels_bytes${inst})`, legend: 'held' }],
+      },
+      {
         title: 'Single-flight joins',
         unit: 'reqps',
         queries: [

@@ -125,6 +125,12 @@ export type OriginConfig = SharedConfig & {
   MAX_INPUT_PIXELS: number;
   /** decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libavcodec (FFmpeg, Debian's libavcodec59) or, for what it does not take, libheif and libde265 (libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; each decoder is one more parser of hostile files) */
   HEIC_DECODE: boolean;
+  /** decoded pixels kept in memory so that the sizes and formats the frontends ask of one picture share one decode (each still image's, upright, at most KEPT_PIXELS_WIDTH wide: 4.4 MB for a landscape photograph); least recently used out first; 0: a decode per variant */
+  KEPT_PIXELS_BYTES: number;
+  /** how long a picture's decoded pixels are kept after their decode (the frontends ask for a new image's variants within seconds of each other) */
+  KEPT_PIXELS_TTL_S: number;
+  /** the width a picture's pixels are kept at (condenser's 2x, the widest a frontend asks): a variant wider than that (or taller than their height) is decoded from the original as before */
+  KEPT_PIXELS_WIDTH: number;
   /** with PROXY_WHITELIST=haf: the HAF proxy-whitelist service (PostgREST) asked POST /whitelist/check {"url"} for each remote image not known yet */
   PROXY_WHITELIST_URL: string;
   /** with PROXY_WHITELIST: hosts whose images pass unchecked (YouTube's thumbnails: frontends build their URLs, no post holds them) */

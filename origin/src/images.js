@@ -125,6 +125,7 @@ export function createImages(deps) {
    */
   async function dropSource(source, wants) {
     for (const want of wants) variants.forget(variantKey(source, want));
+    maker.forgetPixels(source.id);
     await originals.drop(source);
   }
 

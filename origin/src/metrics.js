@@ -64,7 +64,7 @@ export function createOriginMetrics(registry) {
     }),
     codecs: new client.Counter({
       name: 'origin_transform_codecs_total',
-      help: "Variants made, by what decoded the original (libjpeg-turbo: the system's, for a plain JPEG; libavcodec or libheif: a HEIC; sharp) and what encoded the variant (libwebp: the system's; sharp)",
+      help: "Variants made, by what decoded the original (kept: no decode, the pixels kept from an earlier variant; libjpeg-turbo: the system's, for a plain JPEG; libavcodec or libheif: a HEIC; sharp) and what encoded the variant (libwebp: the system's; sharp)",
       labelNames: ['decode', 'encode'],
       registers,
     }),
@@ -90,6 +90,17 @@ export function createOriginMetrics(registry) {
       name: 'origin_upload_scrubs_total',
       help: 'Uploads by what their metadata needed: scrubbed in place, clean (nothing to remove) or reencoded (could not be edited in place)',
       labelNames: ['result'],
+      registers,
+    }),
+    keptPixels: new client.Counter({
+      name: 'origin_kept_pixels_total',
+      help: "A source's kept pixels (one decode per picture) asked for a variant, by result: hit (kept already), made (decoded now), joined (another variant was decoding them), short (the variant needs more than is kept: decoded as before)",
+      labelNames: ['result'],
+      registers,
+    }),
+    keptPixelsBytes: new client.Gauge({
+      name: 'origin_kept_pixels_bytes',
+      help: 'Bytes of decoded pixels kept now (KEPT_PIXELS_BYTES at most)',
       registers,
     }),
     whitelist: new client.Counter({

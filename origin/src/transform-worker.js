@@ -2,9 +2,10 @@
 // { error }, one job at a time; it runs below the request path's priority (TRANSFORM_NICE), as the origin's
 // own transform threads do, and ends with its parent.
 import os from 'node:os';
-import { transform } from './pipeline/index.js';
+import { transform, transformToPixels } from './pipeline/index.js';
 import { lowerWorkerPriority } from './nice.js';
 import { isGone } from '@stack/lib';
+import { LRUCache } from 'lru-cache';
 
 // Every thread at TRANSFORM_NICE: the pool starts this process through nice(1) (workers.js), so each of its
 // threads is born at that priority. Where there is no nice(1), the main thread is lowered here and the
@@ -20,13 +21,28 @@ if (nice > 0) {
   }
 }
 
+// A warm worker's own kept pixels (`keepHere`): the warmer asks every variant of a post's image one after
+// another, all in this one process, so they stay here (two sources, a minute) instead of crossing to the
+// parent and back for each variant
+/** @type {LRUCache<string, import('./pipeline/work.js').KeptPixels>} */
+const keptHere = new LRUCache({ max: 2, ttl: 60_000 });
+
 process.on(
   'message',
   async (/** @type {{ file: string, plan: import('./pipeline/index.js').Plan, options: any }} */ job) => {
     priority.scan();
     try {
-      const output = await transform(job.file, job.plan, job.options);
-      process.send?.({ output });
+      const { keepPlan, keepHere, ...options } = job.options;
+      // the source's kept pixels: given by the parent, kept here, or asked for (the first variant of a source
+      // made here): decoded once, the variant made from them, and handed back unless they stay here
+      let kept = options.kept ?? (keepHere ? keptHere.get(keepHere) : null) ?? null;
+      const made = !kept && keepPlan ? await transformToPixels(job.file, keepPlan, options) : null;
+      if (made && keepHere) keptHere.set(keepHere, made);
+      kept ??= made;
+      const output = await transform(job.file, job.plan, { ...options, kept });
+      // the variant that decoded them counts under the decoder that did
+      const codecs = made ? { ...output.codecs, decode: made.decodedBy } : output.codecs;
+      process.send?.({ output: { ...output, codecs, ...(made && !keepHere ? { kept: made } : {}) } });
     } catch (err) {
       const failure = /** @type {any} */ (err);
       process.send?.({

@@ -12,7 +12,8 @@ const SCRIPT = new URL('./transform-worker.js', import.meta.url);
 const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
 
 /**
- * @typedef {import('./pipeline/index.js').TransformOutput} WorkerOutput
+ * @typedef {import('./pipeline/index.js').TransformOutput & { kept?: import('./pipeline/work.js').KeptPixels }} WorkerOutput
+ *   kept: the source's pixels the worker decoded to make the variant from (asked by `options.keepPlan`)
  * @typedef {{ output?: WorkerOutput, error?: { status: number, name: string, info: Record<string, unknown>, headers: Record<string, string>, missing: boolean } }} WorkerAnswer
  */
 
@@ -51,7 +52,10 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
   /**
    * The transform of `file` by `plan` in a worker, or a 503 transform_timeout after `timeoutMs` (the worker
    * killed). @param {string} file @param {import('./pipeline/index.js').Plan} plan
-   * @param {Omit<Parameters<typeof import('./pipeline/index.js').transform>[2], 'codecs'>} options @param {number} timeoutMs
+   * @param {Omit<Parameters<typeof import('./pipeline/index.js').transform>[2], 'codecs'> & { keepPlan?: import('./pipeline/index.js').Plan | null,
+   *   keepHere?: string }} options keepPlan: decode the source's kept pixels by it first, make the variant from them,
+   *   and hand them back; keepHere: keep them in the worker instead, under this key (a warm worker)
+   * @param {number} timeoutMs
    * @returns {Promise<WorkerOutput>}
    */
   function run(file, plan, options, timeoutMs) {
@@ -71,7 +75,10 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
         done();
         if (idle.length < keep && child.connected) idle.push(child);
         else child.kill();
-        if (answer.output) return resolve({ data: Buffer.from(answer.output.data), codecs: answer.output.codecs });
+        if (answer.output) {
+          const { data, codecs, kept } = answer.output;
+          return resolve({ data: Buffer.from(data), codecs, ...(kept ? { kept } : {}) });
+        }
         const error = answer.error || { status: 500, name: 'internal_error', info: {}, headers: {}, missing: false };
         reject(error.missing ? missingSource() : new HttpError(error.status, error.name, error.info, error.headers));
       };

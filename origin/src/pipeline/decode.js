@@ -1,4 +1,5 @@
-// The decode step: the first decoder of DECODERS that takes the original. The system's libjpeg-turbo
+// The decode step: the first decoder of DECODERS that takes the original. Pixels kept from an earlier
+// variant of the same source (kept-pixels.js) need no decode at all; the system's libjpeg-turbo
 // (codecs.js) decodes a plain JPEG at the DCT scale sharp would pick; a HEIC goes to libavcodec at a reduced
 // size (heic/planes.js) or, where that does not take it, to libheif (heic/libheif.js); sharp decodes
 // anything else from the file. Each leaves a sharp pipeline in `work.image` and says what orientation is
@@ -16,6 +17,13 @@ import { missingSource } from './source.js';
  * @typedef {{ name: import('./work.js').DecodedBy, accepts: (work: Work) => boolean, decode: (work: Work) => Promise<boolean> }} Decoder
  *   decode: false when it leaves the image to the next decoder
  */
+
+/** @type {Decoder} */
+const fromKept = {
+  name: 'kept',
+  accepts: (work) => Boolean(work.options.kept),
+  decode: decodeKept,
+};
 
 /** @type {Decoder} */
 const systemJpeg = {
@@ -46,7 +54,7 @@ const fromFile = {
 };
 
 /** In order: the first that accepts and decodes wins. */
-export const DECODERS = [systemJpeg, heicShrunk, libheif, fromFile];
+export const DECODERS = [fromKept, systemJpeg, heicShrunk, libheif, fromFile];
 
 /** @param {Work} work */
 export async function decode(work) {
@@ -121,6 +129,17 @@ async function decodeHeicShrunk(work) {
   const tiff = rgbTiff(shrunk.rgb, shrunk.width, shrunk.height, 3, shrunk.width * 3, shrunk.icc);
   work.image = sharp(tiff, { limitInputPixels: options.maxPixels }).timeout({ seconds: options.timeoutS });
   work.orientation = shrunk.orientation;
+  return true;
+}
+
+/**
+ * The source's kept pixels (kept-pixels.js), already decoded, upright and shrunk: no decode at all.
+ * @param {Work} work
+ */
+async function decodeKept(work) {
+  const { data, width, height, channels } = /** @type {import('./work.js').KeptPixels} */ (work.options.kept);
+  work.image = sharp(data, { raw: { width, height, channels } }).timeout({ seconds: work.options.timeoutS });
+  work.orientation = 1;
   return true;
 }
 

@@ -1,5 +1,5 @@
 // The encode step: the first encoder of ENCODERS that takes the variant. The system's libwebp (codecs.js)
-// encodes a WebP from pixels the system's libjpeg-turbo decoded, at the effort libwebp's simple API has (4);
+// encodes a WebP from pixels the system's libjpeg-turbo decoded (or kept pixels without alpha), at the effort libwebp's simple API has (4);
 // sharp encodes everything else.
 import { imageOf, sharpOutput } from './work.js';
 
@@ -12,10 +12,11 @@ import { imageOf, sharpOutput } from './work.js';
 const systemWebp = {
   name: 'libwebp',
   accepts: ({ plan: p, options, decodedBy }) =>
-    decodedBy === 'libjpeg-turbo' &&
+    (decodedBy === 'libjpeg-turbo' || (decodedBy === 'kept' && options.kept?.channels === 3)) &&
     Boolean(options.codecs?.webp) &&
     p.format === 'webp' &&
     !p.degraded &&
+    !p.lossless &&
     options.webpEffort === 4,
   async encode(work) {
     const pixels = await sharpOutput(imageOf(work).raw().toBuffer({ resolveWithObject: true }));

@@ -5,11 +5,15 @@ import { corrupt, isMissing, missingSource, transformTimeout } from './source.js
  * @typedef {import('./plan.js').Plan} Plan
  * @typedef {{ jpegQuality: number, jpegProgressive: boolean, jpegTrellis: boolean, webpQuality: number, webpEffort: number,
  *   avifQuality: number, avifEffort: number, jpegTable?: number }} EncodeOptions
+ * @typedef {{ data: Uint8Array, width: number, height: number, channels: 3 | 4, decodedBy: DecodedBy }} KeptPixels
+ *   a source's pixels kept after one decode (kept-pixels.js): upright, sRGB, 8 bits a channel; decodedBy: what
+ *   decoded them
  * @typedef {{ maxPixels: number, timeoutS: number, threads?: number, kernel?: keyof import('sharp').KernelEnum,
- *   codecs?: import('../codecs.js').SystemCodecs } & EncodeOptions} TransformOptions
+ *   codecs?: import('../codecs.js').SystemCodecs, kept?: KeptPixels | null } & EncodeOptions} TransformOptions
  *   threads: libvips' thread count for this image; kernel: sharp's lanczos3 unless given (bench/kernel compares
- *   the others); codecs: the system's libjpeg-turbo and libwebp (codecs.js)
- * @typedef {'libjpeg-turbo' | 'libavcodec' | 'libheif' | 'sharp'} DecodedBy
+ *   the others); codecs: the system's libjpeg-turbo and libwebp (codecs.js); kept: the source's kept pixels, which
+ *   cover this variant (the decode is skipped)
+ * @typedef {'kept' | 'libjpeg-turbo' | 'libavcodec' | 'libheif' | 'sharp'} DecodedBy
  * @typedef {{ file: string, plan: Plan, options: TransformOptions, image: import('sharp').Sharp | null,
  *   decodedBy: DecodedBy, orientation: number | 'auto', data: Buffer | null, encodedBy: 'libwebp' | 'sharp',
  *   release: Array<() => void> }} Work

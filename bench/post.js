@@ -1,0 +1,236 @@
+// bench/post (#48): what the frontends' set of variants of one photograph costs the origin. For each of 12
+// photographs (2560 × 1600 JPEGs), the set a post's readers ask (condenser's 768 and its 2x 1536 wide, its feed
+// boxes 256 × 512 and 640 × 480; ecency's srcset 320, 600, 800, 1024 and 1280 wide, fit), in JPEG (no Accept)
+// and WebP (Accept: image/webp): 18 variants, asked one after another as a page load does, then as the warmer
+// does (X-Warm: 1), then the AVIF set (Accept: image/avif, format=avif: encoded in workers). Two origins side by
+// side in the same run: kept pixels on (the default) and off (KEPT_PIXELS_BYTES=0: a decode per variant, as
+// before #48). Each variant's CPU is the origin's process CPU and its workers' across its request. Reported:
+// a set's CPU against its single most expensive variant (the target: at most 3×), before and after; every
+// variant's bytes and SSIM against the source, before and after.
+//   node bench/post.js [--quick]
+import '../lib/src/node-version.js';
+import fs from 'node:fs';
+import sharp from 'sharp';
+import ssimModule from 'ssim.js';
+import { startOrigin } from '../origin/test/harness.js';
+import { photo } from '../test/support/images.js';
+import { machine, percentile, processTreeCpuMs, writeReport } from './lib.js';
+
+const { ssim } = /** @type {any} */ (ssimModule);
+const quick = process.argv.includes('--quick');
+const NAMES = [
+  'Autumn',
+  'BytheWater',
+  'ColdRipple',
+  'ColorfulCups',
+  'DarkestHour',
+  'EveningGlow',
+  'FallenLeaf',
+  'Grey',
+  'Kite',
+  'OneStandsOut',
+  'Path',
+  'summer_1am',
+].slice(0, quick ? 3 : 12);
+const RUNS = quick ? 1 : 3;
+/** @type {Array<Record<string, string | number>>} */
+const SET = [
+  { width: 768, format: 'match', mode: 'fit' },
+  { width: 1536, format: 'match', mode: 'fit' },
+  { width: 256, height: 512 },
+  { width: 640, height: 480 },
+  ...[320, 600, 800, 1024, 1280].map((width) => ({ width, format: 'match', mode: 'fit' })),
+];
+const CLASSES = [
+  { name: 'JPEG', accept: '' },
+  { name: 'WebP', accept: 'image/webp,*/*' },
+];
+
+/**
+ * One variant asked, its CPU and bytes. @param {Awaited<ReturnType<typeof startOrigin>>} origin @param {string} url
+ * @param {Record<string, string | number>} query @param {Record<string, string>} headers
+ */
+async function ask(origin, url, query, headers) {
+  const before = processTreeCpuMs(origin.pid());
+  const response = await fetch(origin.proxied(url, query), { headers });
+  const body = Buffer.from(await response.arrayBuffer());
+  if (response.status !== 200) throw new Error(`${JSON.stringify(query)}: ${response.status} ${body}`);
+  // the workers' CPU is read after they answered; a kept worker's time is read live
+  return { cpu: processTreeCpuMs(origin.pid()) - before, body };
+}
+
+/**
+ * SSIM of a variant against the source resized to its size from every decoded pixel (lanczos3, a box with
+ * both sides cropped as the variant is). @param {string} file @param {Buffer} variant
+ */
+async function ssimToSource(file, variant) {
+  const decoded = await sharp(variant).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  const { width, height } = decoded.info;
+  // from every decoded pixel: sharp from the file would shrink on load (a JPEG's DCT scale), as the origin does
+  const full = await sharp(file).rotate().raw().toBuffer({ resolveWithObject: true });
+  const reference = await sharp(full.data, { raw: full.info })
+    .resize(width, height, { fit: 'cover', kernel: 'lanczos3' })
+    .ensureAlpha()
+    .raw()
+    .toBuffer();
+  return ssim(
+    { data: new Uint8ClampedArray(reference), width, height },
+    { data: new Uint8ClampedArray(decoded.data), width, height },
+  ).mssim;
+}
+
+/**
+ * A set asked of one source on one origin. @param {Awaited<ReturnType<typeof startOrigin>>} origin
+ * @param {string} url @param {'reader' | 'warmer' | 'avif'} how
+ */
+async function askSet(origin, url, how) {
+  const answers = [];
+  if (how === 'avif') {
+    for (const query of SET) answers.push(await ask(origin, url, { ...query, format: 'avif' }, {}));
+    return answers;
+  }
+  for (const { accept } of CLASSES)
+    for (const query of SET)
+      answers.push(
+        await ask(origin, url, query, {
+          ...(accept ? { accept } : {}),
+          ...(how === 'warmer' ? { 'x-warm': '1' } : {}),
+        }),
+      );
+  return answers;
+}
+
+/** @param {number[]} values */
+const spread = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return `${sorted[0].toFixed(2)} / ${percentile(sorted, 0.5).toFixed(2)} / ${sorted[sorted.length - 1].toFixed(2)}`;
+};
+
+export async function benchPost() {
+  const settings = { LOG_LEVEL: 'warn', WARM_MAX_CPU_PRESSURE: '0' };
+  const [kept, decodeEach] = await Promise.all([
+    startOrigin(settings),
+    startOrigin({ ...settings, KEPT_PIXELS_BYTES: '0' }),
+  ]);
+  /** @type {Record<string, { after: number[], before: number[], afterMax: number[], beforeMax: number[] }>} */
+  const ratios = {};
+  /** @type {Array<{ how: string, before: number, after: number }>} */
+  const sets = [];
+  const quality = {
+    bytesBefore: 0,
+    bytesAfter: 0,
+    ssimBefore: 0,
+    ssimAfter: 0,
+    worst: Infinity,
+    worstOf: '',
+    count: 0,
+  };
+  try {
+    for (let run = 0; run < RUNS; run += 1) {
+      for (const name of NAMES) {
+        const file = photo(name, '2560x1600');
+        const bytes = fs.readFileSync(file);
+        for (const how of /** @type {const} */ (['reader', 'warmer', 'avif'])) {
+          // a new source each time (nothing cached), the same bytes on both origins, asked in turn
+          const key = `${name}-${run}-${how}.jpg`;
+          const after = await askSet(kept, kept.site.add(key, bytes), how);
+          const before = await askSet(decodeEach, decodeEach.site.add(key, bytes), how);
+          const sum = (/** @type {Array<{ cpu: number }>} */ list) => list.reduce((total, one) => total + one.cpu, 0);
+          const most = Math.max(...before.map((one) => one.cpu));
+          ratios[how] ??= { after: [], before: [], afterMax: [], beforeMax: [] };
+          ratios[how].after.push(sum(after) / most);
+          ratios[how].before.push(sum(before) / most);
+          sets.push({ how, before: sum(before), after: sum(after) });
+          if (run === 0 && how !== 'warmer') {
+            for (const [i, one] of after.entries()) {
+              const [a, b] = [await ssimToSource(file, one.body), await ssimToSource(file, before[i].body)];
+              quality.ssimAfter += a;
+              quality.ssimBefore += b;
+              if (a - b < quality.worst) {
+                quality.worst = a - b;
+                const query = how === 'avif' ? SET[i] : SET[i % SET.length];
+                quality.worstOf = `${name} ${how === 'avif' ? 'AVIF' : CLASSES[Math.floor(i / SET.length)].name} ${JSON.stringify(query)}`;
+              }
+              quality.bytesAfter += one.body.length;
+              quality.bytesBefore += before[i].body.length;
+              quality.count += 1;
+            }
+          }
+        }
+      }
+    }
+  } finally {
+    await kept.stop();
+    await decodeEach.stop();
+  }
+  const rows = Object.entries(ratios).map(([how, r]) => {
+    const cpu = sets.filter((set) => set.how === how);
+    return [
+      how === 'avif'
+        ? 'the AVIF set (9 variants)'
+        : `as ${how === 'reader' ? 'a page load' : 'the warmer'} (18 variants)`,
+      spread(cpu.map((set) => set.before)),
+      spread(cpu.map((set) => set.after)),
+      spread(r.before),
+      spread(r.after),
+    ];
+  });
+  const n = quality.count;
+  return {
+    ratios,
+    sets,
+    quality,
+    sections: [
+      {
+        heading: `The frontends' set of variants of one 2560 × 1600 photograph: CPU of the set, before (a decode per variant) and after (kept pixels); ${NAMES.length} photographs × ${RUNS} runs, min / median / max`,
+        table: {
+          columns: [
+            'set',
+            'CPU ms before',
+            'CPU ms after',
+            '× the most expensive variant, before',
+            '× after (target ≤ 3)',
+          ],
+          rows,
+        },
+      },
+      {
+        heading: 'Every variant of the first run (JPEG, WebP and AVIF sets) against the source',
+        table: {
+          columns: [
+            'variants',
+            'mean KB before',
+            'mean KB after',
+            'mean SSIM before',
+            'mean SSIM after',
+            'worst SSIM change',
+            'of',
+          ],
+          rows: [
+            [
+              n,
+              quality.bytesBefore / n / 1024,
+              quality.bytesAfter / n / 1024,
+              (quality.ssimBefore / n).toFixed(4),
+              (quality.ssimAfter / n).toFixed(4),
+              quality.worst.toFixed(4),
+              quality.worstOf,
+            ],
+          ],
+        },
+      },
+    ],
+  };
+}
+
+if (import.meta.main) {
+  const result = await benchPost();
+  const file = writeReport('post', {
+    title: "bench/post: one decode per picture (the frontends' set of variants)",
+    command: `node bench/post.js${quick ? ' --quick' : ''}`,
+    machine: await machine(),
+    sections: result.sections,
+    data: { ratios: result.ratios, sets: result.sets, quality: result.quality },
+  });
+  process.stdout.write(`${file}\n`);
+}

@@ -1,0 +1,102 @@
+// One decode per picture, not per variant (#48): the frontends ask for many sizes and formats of one image
+// within seconds (condenser's 768 and 1536 wide and its feed boxes, ecency's srcset of five widths, each in
+// every Accept class, the warmer's first), and the decode was most of each variant's cost. A still image's
+// pixels are kept here for a short while, decoded once, turned upright and shrunk by the largest power of two
+// that leaves them KEPT_PIXELS_WIDTH wide (1536: condenser's 2x, the widest a frontend asks), raw; a variant that fits within them is resized from them and
+// skips the decode (pipeline/decode.js `fromKept`), in this process or in a worker (which gets a copy, and
+// makes them where the first variant of a source is a worker's: an AVIF, a HEIC, a warmer's). Bounded by
+// bytes (KEPT_PIXELS_BYTES) and by time (KEPT_PIXELS_TTL_S), least recently used first out; keyed by the
+// source (a takedown drops them); made once however many variants ask at once. haproxy sends every /p/ of
+// one source to one origin, so one origin keeps them; nothing is shared between origins.
+import { LRUCache } from 'lru-cache';
+import { keepPlan, keptCovers, transformToPixels } from './pipeline/index.js';
+
+/**
+ * @typedef {import('./pipeline/work.js').KeptPixels} KeptPixels
+ * @typedef {import('./pipeline/index.js').Plan} Plan
+ * @typedef {import('./pipeline/index.js').SourceInfo} SourceInfo
+ */
+
+/**
+ * @param {{ maxBytes: number, ttlS: number, width: number, options: import('./pipeline/work.js').TransformOptions,
+ *   metrics: import('./metrics.js').OriginMetrics }} settings options: how the pixels are decoded (the limits,
+ *   the system's codecs)
+ */
+export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
+  /** @type {LRUCache<string, KeptPixels>} */
+  const kept = new LRUCache({
+    maxSize: Math.max(1, maxBytes),
+    sizeCalculation: (entry) => Math.max(1, entry.data.length),
+    ttl: ttlS * 1000,
+    dispose: () => queueMicrotask(report),
+  });
+  /** @type {Map<string, Promise<KeptPixels>>} */
+  const making = new Map();
+  const report = () => metrics.keptPixelsBytes.set(kept.calculatedSize);
+  const count = (/** @type {string} */ result) => metrics.keptPixels.inc({ result });
+
+  /**
+   * What a variant of plan `p` of the source `key` can start from: its kept pixels when they cover it (a hit),
+   * or else the plan that makes them (`keep`) when the source is kept and they would cover it; neither for an
+   * animation, a variant larger than what is kept, or with KEPT_PIXELS_BYTES 0.
+   * @param {string} key @param {SourceInfo} info @param {Plan} p
+   * @returns {{ pixels: KeptPixels | null, keep: Plan | null }}
+   */
+  function lookup(key, info, p) {
+    const keep = maxBytes > 0 ? keepPlan(info, width) : null;
+    if (!keep || p.animated) return { pixels: null, keep: null };
+    const pixels = kept.get(key);
+    const covers = keptCovers(pixels ?? { width: keep.width ?? 0, height: keptHeight(info, keep) }, info, p);
+    if (!covers) {
+      count('short');
+      return { pixels: null, keep: null };
+    }
+    if (pixels) count('hit');
+    return pixels ? { pixels, keep: null } : { pixels: null, keep };
+  }
+
+  /**
+   * The source's pixels decoded by plan `keep` in this process, once however many variants ask, and kept.
+   * @param {string} key @param {string} file @param {Plan} keep @returns {Promise<KeptPixels>}
+   */
+  function make(key, file, keep) {
+    let flight = making.get(key);
+    if (flight) {
+      count('joined');
+      return flight;
+    }
+    count('made');
+    flight = transformToPixels(file, keep, options)
+      .then((pixels) => {
+        put(key, pixels);
+        return pixels;
+      })
+      .finally(() => making.delete(key));
+    making.set(key, flight);
+    return flight;
+  }
+
+  /** Keeps pixels decoded elsewhere (by a worker). @param {string} key @param {KeptPixels} pixels */
+  function put(key, pixels) {
+    if (pixels.data.length <= maxBytes) kept.set(key, pixels);
+    report();
+  }
+
+  return {
+    lookup,
+    make,
+    /** Keeps a source's pixels that a worker decoded. @param {string} key @param {KeptPixels} pixels */
+    putMade(key, pixels) {
+      count('made');
+      put(key, pixels);
+    },
+    /** Drops a source's pixels (a takedown, a re-scrubbed upload). @param {string} key */
+    drop(key) {
+      kept.delete(key);
+      report();
+    },
+  };
+}
+
+/** The height kept pixels will have by plan `keep` (the source's shape). @param {SourceInfo} info @param {Plan} keep */
+const keptHeight = (info, keep) => Math.max(1, Math.round(((keep.width ?? info.width) * info.height) / info.width));

@@ -1,0 +1,180 @@
+// #48: one decode per picture. The frontends' set of variants of one photograph (condenser's post and feed
+// sizes, ecency's srcset widths, in JPEG and WebP) is made from one decode: the pixels kept after the first
+// (kept-pixels.js) make the rest, as close to the source as a variant made from the original (SSIM within
+// 0.002); concurrent requests of different sizes decode once; an AVIF (made in a worker) starts from them too;
+// they leave by bytes, by time and with a takedown.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
+import sharp from 'sharp';
+import { sha256Hex } from '@stack/lib';
+import ssimModule from 'ssim.js';
+import { meanDifference, photo } from '../../test/support/images.js';
+import { metricValue } from '../../test/support/metrics.js';
+import { waitFor } from '../../test/support/ports.js';
+import { startOrigin } from './harness.js';
+
+/** @type {Awaited<ReturnType<typeof startOrigin>>} */
+let origin;
+/** @type {Awaited<ReturnType<typeof startOrigin>>} */
+let direct;
+before(async () => {
+  [origin, direct] = await Promise.all([startOrigin(), startOrigin({ KEPT_PIXELS_BYTES: '0' })]);
+});
+after(async () => {
+  await origin?.stop();
+  await direct?.stop();
+});
+
+/** condenser (768 and its 2x 1536, feed boxes) and ecency (srcset widths, fit): what one photograph is asked as. */
+const SET = [
+  { width: 768, format: 'match', mode: 'fit' },
+  { width: 1536, format: 'match', mode: 'fit' },
+  { width: 256, height: 512 },
+  { width: 640, height: 480 },
+  ...[320, 600, 800, 1024, 1280].map((width) => ({ width, format: 'match', mode: 'fit' })),
+];
+
+const { ssim } = /** @type {any} */ (ssimModule);
+
+/**
+ * SSIM of a variant against the source resized to its size from every decoded pixel (lanczos3; a box with
+ * both sides is cropped as the variant is, centred). @param {string} file @param {Buffer} variant
+ */
+async function ssimToSource(file, variant) {
+  const decoded = await sharp(variant).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  const { width, height } = decoded.info;
+  // from every decoded pixel: sharp from the file would shrink on load (a JPEG's DCT scale), as the origin does
+  const full = await sharp(file).rotate().raw().toBuffer({ resolveWithObject: true });
+  const reference = await sharp(full.data, { raw: full.info })
+    .resize(width, height, { fit: 'cover', kernel: 'lanczos3' })
+    .ensureAlpha()
+    .raw()
+    .toBuffer();
+  return ssim(
+    { data: new Uint8ClampedArray(reference), width, height },
+    { data: new Uint8ClampedArray(decoded.data), width, height },
+  ).mssim;
+}
+
+/** @param {typeof origin} at @param {string} result */
+const kept = (at, result) => metricValue(at.metricsUrl, 'origin_kept_pixels_total', { result });
+/** @param {typeof origin} at @param {string} decode */
+const decodedBy = async (at, decode) =>
+  (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'sharp' })) +
+  (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'libwebp' }));
+
+/** @param {string} url @param {string} [accept] */
+async function get(url, accept) {
+  const response = await fetch(url, { headers: accept ? { accept } : {} });
+  const body = Buffer.from(await response.arrayBuffer());
+  assert.equal(response.status, 200, body.toString().slice(0, 200));
+  return body;
+}
+
+test("the frontends' 18 variants of a photograph, in JPEG and WebP: one decode, each as close to the source as before", async () => {
+  const file = photo('Path', '2560x1600');
+  const bytes = fs.readFileSync(file);
+  const [url, directUrl] = [origin.site.add('set.jpg', bytes), direct.site.add('set.jpg', bytes)];
+  /** @type {Buffer[]} */
+  const ours = [];
+  /** @type {Buffer[]} */
+  const theirs = [];
+  for (const accept of [undefined, 'image/webp,*/*']) {
+    for (const query of SET) {
+      ours.push(await get(origin.proxied(url, /** @type {any} */ (query)), accept));
+      theirs.push(await get(direct.proxied(directUrl, /** @type {any} */ (query)), accept));
+    }
+  }
+  assert.equal(await kept(origin, 'made'), 1, 'one decode for the whole set');
+  assert.equal(await kept(origin, 'hit'), ours.length - 1);
+  assert.equal(await decodedBy(origin, 'kept'), ours.length - 1, 'every variant after the first: no decode');
+  assert.equal(await decodedBy(origin, 'libjpeg-turbo'), 1, 'the one decode, by the system libjpeg-turbo');
+  assert.equal(await decodedBy(direct, 'kept'), 0);
+  for (const [i, body] of ours.entries()) {
+    const [a, b] = [await sharp(body).metadata(), await sharp(theirs[i]).metadata()];
+    assert.deepEqual([a.format, a.width, a.height], [b.format, b.width, b.height], `variant ${i}: the same size`);
+    const [mine, before] = [await ssimToSource(file, body), await ssimToSource(file, theirs[i])];
+    assert.ok(mine >= before - 0.002, `variant ${i}: SSIM ${mine.toFixed(4)} against ${before.toFixed(4)} before`);
+  }
+});
+
+test('a Display P3, a greyscale, a CMYK JPEG and a PNG with alpha: their variants from kept pixels look as made from the file', async () => {
+  const base = sharp(photo('Kite', '1920x1080')).resize(900);
+  const sources = {
+    p3: await base.clone().withIccProfile('p3').jpeg().toBuffer(),
+    grey: await base.clone().toColourspace('b-w').jpeg().toBuffer(),
+    cmyk: await base.clone().toColourspace('cmyk').jpeg().toBuffer(),
+    alpha: await base.clone().ensureAlpha(0.5).png().toBuffer(),
+  };
+  for (const [name, bytes] of Object.entries(sources)) {
+    const [url, directUrl] = [origin.site.add(`${name}-c`, bytes), direct.site.add(`${name}-c`, bytes)];
+    await get(origin.proxied(url, { width: 500, format: 'png' })); // the first: its pixels kept
+    const [ours, theirs] = [
+      await get(origin.proxied(url, { width: 256, format: 'png' })),
+      await get(direct.proxied(directUrl, { width: 256, format: 'png' })),
+    ];
+    const [a, b] = await Promise.all(
+      [ours, theirs].map((body) => sharp(body).raw().toBuffer({ resolveWithObject: true })),
+    );
+    assert.deepEqual(
+      [a.info.width, a.info.height, a.info.channels],
+      [b.info.width, b.info.height, b.info.channels],
+      name,
+    );
+    const difference = meanDifference(a.data, b.data);
+    assert.ok(difference < 1.5, `${name}: ${difference.toFixed(2)} levels from the variant made from the file`);
+  }
+});
+
+test('concurrent requests of different sizes of a cold source decode it once; an AVIF (a worker) starts from the kept pixels', async () => {
+  const url = origin.site.add('burst.jpg', fs.readFileSync(photo('Autumn', '1920x1200')));
+  const made = await kept(origin, 'made');
+  await Promise.all([300, 400, 500, 600, 700, 900].map((width) => get(origin.proxied(url, { width }))));
+  assert.equal((await kept(origin, 'made')) - made, 1, 'one decode for six sizes asked at once');
+  const fromKept = await decodedBy(origin, 'kept');
+  const avif = await get(origin.proxied(url, { width: 350, format: 'avif' }));
+  assert.equal((await sharp(avif).metadata()).format, 'heif');
+  assert.equal((await decodedBy(origin, 'kept')) - fromKept, 1, 'the AVIF made from the kept pixels');
+});
+
+test('kept pixels leave with a takedown, past KEPT_PIXELS_TTL_S and past KEPT_PIXELS_BYTES', async () => {
+  const short = await startOrigin({ KEPT_PIXELS_TTL_S: '1', KEPT_PIXELS_BYTES: '20mb' });
+  try {
+    const [a, b] = ['Path', 'Autumn'].map((name) =>
+      short.site.add(`${name}.jpg`, fs.readFileSync(photo(name, '1920x1200'))),
+    );
+    const made = () => kept(short, 'made');
+    await get(short.proxied(a, { width: 300 }));
+    await get(short.proxied(a, { width: 301 }));
+    assert.equal(await made(), 1);
+    // 12.3 MB each (these photographs are 2560 × 1600 whatever their names, kept whole): the second source's push the first's out
+    await get(short.proxied(b, { width: 300 }));
+    await get(short.proxied(a, { width: 302 }));
+    assert.equal(await made(), 3, 'the first decoded again once the second took its room');
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await get(short.proxied(a, { width: 303 }));
+    assert.equal(await made(), 4, 'decoded again past the time they are kept');
+  } finally {
+    await short.stop();
+  }
+  // a takedown's eviction (the purge service's message) drops them with the source's variants
+  const url = origin.site.add('taken.jpg', fs.readFileSync(photo('Kite', '1920x1200')));
+  await get(origin.proxied(url, { width: 310 }));
+  const before = await kept(origin, 'made');
+  const redis = new Redis(origin.redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.publish('takedown:evict', JSON.stringify({ sources: { [sha256Hex(url)]: [] } }));
+  } finally {
+    redis.disconnect();
+  }
+  await waitFor(
+    async () => {
+      await get(origin.proxied(url, { width: 311 + Math.floor(Math.random() * 100) }));
+      return (await kept(origin, 'made')) > before;
+    },
+    10_000,
+    'decoded again after the eviction',
+  );
+});
