@@ -19,9 +19,9 @@ export function createApp(deps) {
   app.use(metrics);
   app.get('/healthz', healthRoute({ version: deps.version, ready: async () => true }));
   app.get(DEFAULT_AVATAR_PATH, defaultAvatar);
-  app.get('/u/:account/:kind(avatar|cover)/:size?', imageRedirect(answer, deps.config));
+  app.get('/u/:account/:kind{/:size}', imageRedirect(answer, deps.config));
   app.use('/admin/accounts/:account', adminRouter(deps));
-  app.all('*', (req, _res, next) =>
+  app.use((req, _res, next) =>
     next(
       new HttpError(
         req.method === 'GET' || req.method === 'HEAD' ? 404 : 405,

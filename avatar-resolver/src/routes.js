@@ -8,6 +8,7 @@ import {
   enqueuePurge,
   imageUrl,
   isAccountName,
+  paramsOf,
   resolveSource,
   unwrapOptions,
 } from '@stack/lib';
@@ -103,7 +104,9 @@ function canonicalPath(account, kind, size) {
  */
 export function imageRedirect(answer, config) {
   return async (req, res, next) => {
-    const { account, kind, size } = req.params;
+    const { account, kind, size } = paramsOf(req);
+    // an avatar or a cover; anything else is no route of this service (a 404)
+    if (kind !== 'avatar' && kind !== 'cover') return next();
     res.locals.route = kind;
     try {
       const canonical = canonicalPath(account, kind, size);
@@ -121,7 +124,7 @@ export function imageRedirect(answer, config) {
   };
 }
 
-/** @type {import('express').RequestHandler} */
+/** @param {import('express').Request} _req @param {import('express').Response} res */
 export const defaultAvatar = (_req, res) => {
   res.locals.route = 'default';
   res.set({

@@ -18,6 +18,7 @@ export { allowedSizeList } from './sizes.js';
 export { createHiveClient } from './hive-rpc.js';
 export { isAccountName } from './account-name.js';
 export { healthRoute } from './health.js';
+export { paramsOf } from './params.js';
 export { enqueuePurge } from './purge-queue.js';
 export {
   avatarCacheKey,

@@ -51,8 +51,8 @@ export function requestMetrics(registry) {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
-  /** @type {import('express').RequestHandler} */
-  const middleware = (req, res, next) => {
+  /** @param {import('express').Request} _req @param {import('express').Response} res @param {import('express').NextFunction} next */
+  const middleware = (_req, res, next) => {
     const end = duration.startTimer();
     res.on('finish', () => end({ route: res.locals.route || 'other', status: String(res.statusCode) }));
     next();

@@ -27,17 +27,18 @@ export function createApp(deps) {
 
   const health = healthRoute({ version: deps.version, ready: async () => true });
   app.get(['/healthz', '/.well-known/healthcheck.json', '/'], health);
-  app.get('/.upload-check/*', uploadCheckRoute(deps));
-  app.get('/p/:encoded/:filename?', proxyRoute(deps));
-  app.get('/:size([0-9]{1,5}x[0-9]{1,5})/*', legacyRoute(deps));
+  app.get('/.upload-check/*rest', uploadCheckRoute(deps));
+  app.get('/p/:encoded{/:filename}', proxyRoute(deps));
+  // /<W>x<H>/<url>: a regular expression (Express 5 paths hold none): the size is the first group
+  app.get(/^\/([0-9]{1,5}x[0-9]{1,5})\/.+/, legacyRoute(deps));
   app.post('/upload', tokenUploadRoute(deps));
   app.post('/proxy-auth/:account/:signature', proxyAuthRoute(deps));
   app.post('/cs/:account/:signature', hiveUploadRoute(deps, 'checksum'));
   app.post('/hs/:token', hivesignerUploadRoute(deps));
   app.post('/:account/:signature', hiveUploadRoute(deps));
-  app.get('/:key/:filename?', serveRoute(deps));
+  app.get('/:key{/:filename}', serveRoute(deps));
 
-  app.all('*', (req, _res, next) => {
+  app.use((req, _res, next) => {
     const known = ['GET', 'HEAD', 'POST'].includes(req.method);
     next(
       known

@@ -19,12 +19,18 @@ test('the stalled share of each interval is read from PSI\'s "some" total; no PS
     const file = path.join(dir, 'cpu');
     fs.writeFileSync(file, 'some avg10=0 avg60=0 avg300=0 total=1000000\n');
     const watch = watchCpuPressure({ file, intervalMs: 100 });
-    // half of each 100 ms stalled: 50,000 µs more per interval
-    for (let i = 1; i <= 4; i += 1) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      fs.writeFileSync(file, `some avg10=0 avg60=0 avg300=0 total=${1_000_000 + i * 50_000}\n`);
+    // stalled half of the time: the total grows by half the microseconds elapsed, written often (whenever a
+    // busy machine runs this), so every interval the watch reads, however late, saw half of it stalled
+    const start = performance.now();
+    const write = () =>
+      fs.writeFileSync(
+        file,
+        `some avg10=0 avg60=0 avg300=0 total=${1_000_000 + Math.round((performance.now() - start) * 500)}\n`,
+      );
+    while (performance.now() - start < 450) {
+      write();
+      await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    await new Promise((resolve) => setTimeout(resolve, 120));
     watch.stop();
     assert.ok(watch.share() > 0.2 && watch.share() < 0.8, `a share near a half: ${watch.share()}`);
     const none = watchCpuPressure({ file: path.join(dir, 'missing') });

@@ -101,7 +101,7 @@ await runService({
     app.use('/admin', adminAuth(config));
     app.use(deadLetterRouter(redis, config));
     app.use(takedownRouter({ store, config, metrics }));
-    app.all('*', (_req, _res, next) => next(new HttpError(404, 'not_found')));
+    app.use((_req, _res, next) => next(new HttpError(404, 'not_found')));
     app.use(errorHandler('no-store'));
     return {
       app,

@@ -38,8 +38,9 @@ export function legacyRoute({ config, images, guard }) {
   return async (req, res, next) => {
     res.locals.route = 'legacy';
     try {
-      const [width, height] = req.params.size.split('x').map(Number);
-      const target = legacySource(req.originalUrl.slice(req.params.size.length + 2));
+      const size = String(/** @type {Record<string, string>} */ (req.params)[0]);
+      const [width, height] = size.split('x').map(Number);
+      const target = legacySource(req.originalUrl.slice(size.length + 2));
       const source = images.resolveSource(target);
       // remembered only for a source served already: a redirect costs its asker nothing
       guard.served(source, publicPaths(req), true);

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import express from 'express';
-import { HttpError, isAccountName } from '@stack/lib';
+import { HttpError, isAccountName, paramsOf } from '@stack/lib';
 
 /** Where a preview token lives (images.hive.blog's key, src/proxy-auth.ts). @param {string} token */
 export const previewTokenKey = (token) => `proxy:auth:token:${token}`;
@@ -44,7 +44,7 @@ export function proxyAuthRoute({ config, redis, verifySignature }) {
     async (req, res, next) => {
       res.locals.route = 'proxy_auth';
       res.set('Cache-Control', 'private, no-store');
-      const { account, signature } = req.params;
+      const { account, signature } = paramsOf(req);
       try {
         if (!isAccountName(account)) throw new HttpError(400, 'invalid_account', { account: account.slice(0, 32) });
         const timestamp = timestampOf(req.body, config.PREVIEW_CLOCK_SKEW_S * 1000);

@@ -1,5 +1,5 @@
 import querystring from 'node:querystring';
-import { HttpError, base58Url, errorAnswer, isGone, logRequest, requestIdOf } from '@stack/lib';
+import { HttpError, base58Url, errorAnswer, isGone, logRequest, paramsOf, requestIdOf } from '@stack/lib';
 import { parseWant } from '../options.js';
 import { contentTypeOf } from '../pipeline/index.js';
 
@@ -91,7 +91,7 @@ export function proxyRoute(deps) {
       next(err);
     };
     const respond = async (retried = false) => {
-      const { headers, variant } = await answer(req.params.encoded, proxyRequest(req, req.query));
+      const { headers, variant } = await answer(paramsOf(req).encoded, proxyRequest(req, req.query));
       const sent = () => deps.metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
       res.set(headers);
       if (!variant.cached) {

@@ -1,4 +1,4 @@
-import { HttpError, isUploadKey } from '@stack/lib';
+import { HttpError, isUploadKey, paramsOf } from '@stack/lib';
 import { sniffFile } from '../sniff.js';
 import { contentTypeOf } from '../pipeline/index.js';
 import { publicPaths } from './proxy.js';
@@ -20,7 +20,7 @@ export function serveRoute({ config, guard, images }) {
   return async (req, res, next) => {
     res.locals.route = 'original';
     try {
-      const key = req.params.key;
+      const key = paramsOf(req).key;
       if (!isUploadKey(key)) throw new HttpError(404, 'not_found', { key: key.slice(0, 100) });
       const source = { id: key, uploadKey: key };
       // a taken-down key is refused before any work: never pulled from an upstream image host

@@ -1,6 +1,6 @@
 // The upload routes (images.hive.blog's): each authorises its own way and hands the body to the upload
 // pipeline (../uploads/accept.js); nginx's upload check runs the same prechecks before the body is read.
-import { HttpError } from '@stack/lib';
+import { HttpError, paramsOf } from '@stack/lib';
 import { challengeHash, keyFromDigest } from '../keys.js';
 import { acceptUpload } from '../uploads/accept.js';
 import { clientOf, countFailure, hivePrecheck, hivesignerPrecheck, tokenPrecheck } from '../uploads/checks.js';
@@ -20,7 +20,7 @@ import { takeQuota } from '../uploads/quota.js';
 export function hiveUploadRoute(deps, signed = 'data') {
   return async (req, res, next) => {
     res.locals.route = 'upload';
-    const { account, signature } = req.params;
+    const { account, signature } = paramsOf(req);
     try {
       await hivePrecheck(deps, account, signature, clientOf(req)).catch((err) => {
         deps.metrics.rejections.inc({ reason: err.name });
@@ -56,12 +56,13 @@ export function hivesignerUploadRoute(deps) {
   return async (req, res, next) => {
     res.locals.route = 'upload';
     try {
-      const verify = hivesignerPrecheck(deps, req.params.token);
+      const { token } = paramsOf(req);
+      const verify = hivesignerPrecheck(deps, token);
       await acceptUpload(
         deps,
         'hivesigner',
         async (digest) => {
-          const account = await verify(req.params.token);
+          const account = await verify(token);
           await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, keyFromDigest(digest));
           return account;
         },
