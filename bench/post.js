@@ -10,13 +10,11 @@
 //   node bench/post.js [--quick]
 import '../lib/src/node-version.js';
 import fs from 'node:fs';
-import sharp from 'sharp';
-import ssimModule from 'ssim.js';
 import { startOrigin } from '../origin/test/harness.js';
 import { photo } from '../test/support/images.js';
+import { ssimToSource } from '../test/support/ssim.js';
 import { machine, percentile, processTreeCpuMs, writeReport } from './lib.js';
 
-const { ssim } = /** @type {any} */ (ssimModule);
 const quick = process.argv.includes('--quick');
 const NAMES = [
   'Autumn',
@@ -57,26 +55,6 @@ async function ask(origin, url, query, headers) {
   if (response.status !== 200) throw new Error(`${JSON.stringify(query)}: ${response.status} ${body}`);
   // the workers' CPU is read after they answered; a kept worker's time is read live
   return { cpu: processTreeCpuMs(origin.pid()) - before, body };
-}
-
-/**
- * SSIM of a variant against the source resized to its size from every decoded pixel (lanczos3, a box with
- * both sides cropped as the variant is). @param {string} file @param {Buffer} variant
- */
-async function ssimToSource(file, variant) {
-  const decoded = await sharp(variant).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-  const { width, height } = decoded.info;
-  // from every decoded pixel: sharp from the file would shrink on load (a JPEG's DCT scale), as the origin does
-  const full = await sharp(file).rotate().raw().toBuffer({ resolveWithObject: true });
-  const reference = await sharp(full.data, { raw: full.info })
-    .resize(width, height, { fit: 'cover', kernel: 'lanczos3' })
-    .ensureAlpha()
-    .raw()
-    .toBuffer();
-  return ssim(
-    { data: new Uint8ClampedArray(reference), width, height },
-    { data: new Uint8ClampedArray(decoded.data), width, height },
-  ).mssim;
 }
 
 /**

@@ -3,12 +3,10 @@
 // bench/effort and bench/kernel make with different encoder options. That transform runs in sharp alone (no
 // system codecs: libwebp's simple API has one effort), so the settings it compares share one encoder.
 import sharp from 'sharp';
-import ssimModule from 'ssim.js';
 import { plan, probe, transform } from '../origin/src/pipeline/index.js';
 import { photo } from '../test/support/images.js';
+import { ssimToSource } from '../test/support/ssim.js';
 import { spread } from './lib.js';
-
-const { ssim } = /** @type {any} */ (ssimModule);
 
 /** The six real photographs the quality benchmarks use: 2560×1600, although Debian names the files 1920x1080. */
 export const PHOTOS = ['Path', 'Autumn', 'ColdRipple', 'BytheWater', 'Kite', 'FallenLeaf'];
@@ -36,20 +34,7 @@ export const ONE_THREAD = {
  */
 export async function meanSsim(files, outputs) {
   let sum = 0;
-  for (const [i, file] of files.entries()) {
-    const decoded = await sharp(outputs[i]).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-    const { width, height } = decoded.info;
-    const full = await sharp(file).rotate().raw().toBuffer({ resolveWithObject: true });
-    const reference = await sharp(full.data, { raw: full.info })
-      .resize(width, height, { fit: 'fill', kernel: 'lanczos3' })
-      .ensureAlpha()
-      .raw()
-      .toBuffer();
-    sum += ssim(
-      { data: new Uint8ClampedArray(reference), width, height },
-      { data: new Uint8ClampedArray(decoded.data), width, height },
-    ).mssim;
-  }
+  for (const [i, file] of files.entries()) sum += await ssimToSource(file, outputs[i], 'fill');
   return sum / files.length;
 }
 

@@ -23,23 +23,14 @@ let hive;
 let site;
 /** @type {Awaited<ReturnType<typeof startStack>>} */
 let stack;
-let head = 100;
-/** @type {Map<number, any[]>} */
-const blocks = new Map();
-
-/** Publishes a block holding these comment ops. @param {any[]} comments */
-function publish(comments) {
-  head += 1;
-  blocks.set(
-    head,
-    comments.map((body) => ({ op: ['comment', { parent_author: '', parent_permlink: 'hive', title: 't', ...body }] })),
-  );
-}
+/** @type {ReturnType<Awaited<ReturnType<typeof startHiveNode>>['chain']>} */
+let chain;
+/** Publishes a block holding these comment ops. @param {Array<Record<string, unknown>>} comments */
+const publish = (comments) => chain.publish(comments);
 
 before(async () => {
   hive = await startHiveNode();
-  hive.methods['condenser_api.get_dynamic_global_properties'] = () => ({ head_block_number: head });
-  hive.methods['condenser_api.get_ops_in_block'] = ([block]) => blocks.get(block) || [];
+  chain = hive.chain(100);
   site = await startImageServer();
   stack = await startStack({
     HIVE_API_URLS: hive.url,

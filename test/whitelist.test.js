@@ -5,19 +5,18 @@
 // alone (private, no-store); our own uploads pass; the operator's CLI adds, imports, backfills and checks.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
 import { base58Url } from '@stack/lib';
 import { startHiveNode } from './support/hive-node.js';
 import { startImageServer } from './support/image-server.js';
 import { solid } from './support/images.js';
 import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
+import { issuePreviewToken } from './support/preview-token.js';
 import { root } from './support/processes.js';
 import { startStack } from './support/stack.js';
 import { tokenUpload } from './support/upload.js';
@@ -30,27 +29,18 @@ let hive;
 let site;
 /** @type {Awaited<ReturnType<typeof startStack>>} */
 let stack;
-let head = 100;
-/** @type {Map<number, any[]>} */
-const blocks = new Map();
+/** @type {ReturnType<Awaited<ReturnType<typeof startHiveNode>>['chain']>} */
+let chain;
 
 /** A block holding one post whose body names these images. @param {string[]} urls @param {number} [at] */
-function publish(urls, at = (head += 1)) {
+function publish(urls, at) {
   const body = urls.map((url, i) => `![${i}](${url})`).join('\n\n');
-  blocks.set(at, [
-    {
-      op: [
-        'comment',
-        { parent_author: '', parent_permlink: 'hive', author: 'alice', permlink: `p${at}`, title: 't', body },
-      ],
-    },
-  ]);
+  chain.publish([{ author: 'alice', permlink: `p${at ?? Date.now()}`, body }], at);
 }
 
 before(async () => {
   hive = await startHiveNode();
-  hive.methods['condenser_api.get_dynamic_global_properties'] = () => ({ head_block_number: head });
-  hive.methods['condenser_api.get_ops_in_block'] = ([block]) => blocks.get(block) || [];
+  chain = hive.chain(100);
   site = await startImageServer();
   stack = await startStack({
     PROXY_WHITELIST: 'chain',
@@ -114,13 +104,7 @@ test('a URL referenced in a block is served; one never referenced is a 403 varni
 
 test('a preview token opens an unknown URL for its holder alone: private, no-store, never kept; our own uploads pass', async () => {
   const draft = await image('draft.jpg');
-  const token = randomBytes(24).toString('hex');
-  const redis = new Redis(stack.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  try {
-    await redis.set(`proxy:auth:token:${token}`, 'alice', 'EX', 1800);
-  } finally {
-    redis.disconnect();
-  }
+  const token = await issuePreviewToken(stack.redisUrl);
   for (let i = 0; i < 2; i += 1) {
     const preview = await fetch(proxied(draft, `&token=${token}`));
     await preview.arrayBuffer();

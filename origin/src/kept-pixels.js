@@ -9,7 +9,7 @@
 // source (a takedown drops them); made once however many variants ask at once. haproxy sends every /p/ of
 // one source to one origin, so one origin keeps them; nothing is shared between origins.
 import { LRUCache } from 'lru-cache';
-import { keepPlan, keptCovers, transformToPixels } from './pipeline/index.js';
+import { keepPlan, keptCovers, shrinkOf, transformToPixels } from './pipeline/index.js';
 
 /**
  * @typedef {import('./pipeline/work.js').KeptPixels} KeptPixels
@@ -32,6 +32,9 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
   });
   /** @type {Map<string, Promise<KeptPixels>>} */
   const making = new Map();
+  // sources whose first variant was made without keeping their pixels: their next one keeps them
+  /** @type {LRUCache<string, true>} */
+  const seen = new LRUCache({ max: 100_000, ttl: ttlS * 1000 });
   const report = () => metrics.keptPixelsBytes.set(kept.calculatedSize);
   const count = (/** @type {string} */ result) => metrics.keptPixels.inc({ result });
 
@@ -51,8 +54,17 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
       count('short');
       return { pixels: null, keep: null };
     }
-    if (pixels) count('hit');
-    return pixels ? { pixels, keep: null } : { pixels: null, keep };
+    if (pixels) {
+      count('hit');
+      return { pixels, keep: null };
+    }
+    // a source's first variant keeps its pixels only where decoding them costs about what its own decode
+    // would: most sources of a day are asked in one size (bench/day), and a small variant of a JPEG decodes
+    // at an eighth of the pixels kept ones take. Its next variant within KEPT_PIXELS_TTL_S keeps them.
+    if (!cheaperAlone(info, keep, p) || making.has(key) || seen.has(key)) return { pixels: null, keep };
+    seen.set(key, true);
+    count('first');
+    return { pixels: null, keep: null };
   }
 
   /**
@@ -96,6 +108,17 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
       report();
     },
   };
+}
+
+/**
+ * Whether a variant's own decode is much cheaper than decoding the kept pixels: a JPEG, a WebP or a HEIC
+ * (decoded at a reduced scale) whose variant is under half as wide as they are. A PNG, a TIFF or an AVIF is
+ * decoded whole either way. @param {SourceInfo} info @param {Plan} keep @param {Plan} p
+ */
+function cheaperAlone(info, keep, p) {
+  const scaled = info.format === 'jpeg' || info.format === 'webp' || info.isHeic;
+  const width = Math.round(info.width / shrinkOf(info.width, info.height, p));
+  return scaled && width * 2 < (keep.width ?? info.width);
 }
 
 /** The height kept pixels will have by plan `keep` (the source's shape). @param {SourceInfo} info @param {Plan} keep */

@@ -4,12 +4,11 @@
 // the service down lets images through, counted. The chain's list (PROXY_WHITELIST=chain) is held through the
 // whole stack in test/whitelist.test.js.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { Redis } from 'ioredis';
 import { startHafWhitelist } from '../../test/support/haf-whitelist.js';
 import { solid } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
+import { issuePreviewToken } from '../../test/support/preview-token.js';
 import { startOrigin, tokenUpload } from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
@@ -73,13 +72,7 @@ test('our own uploads, PROXY_WHITELIST_HOSTS and a preview token pass; the token
   assert.equal((await get(local)).response.status, 200, 'a host of PROXY_WHITELIST_HOSTS, not asked about');
   assert.ok(!haf.asked.includes(local));
   const draft = await image('draft.jpg');
-  const token = randomBytes(24).toString('hex');
-  const redis = new Redis(origin.redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  try {
-    await redis.set(`proxy:auth:token:${token}`, 'alice', 'EX', 1800);
-  } finally {
-    redis.disconnect();
-  }
+  const token = await issuePreviewToken(origin.redis.url);
   const preview = await get(draft, { width: 50, token });
   assert.equal(preview.response.status, 200);
   assert.equal(preview.response.headers.get('cache-control'), 'private, no-store');

@@ -39,6 +39,30 @@ export async function startHiveNode(options = {}) {
     methods,
     /** @param {any} account an account object as condenser_api returns it */
     setAccount: (account) => accounts.set(account.name, account),
+    /**
+     * Serves a chain from block `head` on (condenser_api.get_dynamic_global_properties, get_ops_in_block) for
+     * the chain follower: `publish` adds a block of `comment` ops (posts and edits) at the next height, or at
+     * `at` (a block before the follower's start, for a backfill).
+     * @param {number} head
+     */
+    chain(head) {
+      /** @type {Map<number, any[]>} */
+      const blocks = new Map();
+      methods['condenser_api.get_dynamic_global_properties'] = () => ({ head_block_number: head });
+      methods['condenser_api.get_ops_in_block'] = ([block]) => blocks.get(block) || [];
+      return {
+        /** @param {Array<Record<string, unknown>>} comments @param {number} [at] */
+        publish(comments, at) {
+          if (at === undefined) head += 1;
+          blocks.set(
+            at ?? head,
+            comments.map((body) => ({
+              op: ['comment', { parent_author: '', parent_permlink: 'hive', title: 't', ...body }],
+            })),
+          );
+        },
+      };
+    },
     /** @param {boolean} value */
     setDown: (value) => {
       down = value;

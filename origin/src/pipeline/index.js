@@ -11,7 +11,8 @@ import { imageOf, sharpOutput } from './work.js';
 
 export { contentTypeOf, originalAnswers, outputPixels, plan, sourceFormat } from './plan.js';
 export { missingSource, probe, transformTimeout, verify } from './source.js';
-export { jpegShrinkOnLoad, shrinkOf } from './decode.js';
+export { jpegShrinkOnLoad } from './decode.js';
+export { shrinkOf };
 
 /**
  * @typedef {import('./plan.js').Plan} Plan
