@@ -332,7 +332,7 @@ async function measureDay({ warm }) {
     const originCpu = processTreeCpuMs(originPid) - cpuBefore;
     const kept = Object.fromEntries(
       await Promise.all(
-        ['hit', 'made', 'joined', 'short'].map(async (result) => [
+        ['hit', 'made', 'joined', 'alone', 'short'].map(async (result) => [
           result,
           await metricValue(origin, 'origin_kept_pixels_total', { result }),
         ]),
@@ -450,7 +450,7 @@ export function daySections(result) {
     },
     {
       heading: 'Per route class at the edge (as the client saw it; target for images: 503s < 0.1 %, p99 < 1 s)',
-      text: `Origin transforms: ${result.transforms} (${(result.transforms / result.seconds).toFixed(1)}/s), the origin's CPU (its process and its workers) ${(result.originCpu / 1000).toFixed(1)} s, ${(result.originCpu / Math.max(1, result.transforms)).toFixed(1)} ms a transform; kept pixels (KEPT_PIXELS_BYTES${keptBytes ? `=${keptBytes}` : ' default'}): ${result.kept.hit} hits, ${result.kept.made} decodes kept, ${result.kept.joined} joined, ${result.kept.short} larger than kept (a hit rate of ${((100 * result.kept.hit) / Math.max(1, result.kept.hit + result.kept.made + result.kept.short)).toFixed(1)} % of the variants that could use them); remote fetches of originals: ${result.fetches}. "image miss, <format>": the image requests varnish did not have (X-Cache not HIT), by the format they were answered in: the cold-miss latency of each output format (a first answer to an AVIF browser is WebP while its AVIF is made in the background).`,
+      text: `Origin transforms: ${result.transforms} (${(result.transforms / result.seconds).toFixed(1)}/s), the origin's CPU (its process and its workers) ${(result.originCpu / 1000).toFixed(1)} s, ${(result.originCpu / Math.max(1, result.transforms)).toFixed(1)} ms a transform; kept pixels (KEPT_PIXELS_BYTES${keptBytes ? `=${keptBytes}` : ' default'}): ${result.kept.hit} hits, ${result.kept.made} decodes kept, ${result.kept.joined} joined, ${result.kept.alone} small ones decoded alone, ${result.kept.short} larger than kept (${((100 * result.kept.hit) / Math.max(1, result.transforms)).toFixed(1)} % of the transforms made from kept pixels); remote fetches of originals: ${result.fetches}. "image miss, <format>": the image requests varnish did not have (X-Cache not HIT), by the format they were answered in: the cold-miss latency of each output format (a first answer to an AVIF browser is WebP while its AVIF is made in the background).`,
       table: {
         columns: ['class', 'requests', 'statuses', 'p50 ms', 'p99 ms'],
         rows: Object.entries(result.classes).map(([kind, entry]) => [

@@ -9,7 +9,7 @@
 // source (a takedown drops them); made once however many variants ask at once. haproxy sends every /p/ of
 // one source to one origin, so one origin keeps them; nothing is shared between origins.
 import { LRUCache } from 'lru-cache';
-import { keepPlan, keptCovers, shrinkOf, transformToPixels } from './pipeline/index.js';
+import { jpegShrinkOnLoad, keepPlan, keptCovers, shrinkOf, transformToPixels } from './pipeline/index.js';
 
 /**
  * @typedef {import('./pipeline/work.js').KeptPixels} KeptPixels
@@ -32,9 +32,6 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
   });
   /** @type {Map<string, Promise<KeptPixels>>} */
   const making = new Map();
-  // sources whose first variant was made without keeping their pixels: their next one keeps them
-  /** @type {LRUCache<string, true>} */
-  const seen = new LRUCache({ max: 100_000, ttl: ttlS * 1000 });
   const report = () => metrics.keptPixelsBytes.set(kept.calculatedSize);
   const count = (/** @type {string} */ result) => metrics.keptPixels.inc({ result });
 
@@ -58,12 +55,12 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
       count('hit');
       return { pixels, keep: null };
     }
-    // a source's first variant keeps its pixels only where decoding them costs about what its own decode
-    // would: most sources of a day are asked in one size (bench/day), and a small variant of a JPEG decodes
-    // at an eighth of the pixels kept ones take. Its next variant within KEPT_PIXELS_TTL_S keeps them.
-    if (!cheaperAlone(info, keep, p) || making.has(key) || seen.has(key)) return { pixels: null, keep };
-    seen.set(key, true);
-    count('first');
+    // kept only where it costs nothing more: a variant that decodes the picture at least as large as they
+    // are (a wide one; any of a PNG, a TIFF, an AVIF), or one that joins their decode in flight. A small
+    // variant of a JPEG decodes an eighth of it at its DCT scale, cheaper alone than the whole picture; on
+    // bench/day's mix, keeping every second variant's pixels cost more CPU than it saved.
+    if (making.has(key) || decodesAsMuch(info, keep, p)) return { pixels: null, keep };
+    count('alone');
     return { pixels: null, keep: null };
   }
 
@@ -111,14 +108,16 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
 }
 
 /**
- * Whether a variant's own decode is much cheaper than decoding the kept pixels: a JPEG, a WebP or a HEIC
- * (decoded at a reduced scale) whose variant is under half as wide as they are. A PNG, a TIFF or an AVIF is
- * decoded whole either way. @param {SourceInfo} info @param {Plan} keep @param {Plan} p
+ * Whether a variant's own decode takes at least the pixels kept ones do: a JPEG at its DCT scale, a WebP or a
+ * HEIC at its shrink on load, no smaller than the kept pixels' power of two; a PNG, a TIFF or an AVIF is
+ * decoded whole whatever the variant. @param {SourceInfo} info @param {Plan} keep @param {Plan} p
  */
-function cheaperAlone(info, keep, p) {
-  const scaled = info.format === 'jpeg' || info.format === 'webp' || info.isHeic;
-  const width = Math.round(info.width / shrinkOf(info.width, info.height, p));
-  return scaled && width * 2 < (keep.width ?? info.width);
+function decodesAsMuch(info, keep, p) {
+  if (info.format !== 'jpeg' && info.format !== 'webp' && !info.isHeic) return true;
+  const keptFactor = info.width / (keep.width ?? info.width);
+  const shrink = shrinkOf(info.width, info.height, p);
+  const own = info.format === 'jpeg' ? jpegShrinkOnLoad(shrink) : 2 ** Math.floor(Math.log2(shrink));
+  return own <= keptFactor + 0.01;
 }
 
 /** The height kept pixels will have by plan `keep` (the source's shape). @param {SourceInfo} info @param {Plan} keep */

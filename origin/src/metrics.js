@@ -94,7 +94,7 @@ export function createOriginMetrics(registry) {
     }),
     keptPixels: new client.Counter({
       name: 'origin_kept_pixels_total',
-      help: "A source's kept pixels (one decode per picture) asked for a variant, by result: hit (kept already), made (decoded now), joined (another variant was decoding them), first (a source's first variant, decoded alone at its smaller scale: the next keeps them), short (the variant needs more than is kept: decoded as before)",
+      help: "A source's kept pixels (one decode per picture) asked for a variant, by result: hit (kept already), made (decoded now), joined (another variant was decoding them), alone (a small variant decoded alone at its smaller scale, cheaper than keeping the whole picture), short (the variant needs more than is kept: decoded as before)",
       labelNames: ['result'],
       registers,
     }),
