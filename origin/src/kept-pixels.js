@@ -32,17 +32,23 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
   });
   /** @type {Map<string, Promise<KeptPixels>>} */
   const making = new Map();
+  // sources asked for a variant lately (ten times as long as pixels are kept): a source's pixels are kept
+  // only once it has been asked for more than one variant
+  /** @type {LRUCache<string, true>} */
+  const seen = new LRUCache({ max: 100_000, ttl: ttlS * 10_000 });
   const report = () => metrics.keptPixelsBytes.set(kept.calculatedSize);
   const count = (/** @type {string} */ result) => metrics.keptPixels.inc({ result });
 
   /**
    * What a variant of plan `p` of the source `key` can start from: its kept pixels when they cover it (a hit),
-   * or else the plan that makes them (`keep`) when the source is kept and they would cover it; neither for an
-   * animation, a variant larger than what is kept, or with KEPT_PIXELS_BYTES 0.
-   * @param {string} key @param {SourceInfo} info @param {Plan} p
+   * or else the plan that makes them (`keep`) when making them now costs nothing more than the variant's own
+   * decode; neither for an animation, a variant larger than what is kept, or with KEPT_PIXELS_BYTES 0.
+   * `crossing`: the variant is made in a worker, where held pixels are a copy across processes: given only
+   * where the variant would decode that much itself.
+   * @param {string} key @param {SourceInfo} info @param {Plan} p @param {{ crossing?: boolean }} [options]
    * @returns {{ pixels: KeptPixels | null, keep: Plan | null }}
    */
-  function lookup(key, info, p) {
+  function lookup(key, info, p, { crossing = false } = {}) {
     const keep = maxBytes > 0 ? keepPlan(info, width) : null;
     if (!keep || p.animated) return { pixels: null, keep: null };
     const pixels = kept.get(key);
@@ -51,15 +57,18 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
       count('short');
       return { pixels: null, keep: null };
     }
-    if (pixels) {
+    const whole = decodesAsMuch(info, keep, p);
+    if (pixels && (whole || !crossing)) {
       count('hit');
       return { pixels, keep: null };
     }
-    // kept only where it costs nothing more: a variant that decodes the picture at least as large as they
-    // are (a wide one; any of a PNG, a TIFF, an AVIF), or one that joins their decode in flight. A small
-    // variant of a JPEG decodes an eighth of it at its DCT scale, cheaper alone than the whole picture; on
-    // bench/day's mix, keeping every second variant's pixels cost more CPU than it saved.
-    if (making.has(key) || decodesAsMuch(info, keep, p)) return { pixels: null, keep };
+    // made only where it costs nothing more: by a variant that decodes the picture that large anyway (a wide
+    // one; any of a PNG), of a source asked for more than one variant lately, or joining their decode in
+    // flight. A small variant of a JPEG decodes an eighth of it, cheaper alone; and on bench/day's mix most
+    // sources are asked in two or three sizes, where keeping every source's pixels cost more than it saved.
+    const again = seen.has(key);
+    seen.set(key, true);
+    if (!pixels && (making.has(key) || (whole && again))) return { pixels: null, keep };
     count('alone');
     return { pixels: null, keep: null };
   }

@@ -65,8 +65,8 @@ test("the frontends' 18 variants of a photograph, in JPEG and WebP: one decode, 
       theirs.push(await get(direct.proxied(directUrl, /** @type {any} */ (query)), accept));
     }
   }
-  // the first (768 wide) decodes a quarter of the picture alone, as before; the second (1536) decodes it whole
-  // anyway and keeps it; every other variant is made from those pixels
+  // the first (768 wide) decodes a quarter of the picture alone, as before; the second (1536), of a source
+  // asked again, decodes it whole anyway and keeps it; every other variant is made from those pixels
   assert.equal(await kept(origin, 'alone'), 1);
   assert.equal(await kept(origin, 'made'), 1, 'one decode of the whole picture for the set');
   assert.equal(await kept(origin, 'hit'), ours.length - 2);
@@ -91,7 +91,10 @@ test('a Display P3, a greyscale, a CMYK JPEG and a PNG with alpha: their variant
   };
   for (const [name, bytes] of Object.entries(sources)) {
     const [url, directUrl] = [origin.site.add(`${name}-c`, bytes), direct.site.add(`${name}-c`, bytes)];
-    await get(origin.proxied(url, { width: 500, format: 'png' })); // the first: its pixels kept
+    // asked twice at a size whose own decode is the whole picture: the second keeps it
+    await get(origin.proxied(url, { width: 500, format: 'png' }));
+    await get(origin.proxied(url, { width: 600, format: 'png' }));
+    const hits = await kept(origin, 'hit');
     const [ours, theirs] = [
       await get(origin.proxied(url, { width: 256, format: 'png' })),
       await get(direct.proxied(directUrl, { width: 256, format: 'png' })),
@@ -106,17 +109,20 @@ test('a Display P3, a greyscale, a CMYK JPEG and a PNG with alpha: their variant
     );
     const difference = meanDifference(a.data, b.data);
     assert.ok(difference < 1.5, `${name}: ${difference.toFixed(2)} levels from the variant made from the file`);
+    assert.equal((await kept(origin, 'hit')) - hits, 1, `${name}: made from the kept pixels`);
   }
 });
 
-test('concurrent requests of different sizes of a cold source decode the whole picture once; an AVIF (a worker) starts from the kept pixels', async () => {
+test('concurrent requests of different sizes of a source decode the whole picture once; an AVIF (a worker) starts from the kept pixels', async () => {
   const url = origin.site.add('burst.jpg', fs.readFileSync(photo('Autumn', '1920x1200')));
+  await get(origin.proxied(url, { width: 200 })); // seen once: the next wide variant keeps its pixels
   const made = await kept(origin, 'made');
   // wide sizes, each decoding the whole picture on its own: one decode for all six
   await Promise.all([1300, 1400, 1500, 1600, 1700, 1800].map((width) => get(origin.proxied(url, { width }))));
   assert.equal((await kept(origin, 'made')) - made, 1, 'one decode for six sizes asked at once');
   const fromKept = await decodedBy(origin, 'kept');
-  const avif = await get(origin.proxied(url, { width: 350, format: 'avif' }));
+  // a worker is given a copy of them for a variant that would decode as much itself
+  const avif = await get(origin.proxied(url, { width: 1350, format: 'avif' }));
   assert.equal((await sharp(avif).metadata()).format, 'heif');
   assert.equal((await decodedBy(origin, 'kept')) - fromKept, 1, 'the AVIF made from the kept pixels');
 });
@@ -128,12 +134,14 @@ test('kept pixels leave with a takedown, past KEPT_PIXELS_TTL_S and past KEPT_PI
       short.site.add(`${name}.jpg`, fs.readFileSync(photo(name, '1920x1200'))),
     );
     const made = () => kept(short, 'made');
-    // wide variants: their own decode is the whole picture, so the first keeps it
+    // wide variants: their own decode is the whole picture, so the second keeps it
     await get(short.proxied(a, { width: 1300 }));
     await get(short.proxied(a, { width: 1301 }));
+    await get(short.proxied(a, { width: 1304 }));
     assert.equal(await made(), 1);
     // 12.3 MB each (these photographs are 2560 × 1600 whatever their names, kept whole): the second source's push the first's out
     await get(short.proxied(b, { width: 1300 }));
+    await get(short.proxied(b, { width: 1301 }));
     await get(short.proxied(a, { width: 1302 }));
     assert.equal(await made(), 3, 'the first decoded again once the second took its room');
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -145,6 +153,7 @@ test('kept pixels leave with a takedown, past KEPT_PIXELS_TTL_S and past KEPT_PI
   // a takedown's eviction (the purge service's message) drops them with the source's variants
   const url = origin.site.add('taken.jpg', fs.readFileSync(photo('Kite', '1920x1200')));
   await get(origin.proxied(url, { width: 1310 }));
+  await get(origin.proxied(url, { width: 1311 }));
   const before = await kept(origin, 'made');
   const redis = new Redis(origin.redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
   try {
@@ -154,7 +163,7 @@ test('kept pixels leave with a takedown, past KEPT_PIXELS_TTL_S and past KEPT_PI
   }
   await waitFor(
     async () => {
-      await get(origin.proxied(url, { width: 1311 + Math.floor(Math.random() * 100) }));
+      await get(origin.proxied(url, { width: 1312 + Math.floor(Math.random() * 100) }));
       return (await kept(origin, 'made')) > before;
     },
     10_000,

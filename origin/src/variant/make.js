@@ -230,11 +230,12 @@ async function runPipeline(m, job, { file, info, plan: p }, deadline) {
   const threads = warm ? 1 : config.TRANSFORM_THREADS || threadsPerImage(queue.running, m.cores);
   // the source's kept pixels (kept-pixels.js): a variant they cover is made from them; the first variant
   // of a source decodes them, here (once however many ask) or in its worker, which hands them back
-  const { pixels: held, keep } = kept.lookup(job.source.id, info, p);
+  const crossing = inWorker(m, job, p);
+  const { pixels: held, keep } = kept.lookup(job.source.id, info, p, { crossing });
   const timeoutS = () => Math.max(1, Math.ceil(msUntil(deadline) / 1000));
   /** @type {import('../pipeline/index.js').TransformOutput} */
   let output;
-  if (inWorker(m, job, p)) {
+  if (crossing) {
     const pool = warm ? m.warmWorkers : m.workers;
     // a warm worker keeps the pixels it decodes itself (the warmer's variants of a source all go to it)
     const keepHere = warm ? job.source.id : undefined;
