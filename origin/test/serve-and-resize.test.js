@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import sharp from 'sharp';
@@ -421,5 +422,26 @@ test('a cached original whose file was deleted by hand is fetched again, not tak
     assert.equal(alone.site.hits('/img/gone.jpg'), 2);
   } finally {
     await alone.stop();
+  }
+});
+
+test("under a run root whose name starts with a dot (up's .run): uploads and a cached variant's range are served", async () => {
+  // Express 5's send answered a 404 for any file through a dot-directory: `up` served no upload at all
+  const parent = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'dotted-')), '.run');
+  fs.mkdirSync(parent);
+  const dotted = await startOrigin({}, { dataParent: parent });
+  try {
+    const bytes = await solid(120, 80, 'png');
+    const { url } = /** @type {{ url: string }} */ (await (await tokenUpload(dotted.base, bytes, 'dot.png')).json());
+    const back = await fetch(dotted.base + new URL(url).pathname);
+    assert.equal(back.status, 200);
+    assert.ok(Buffer.from(await back.arrayBuffer()).equals(bytes));
+    const variant = dotted.proxied(url, { width: 60 });
+    await fetch(variant).then((response) => response.arrayBuffer());
+    const ranged = await fetch(variant, { headers: { range: 'bytes=0-9' } });
+    assert.equal(ranged.status, 206);
+    assert.equal((await ranged.arrayBuffer()).byteLength, 10);
+  } finally {
+    await dotted.stop();
   }
 });

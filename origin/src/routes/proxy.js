@@ -1,6 +1,7 @@
 import querystring from 'node:querystring';
 import { HttpError, base58Url, errorAnswer, isGone, logRequest, paramsOf, requestIdOf } from '@stack/lib';
 import { parseWant } from '../options.js';
+import { SEND_OPTIONS } from './send.js';
 import { contentTypeOf } from '../pipeline/index.js';
 
 /**
@@ -100,7 +101,7 @@ export function proxyRoute(deps) {
       }
       // send answers the range and conditional requests within the variant's bytes in the cache's file
       const { file, start, end } = deps.images.cachedFile(variant.cached);
-      return res.sendFile(file, { etag: false, lastModified: false, cacheControl: false, start, end }, (err) => {
+      return res.sendFile(file, { ...SEND_OPTIONS, start, end }, (err) => {
         if (!err) sent();
         else if (forgetIfMissing(deps, err, variant, retried, res)) respond(true).catch(fail);
         else fail(err);

@@ -2,6 +2,7 @@ import { HttpError, isUploadKey, paramsOf } from '@stack/lib';
 import { sniffFile } from '../sniff.js';
 import { contentTypeOf } from '../pipeline/index.js';
 import { publicPaths } from './proxy.js';
+import { SEND_OPTIONS } from './send.js';
 
 /** Whether a client says it shows HEIC (Safari does; no other browser). @param {string | undefined} accept */
 const acceptsHeic = (accept) => /image\/hei[cf]/i.test(accept || '');
@@ -45,7 +46,8 @@ export function serveRoute({ config, guard, images }) {
         'X-Content-Type-Options': 'nosniff',
         'Content-Security-Policy': "default-src 'none'; sandbox",
       });
-      res.sendFile(found.path, { etag: false, lastModified: false, cacheControl: false }, (err) => err && next(err));
+      // the store's own path (its run root is `.run`): Express 5's send ignores a path with a dot-directory
+      res.sendFile(found.path, SEND_OPTIONS, (err) => err && next(err));
     } catch (err) {
       next(err);
     }
