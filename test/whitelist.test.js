@@ -128,9 +128,14 @@ test("the operator's CLI: add, import a list, backfill a block range from before
   assert.equal((await cli(['check', added])).whitelisted, false);
   assert.equal((await cli(['add', added])).added, 1);
   assert.deepEqual([(await cli(['check', added])).whitelisted, await status(proxied(added))], [true, 200]);
-  const list = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'whitelist-')), 'urls.txt');
-  fs.writeFileSync(list, `${listed}\n\nnot a url\n`);
-  assert.equal((await cli(['import', list])).added, 1);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'whitelist-'));
+  try {
+    const list = path.join(dir, 'urls.txt');
+    fs.writeFileSync(list, `${listed}\n\nnot a url\n`);
+    assert.equal((await cli(['import', list])).added, 1);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
   assert.equal(await status(proxied(listed)), 200);
   publish([old], 50); // a block before HIVE_FOLLOW_START_BLOCK: the follower never reads it
   assert.equal(await status(proxied(old)), 403);

@@ -427,7 +427,8 @@ test('a cached original whose file was deleted by hand is fetched again, not tak
 
 test("under a run root whose name starts with a dot (up's .run): uploads and a cached variant's range are served", async () => {
   // Express 5's send answered a 404 for any file through a dot-directory: `up` served no upload at all
-  const parent = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'dotted-')), '.run');
+  const top = fs.mkdtempSync(path.join(os.tmpdir(), 'dotted-'));
+  const parent = path.join(top, '.run');
   fs.mkdirSync(parent);
   const dotted = await startOrigin({}, { dataParent: parent });
   try {
@@ -443,5 +444,6 @@ test("under a run root whose name starts with a dot (up's .run): uploads and a c
     assert.equal((await ranged.arrayBuffer()).byteLength, 10);
   } finally {
     await dotted.stop();
+    fs.rmSync(top, { recursive: true, force: true });
   }
 });
