@@ -11,6 +11,7 @@
 import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import { startOrigin } from '../origin/test/harness.js';
+import { FRONTEND_SET as SET } from '../test/support/frontend-set.js';
 import { photo } from '../test/support/images.js';
 import { ssimToSource } from '../test/support/ssim.js';
 import { machine, percentile, processTreeCpuMs, writeReport } from './lib.js';
@@ -31,14 +32,6 @@ const NAMES = [
   'summer_1am',
 ].slice(0, quick ? 3 : 12);
 const RUNS = quick ? 1 : 3;
-/** @type {Array<Record<string, string | number>>} */
-const SET = [
-  { width: 768, format: 'match', mode: 'fit' },
-  { width: 1536, format: 'match', mode: 'fit' },
-  { width: 256, height: 512 },
-  { width: 640, height: 480 },
-  ...[320, 600, 800, 1024, 1280].map((width) => ({ width, format: 'match', mode: 'fit' })),
-];
 const CLASSES = [
   { name: 'JPEG', accept: '' },
   { name: 'WebP', accept: 'image/webp,*/*' },

@@ -8,7 +8,7 @@
 import { HttpError, WHITELIST_KEY } from '@stack/lib';
 import { LRUCache } from 'lru-cache';
 import { request } from 'undici';
-import { previewTokenKey } from './routes/proxy-auth.js';
+import { isPreviewToken, previewTokenKey } from './routes/proxy-auth.js';
 
 /** images.hive.blog's answer to a URL no post references: refused, and kept by no cache. */
 const NOT_WHITELISTED = () =>
@@ -26,7 +26,6 @@ const BLACKLISTED = () =>
     { reason: 'blacklisted' },
     { 'Cache-Control': 'public, max-age=86400' },
   );
-const PREVIEW_TOKEN = /^[0-9a-f]{48}$/;
 
 /**
  * @typedef {{ private: boolean }} Access private: let through by a preview token, so answered `private, no-store`
@@ -81,7 +80,7 @@ export function createWhitelist({ config, redis, metrics, logger }) {
  */
 async function previewAccount(redis, token) {
   const text = Array.isArray(token) ? token[0] : token;
-  if (typeof text !== 'string' || !PREVIEW_TOKEN.test(text)) return null;
+  if (!isPreviewToken(text)) return null;
   return redis.get(previewTokenKey(text)).catch(() => null);
 }
 

@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import sharp from 'sharp';
 import { sha256Hex } from '@stack/lib';
+import { FRONTEND_SET as SET } from '../../test/support/frontend-set.js';
 import { meanDifference, photo } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { waitFor } from '../../test/support/ports.js';
@@ -26,15 +27,6 @@ after(async () => {
   await origin?.stop();
   await direct?.stop();
 });
-
-/** condenser (768 and its 2x 1536, feed boxes) and ecency (srcset widths, fit): what one photograph is asked as. */
-const SET = [
-  { width: 768, format: 'match', mode: 'fit' },
-  { width: 1536, format: 'match', mode: 'fit' },
-  { width: 256, height: 512 },
-  { width: 640, height: 480 },
-  ...[320, 600, 800, 1024, 1280].map((width) => ({ width, format: 'match', mode: 'fit' })),
-];
 
 /** @param {typeof origin} at @param {string} result */
 const kept = (at, result) => metricValue(at.metricsUrl, 'origin_kept_pixels_total', { result });

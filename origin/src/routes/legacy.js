@@ -1,5 +1,6 @@
 import { base58Url, mendScheme } from '@stack/lib';
 import { canonicalSize } from '../options.js';
+import { isPreviewToken } from './proxy-auth.js';
 import { publicPaths } from './proxy.js';
 
 // the editor-preview token a frontend appends to a proxied URL (POST /proxy-auth answers 48 hex digits) is
@@ -23,7 +24,7 @@ export function legacySource(tail) {
  */
 function previewToken(req) {
   const given = req.headers['x-preview-token'];
-  if (typeof given === 'string' && /^[0-9a-f]{48}$/.test(given)) return given;
+  if (isPreviewToken(given)) return /** @type {string} */ (given);
   return /[?&]token=([0-9a-f]{48})(?:&|$)/.exec(req.originalUrl)?.[1] ?? '';
 }
 

@@ -5,6 +5,9 @@ import { HttpError, isAccountName, paramsOf } from '@stack/lib';
 /** Where a preview token lives (images.hive.blog's key, src/proxy-auth.ts). @param {string} token */
 export const previewTokenKey = (token) => `proxy:auth:token:${token}`;
 
+/** Whether `text` has a preview token's shape (24 random bytes in hex, as this route issues them). @param {unknown} text */
+export const isPreviewToken = (text) => typeof text === 'string' && /^[0-9a-f]{48}$/.test(text);
+
 /** What the editor signs with the account's posting key. @param {string} account @param {number} timestamp ms */
 export function previewChallenge(account, timestamp) {
   return `Authorize image proxy preview for ${account} at ${new Date(timestamp).toISOString()}`;
