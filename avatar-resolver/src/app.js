@@ -1,7 +1,7 @@
 import express from 'express';
 import { HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
-import { avatarFastPath } from './fast-path.js';
-import { DEFAULT_AVATAR_PATH, adminRouter, avatarAnswer, defaultAvatar, imageRedirect } from './routes.js';
+import { avatarRoute } from './avatar-route.js';
+import { DEFAULT_AVATAR_PATH, adminRouter, avatarAnswer, defaultAvatar } from './routes.js';
 
 /**
  * @param {{ config: import('@stack/lib/src/config-types.js').AvatarResolverConfig, logger: import('pino').Logger, registry: import('prom-client').Registry,
@@ -19,7 +19,6 @@ export function createApp(deps) {
   app.use(metrics);
   app.get('/healthz', healthRoute({ version: deps.version, ready: async () => true }));
   app.get(DEFAULT_AVATAR_PATH, defaultAvatar);
-  app.get('/u/:account/:kind{/:size}', imageRedirect(answer, deps.config));
   app.use('/admin/accounts/:account', adminRouter(deps));
   app.use((req, _res, next) =>
     next(
@@ -30,15 +29,10 @@ export function createApp(deps) {
     ),
   );
   app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));
-  const fast = avatarFastPath({
-    answer,
-    observe: metrics.observe,
-    logger: deps.logger,
-    errorCacheControl: deps.config.CACHE_CONTROL_NEGATIVE,
-  });
+  const avatars = avatarRoute({ answer, config: deps.config, observe: metrics.observe, logger: deps.logger });
   /** @type {import('node:http').RequestListener} */
   const listener = (req, res) => {
-    if (!fast(req, res)) app(req, res);
+    if (!avatars(req, res)) app(req, res);
   };
   return listener;
 }

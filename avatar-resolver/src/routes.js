@@ -84,46 +84,6 @@ export function avatarAnswer({ resolver, config, metrics, takedowns, served }) {
   };
 }
 
-/**
- * The one URL of an avatar that every cache knows and every purge names (lib/src/avatars.js avatarPaths):
- * images.hive.blog answers any other size with the medium avatar (src/avatar.ts); here it is a permanent
- * redirect to /u/<account>/avatar, so no cache ever holds the account's avatar under a spelling a purge
- * would miss. The same for a trailing slash. Null for what is refused anyway (a bad name, a cover size).
- * @param {string} account @param {string} kind @param {string | undefined} size
- */
-function canonicalPath(account, kind, size) {
-  if (!isAccountName(account) || kind === 'cover') return null;
-  const known = size !== undefined && Object.hasOwn(AVATAR_SIZES, size);
-  return `/u/${account}/avatar${known ? `/${size}` : ''}`;
-}
-
-/**
- * GET /u/<account>/<kind>/<size?> in Express: every form the fast path (fast-path.js) leaves to it.
- * @param {ReturnType<typeof avatarAnswer>} answer @param {import('@stack/lib/src/config-types.js').AvatarResolverConfig} config
- * @returns {import('express').RequestHandler}
- */
-export function imageRedirect(answer, config) {
-  return async (req, res, next) => {
-    const { account, kind, size } = paramsOf(req);
-    // an avatar or a cover; anything else is no route of this service (a 404)
-    if (kind !== 'avatar' && kind !== 'cover') return next();
-    res.locals.route = kind;
-    try {
-      const canonical = canonicalPath(account, kind, size);
-      if (canonical && canonical !== decodeURIComponent(req.path)) {
-        res.status(301).set({ Location: canonical, 'Cache-Control': config.CACHE_CONTROL_SPELLING }).end();
-        return;
-      }
-      res
-        .status(302)
-        .set(await answer(account, kind, size))
-        .end();
-    } catch (err) {
-      next(err);
-    }
-  };
-}
-
 /** @param {import('express').Request} _req @param {import('express').Response} res */
 export const defaultAvatar = (_req, res) => {
   res.locals.route = 'default';

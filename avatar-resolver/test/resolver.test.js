@@ -143,9 +143,9 @@ test("another size or a trailing slash is a permanent redirect to the avatar's o
   assert.equal(resolver.hive.calls.length, before);
 });
 
-test('the fast path answers exactly as Express does: redirects, 404s, 400s, request ids and metrics', async () => {
-  // the canonical form takes the fast path; the same URL with its account's first letter percent-escaped goes
-  // through Express (a trailing slash is a 301 to the canonical form there)
+test('every spelling of an avatar URL is answered alike: redirects, 404s, 400s, request ids and metrics', async () => {
+  // one writer (avatar-route.js) for the canonical form and the same URL with its account's first letter
+  // percent-escaped
   /** @param {Response} response */
   const shape = (response) => {
     const headers = Object.fromEntries(
@@ -168,18 +168,30 @@ test('the fast path answers exactly as Express does: redirects, 404s, 400s, requ
   for (const [path, status] of cases) {
     const route = path.includes('cover') ? 'cover' : 'avatar';
     const counted = await metric(route, String(status));
-    const fast = await resolver.get(path, { headers: { 'x-request-id': 'fast-1' } });
+    const plain = await resolver.get(path, { headers: { 'x-request-id': 'plain-1' } });
     const escaped = path.replace(/^\/u\/(.)/, (_match, first) => `/u/%${first.charCodeAt(0).toString(16)}`);
-    const express = await resolver.get(escaped, { headers: { 'x-request-id': 'express-1' } });
-    assert.equal(fast.status, status, path);
-    assert.deepEqual(shape(fast), shape(express), path);
-    assert.deepEqual([fast.headers.get('x-request-id'), express.headers.get('x-request-id')], ['fast-1', 'express-1']);
-    assert.equal(await fast.text(), await express.text(), path);
+    const spelled = await resolver.get(escaped, { headers: { 'x-request-id': 'escaped-1' } });
+    assert.equal(plain.status, status, path);
+    assert.deepEqual(shape(plain), shape(spelled), path);
+    assert.deepEqual(
+      [plain.headers.get('x-request-id'), spelled.headers.get('x-request-id')],
+      ['plain-1', 'escaped-1'],
+    );
+    assert.equal(await plain.text(), await spelled.text(), path);
     assert.equal((await metric(route, String(status))) - counted, 2, `${path}: both counted`);
   }
   const head = await resolver.get('/u/alice/avatar', { method: 'HEAD' });
   assert.equal(head.status, 302);
   assert.equal(await head.text(), '');
+  const slashed = await resolver.get('/u/alice/avatar/small/');
+  assert.deepEqual([slashed.status, slashed.headers.get('location')], [301, '/u/alice/avatar/small']);
+  const broken = await resolver.get('/u/%E0%A4%A/avatar', { headers: { 'x-request-id': 'broken-1' } });
+  assert.equal(broken.status, 400);
+  assert.equal(broken.headers.get('x-request-id'), 'broken-1');
+  assert.equal(/** @type {any} */ (await broken.json()).error.name, 'invalid_path');
+  const elsewhere = await resolver.get('/u/alice/banner');
+  assert.equal(elsewhere.status, 404);
+  assert.equal(/** @type {any} */ (await elsewhere.json()).error.name, 'not_found');
 });
 
 test('200 concurrent requests for 50 distinct accounts make a handful of upstream calls', async () => {

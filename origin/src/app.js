@@ -2,8 +2,9 @@ import express from 'express';
 import { HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
 import { legacyRoute } from './routes/legacy.js';
 import { proxyAuthRoute } from './routes/proxy-auth.js';
-import { proxyFastPath, proxyRoute } from './routes/proxy.js';
+import { proxyHandler } from './routes/proxy.js';
 import { serveRoute } from './routes/serve.js';
+import { passedPrechecks } from './uploads/checks.js';
 import { hiveUploadRoute, hivesignerUploadRoute, tokenUploadRoute, uploadCheckRoute } from './routes/upload.js';
 
 /**
@@ -27,15 +28,17 @@ export function createApp(deps) {
 
   const health = healthRoute({ version: deps.version, ready: async () => true });
   app.get(['/healthz', '/.well-known/healthcheck.json', '/'], health);
-  app.get('/.upload-check/*rest', uploadCheckRoute(deps));
-  app.get('/p/:encoded{/:filename}', proxyRoute(deps));
+  // a Hive upload's precheck passed in nginx's check is not run again by its route: remembered for twice
+  // nginx's default time to read a body (NGINX_UPLOAD_DEADLINE_S, 300 s); a slower body is checked again
+  const uploads = { ...deps, prechecked: passedPrechecks(600_000) };
+  app.get('/.upload-check/*rest', uploadCheckRoute(uploads));
   // /<W>x<H>/<url>: a regular expression (Express 5 paths hold none): the size is the first group
   app.get(/^\/([0-9]{1,5}x[0-9]{1,5})\/.+/, legacyRoute(deps));
   app.post('/upload', tokenUploadRoute(deps));
   app.post('/proxy-auth/:account/:signature', proxyAuthRoute(deps));
-  app.post('/cs/:account/:signature', hiveUploadRoute(deps, 'checksum'));
+  app.post('/cs/:account/:signature', hiveUploadRoute(uploads, 'checksum'));
   app.post('/hs/:token', hivesignerUploadRoute(deps));
-  app.post('/:account/:signature', hiveUploadRoute(deps));
+  app.post('/:account/:signature', hiveUploadRoute(uploads));
   app.get('/:key{/:filename}', serveRoute(deps));
 
   app.use((req, _res, next) => {
@@ -47,10 +50,10 @@ export function createApp(deps) {
     );
   });
   app.use(errorHandler(deps.config.CACHE_CONTROL_NEGATIVE));
-  const fast = proxyFastPath({ ...deps, observe: metrics.observe });
+  const proxy = proxyHandler({ ...deps, observe: metrics.observe });
   /** @type {import('node:http').RequestListener} */
   const listener = (req, res) => {
-    if (!fast(req, res)) app(req, res);
+    if (!proxy(req, res)) app(req, res);
   };
   return listener;
 }

@@ -39,100 +39,172 @@ const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.u
 // libvips' own operation cache only grows memory here: every variant is cached on disk and by varnish.
 sharp.cache(false);
 
+/** @typedef {import('@stack/lib/src/config-types.js').OriginConfig} OriginConfig */
+/** @typedef {import('./metrics.js').OriginMetrics} OriginMetrics */
+
+/** What the settings must hold before anything starts. @param {OriginConfig} config */
+function checkSettings(config) {
+  try {
+    allowedSizes(config);
+  } catch (err) {
+    throw new StartupError(/** @type {Error} */ (err).message, { cause: err });
+  }
+  if (config.PROXY_WHITELIST === 'haf' && !config.PROXY_WHITELIST_URL)
+    throw new StartupError('PROXY_WHITELIST=haf needs PROXY_WHITELIST_URL: the HAF proxy-whitelist service to ask');
+}
+
+/**
+ * The disk caches: the originals' LRU and the result cache (variants).
+ * @param {OriginConfig} config @param {import('pino').Logger} logger @param {OriginMetrics} metrics
+ */
+async function openCaches(config, logger, metrics) {
+  const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
+  const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, {
+    warn: (details, message) => logger.warn(details, message),
+  });
+  variants.init();
+  metrics.watchResultCache(variants);
+  await originals.init();
+  return { originals, variants };
+}
+
+/**
+ * The transform queue (its slots, its bound, the warmer's lane: docs/queue.md) and the upload checks' own
+ * (one slot per core, a bounded waiting list: never behind transforms).
+ * @param {OriginConfig} config @param {OriginMetrics} metrics
+ */
+function createQueues(config, metrics) {
+  const concurrency = transformSlots(config);
+  metrics.concurrency.set(concurrency);
+  metrics.queueMax.set(config.TRANSFORM_QUEUE_MAX);
+  const queue = new TransformQueue({
+    concurrency,
+    maxQueued: config.TRANSFORM_QUEUE_MAX,
+    keepFree: config.WARM_FREE_SLOTS,
+    laterMax: config.WARM_QUEUE_MAX,
+    laterConcurrency: config.WARM_TRANSFORMS,
+    onChange: (q) => {
+      metrics.queueDepth.set(q.depth);
+      metrics.inFlight.set(q.running);
+    },
+  });
+  const checks = new TransformQueue({
+    concurrency: usableCores(),
+    maxQueued: config.UPLOAD_CHECKS_QUEUE_MAX,
+    refusal: { reason: 'upload_checks_full', retryAfterS: 5 },
+  });
+  return { queue, checks };
+}
+
+/**
+ * The fetchers: remote originals', and the upstream image hosts' a missing upload is pulled from (their own
+ * time bound). @param {OriginConfig} config
+ */
+function createFetchers(config) {
+  const common = {
+    maxRedirects: config.FETCH_MAX_REDIRECTS,
+    allowedHosts: config.FETCH_ALLOW_PRIVATE_HOSTS,
+    userAgent: config.FETCH_USER_AGENT,
+  };
+  const remote = createFetcher({
+    ...common,
+    maxBytes: config.FETCH_MAX_BYTES,
+    connectTimeoutMs: config.FETCH_CONNECT_TIMEOUT_MS,
+    responseTimeoutMs: config.FETCH_RESPONSE_TIMEOUT_MS,
+    totalTimeoutMs: config.FETCH_TOTAL_TIMEOUT_MS,
+  });
+  const upstream = createFetcher({
+    ...common,
+    maxBytes: config.UPLOAD_MAX_BYTES,
+    connectTimeoutMs: Math.min(config.FETCH_CONNECT_TIMEOUT_MS, config.UPSTREAM_TIMEOUT_MS),
+    responseTimeoutMs: Math.min(config.FETCH_RESPONSE_TIMEOUT_MS, config.UPSTREAM_TIMEOUT_MS),
+    totalTimeoutMs: config.UPSTREAM_TIMEOUT_MS,
+  });
+  return { remote, upstream, close: async () => Promise.all([remote.close(), upstream.close()]) };
+}
+
+/** The system codecs (SYSTEM_CODECS), logged. @param {OriginConfig} config @param {import('pino').Logger} logger */
+function systemCodecs(config, logger) {
+  let codecs;
+  try {
+    codecs = loadSystemCodecs(config.SYSTEM_CODECS);
+  } catch (err) {
+    throw new StartupError(/** @type {Error} */ (err).message, { cause: err });
+  }
+  logger.info(
+    { libraries: codecs.libraries, setting: config.SYSTEM_CODECS },
+    codecs.libraries.length
+      ? 'system codecs for JPEG originals'
+      : 'no system codecs: sharp decodes and encodes everything',
+  );
+  return codecs;
+}
+
+/**
+ * The archive of warmed posts' originals (within WARM_ARCHIVE_BYTES); the warmer's fetches count in its
+ * day's bytes (WARM_MAX_BYTES_PER_DAY), as its variants do.
+ * @param {OriginConfig} config @param {import('ioredis').Redis} redis @param {OriginMetrics} metrics
+ * @param {import('pino').Logger} logger
+ */
+function warmArchive(config, redis, metrics, logger) {
+  return createArchive(config.DATA_DIR, {
+    maxBytes: config.WARM_ARCHIVE_BYTES,
+    onChange: (bytes) => metrics.archiveBytes.set(bytes),
+    onEvict: () => metrics.archiveEvictions.inc(),
+    onKept: (bytes) => {
+      countWarmBytes(redis, bytes).catch((err) =>
+        logger.warn({ err: err.message }, "a warm fetch's bytes not counted"),
+      );
+    },
+  });
+}
+
+/** Who an upload is from: a Hive signature's account, a Hivesigner token's (when HIVESIGNER_APP). @param {OriginConfig} config */
+function uploadAuth(config) {
+  const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
+  const verifyHivesigner = config.HIVESIGNER_APP
+    ? createHivesignerAuth({
+        apiUrl: config.HIVESIGNER_API_URL,
+        app: config.HIVESIGNER_APP,
+        timeoutMs: config.HIVE_API_TIMEOUT_MS,
+      })
+    : null;
+  return { verifySignature: createHiveAuth(hive), verifyHivesigner };
+}
+
 await runService({
   name: 'origin',
   settings,
   async build({ config: loaded, logger, registry }) {
-    const config = /** @type {import('@stack/lib/src/config-types.js').OriginConfig} */ (loaded);
-    try {
-      allowedSizes(config);
-    } catch (err) {
-      throw new StartupError(/** @type {Error} */ (err).message, { cause: err });
-    }
+    const config = /** @type {OriginConfig} */ (loaded);
+    checkSettings(config);
     const metrics = createOriginMetrics(registry);
     const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);
-    const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
+    const { originals, variants } = await openCaches(config, logger, metrics);
     const store = createStore({ config, originals, logger, metrics });
-    const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, {
-      warn: (details, message) => logger.warn(details, message),
-    });
-    variants.init();
-    metrics.watchResultCache(variants);
-    await originals.init();
     await store.init();
-    const concurrency = transformSlots(config);
-    metrics.concurrency.set(concurrency);
-    metrics.queueMax.set(config.TRANSFORM_QUEUE_MAX);
-    const queue = new TransformQueue({
-      concurrency,
-      maxQueued: config.TRANSFORM_QUEUE_MAX,
-      keepFree: config.WARM_FREE_SLOTS,
-      laterMax: config.WARM_QUEUE_MAX,
-      laterConcurrency: config.WARM_TRANSFORMS,
-      onChange: (q) => {
-        metrics.queueDepth.set(q.depth);
-        metrics.inFlight.set(q.running);
-      },
-    });
-    const fetcher = createFetcher({
-      maxBytes: config.FETCH_MAX_BYTES,
-      connectTimeoutMs: config.FETCH_CONNECT_TIMEOUT_MS,
-      responseTimeoutMs: config.FETCH_RESPONSE_TIMEOUT_MS,
-      totalTimeoutMs: config.FETCH_TOTAL_TIMEOUT_MS,
-      maxRedirects: config.FETCH_MAX_REDIRECTS,
-      allowedHosts: config.FETCH_ALLOW_PRIVATE_HOSTS,
-      userAgent: config.FETCH_USER_AGENT,
-    });
+    const { queue, checks } = createQueues(config, metrics);
+    const fetchers = createFetchers(config);
     const failures = new FailureCache(redis, {
       permanentTtl: config.FAILURE_TTL_PERMANENT_S,
       transientTtl: config.FAILURE_TTL_TRANSIENT_S,
     });
     const flight = createSingleFlight((kind) => metrics.joins.inc({ kind }));
-    let codecs;
-    try {
-      codecs = loadSystemCodecs(config.SYSTEM_CODECS);
-    } catch (err) {
-      throw new StartupError(/** @type {Error} */ (err).message, { cause: err });
-    }
-    logger.info(
-      { libraries: codecs.libraries, setting: config.SYSTEM_CODECS },
-      codecs.libraries.length
-        ? 'system codecs for JPEG originals'
-        : 'no system codecs: sharp decodes and encodes everything',
-    );
-    // the upstream image hosts a missing upload is pulled from: their own fetcher, with their own time bound
-    const upstreamFetcher = createFetcher({
-      maxBytes: config.UPLOAD_MAX_BYTES,
-      connectTimeoutMs: Math.min(config.FETCH_CONNECT_TIMEOUT_MS, config.UPSTREAM_TIMEOUT_MS),
-      responseTimeoutMs: Math.min(config.FETCH_RESPONSE_TIMEOUT_MS, config.UPSTREAM_TIMEOUT_MS),
-      totalTimeoutMs: config.UPSTREAM_TIMEOUT_MS,
-      maxRedirects: config.FETCH_MAX_REDIRECTS,
-      allowedHosts: config.FETCH_ALLOW_PRIVATE_HOSTS,
-      userAgent: config.FETCH_USER_AGENT,
-    });
-    const pullThrough = createPullThrough({ config, store, fetcher: upstreamFetcher, failures, metrics, logger });
+    const codecs = systemCodecs(config, logger);
+    const pullThrough = createPullThrough({ config, store, fetcher: fetchers.upstream, failures, metrics, logger });
+    const archive = warmArchive(config, redis, metrics, logger);
     const sources = createOriginals({
       config,
       store,
       cache: originals,
       failures,
-      fetcher,
+      fetcher: fetchers.remote,
       flight,
       metrics,
       logger,
       pullThrough,
-      archive: createArchive(config.DATA_DIR, {
-        maxBytes: config.WARM_ARCHIVE_BYTES,
-        onChange: (bytes) => metrics.archiveBytes.set(bytes),
-        onEvict: () => metrics.archiveEvictions.inc(),
-        // the warmer's fetches count in its day's bytes (WARM_MAX_BYTES_PER_DAY), as its variants do
-        onKept: (bytes) => {
-          countWarmBytes(redis, bytes).catch((err) =>
-            logger.warn({ err: err.message }, "a warm fetch's bytes not counted"),
-          );
-        },
-      }),
+      archive,
     });
     const images = createImages({
       config,
@@ -149,28 +221,12 @@ await runService({
       nice: config.TRANSFORM_NICE,
       onError: (err) => logger.debug({ err }, 'worker priority'),
     });
-    const hive = createHiveClient({ urls: config.HIVE_API_URLS, timeoutMs: config.HIVE_API_TIMEOUT_MS });
-    const verifySignature = createHiveAuth(hive);
-    const verifyHivesigner = config.HIVESIGNER_APP
-      ? createHivesignerAuth({
-          apiUrl: config.HIVESIGNER_API_URL,
-          app: config.HIVESIGNER_APP,
-          timeoutMs: config.HIVE_API_TIMEOUT_MS,
-        })
-      : null;
-    // an upload's check decode has slots of its own (one per core) and a bounded waiting list: never behind transforms
-    const checks = new TransformQueue({
-      concurrency: usableCores(),
-      maxQueued: config.UPLOAD_CHECKS_QUEUE_MAX,
-      refusal: { reason: 'upload_checks_full', retryAfterS: 5 },
-    });
     const takedowns = createTakedownList({ redis, logger, service: 'origin', pollMs: config.TAKEDOWN_POLL_MS });
     await takedowns.ready;
     const guard = createGuard({ takedowns, redis, config, logger });
-    if (config.PROXY_WHITELIST === 'haf' && !config.PROXY_WHITELIST_URL)
-      throw new StartupError('PROXY_WHITELIST=haf needs PROXY_WHITELIST_URL: the HAF proxy-whitelist service to ask');
     const whitelist = createWhitelist({ config, redis, metrics, logger });
     const evictions = listenForEvictions({ redis, images, store, config, logger });
+    const auth = uploadAuth(config);
     const app = createApp({
       config,
       logger,
@@ -180,8 +236,7 @@ await runService({
       checks,
       metrics,
       redis,
-      verifySignature,
-      verifyHivesigner,
+      ...auth,
       guard,
       whitelist,
       version,
@@ -192,8 +247,7 @@ await runService({
         priority.stop();
         await takedowns.close();
         evictions.close();
-        await fetcher.close();
-        await upstreamFetcher.close();
+        await fetchers.close();
         images.close();
         variants.close();
         redis.disconnect();

@@ -235,3 +235,40 @@ test('forged Hive uploads cost the Hive API one call an account a minute, and pa
   assert.ok(Number(refused.headers.get('retry-after')) > 0);
   assert.equal((await check('203.0.113.78')).status, 204, 'another client is not refused');
 });
+
+test("a Hive upload prechecked by nginx's upload check is not prechecked again; the pass serves one upload", async () => {
+  const client = '203.0.113.90';
+  const bytes = await solid(51, 40, 'png');
+  const signature = sign(bytes, posting.secretKey);
+  const requestId = '4f2b9c1d8e7a6b5c4d3e2f1a0b9c8d7e';
+  const check = await fetch(`${origin.base}/.upload-check/alice/${signature}`, {
+    headers: { 'x-forwarded-for': client, 'x-request-id': requestId },
+  });
+  assert.equal(check.status, 204);
+  // the client is past its forged-signature limit once checked: a second precheck would refuse it (429)
+  await origin.redis.client.set(`origin:upload-failures:${client}`, '100', 'EX', 60);
+  /** @param {string} id */
+  const upload = (id) => {
+    const form = new FormData();
+    form.append('image_file', new Blob([new Uint8Array(bytes)]), 'checked.png');
+    return fetch(`${origin.base}/alice/${signature}`, {
+      method: 'POST',
+      body: form,
+      headers: { 'x-forwarded-for': client, 'x-request-id': id },
+    });
+  };
+  const other = await upload('0123456789abcdef0123456789abcdef');
+  assert.deepEqual(
+    [other.status, (await jsonError(other)).name],
+    [429, 'too_many_failed_uploads'],
+    'another request id',
+  );
+  const checked = await upload(requestId);
+  assert.equal(checked.status, 200, 'the checked upload is not prechecked again');
+  const again = await upload(requestId);
+  assert.deepEqual(
+    [again.status, (await jsonError(again)).name],
+    [429, 'too_many_failed_uploads'],
+    'a pass is taken once',
+  );
+});

@@ -18,7 +18,7 @@ import {
 import { settings } from './config.js';
 import { deadLetters } from './dead-letters.js';
 import { createTakedownStore, entriesOfBody } from './takedowns.js';
-import { imagesOf } from './warm.js';
+import { imagesOf } from './warm/posts.js';
 
 const USAGE =
   'usage: purge-service dead-letters list|replay [count]\n' +

@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import express from 'express';
 import { HttpError } from '@stack/lib';
-import { fieldsOf } from './worker.js';
+import { fieldsOf } from './purge/stream.js';
 
 /**
  * The dead-letter stream: list what failed, and put it back on the purge stream.

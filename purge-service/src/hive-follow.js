@@ -1,6 +1,6 @@
 import { avatarLastKey, enqueuePurge, hiveMapping, recordReferences, unwrapOptions } from '@stack/lib';
 import { inRounds } from './rounds.js';
-import { imagesOf, warmPost } from './warm.js';
+import { imagesOf, warmPost } from './warm/posts.js';
 
 const CURSOR = 'purge:hive:cursor';
 const PROFILE_OPS = new Set(['account_update', 'account_update2']);
@@ -78,7 +78,7 @@ export function createFollower({ hive, redis, config, logger, metrics }) {
     }
   }
 
-  /** New posts and edits (comment ops) handed to the warmer (warm.js). @param {any[]} ops */
+  /** New posts and edits (comment ops) handed to the warmer (warm/). @param {any[]} ops */
   async function warmPosts(ops) {
     for (const entry of ops) {
       const [name, body] = entry?.op || [];

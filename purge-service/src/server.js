@@ -15,7 +15,7 @@ import {
 import { settings } from './config.js';
 import { adminAuth, deadLetterRouter } from './dead-letters.js';
 import { createFollower } from './hive-follow.js';
-import { createWarmer } from './warm.js';
+import { createWarmer } from './warm/warmer.js';
 import { createPurgeMetrics } from './metrics.js';
 import { takedownRouter } from './takedown-admin.js';
 import { createListSync } from './takedown-sources.js';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { base58Url } from '@stack/lib';
-import { imagesOf, warmUrl } from '../src/warm.js';
+import { imagesOf, warmUrl } from '../src/warm/posts.js';
 
 test("json_metadata.image first, then the body's markdown, <img> and bare image links, each once", () => {
   const body = [

@@ -1,5 +1,7 @@
 import querystring from 'node:querystring';
-import { HttpError, base58Url, errorAnswer, isGone, logRequest, paramsOf, requestIdOf } from '@stack/lib';
+import fresh from 'fresh';
+import send from 'send';
+import { HttpError, base58Url, isGone, plainRoute } from '@stack/lib';
 import { parseWant } from '../options.js';
 import { SEND_OPTIONS } from './send.js';
 import { contentTypeOf } from '../pipeline/index.js';
@@ -27,7 +29,6 @@ const withoutExtension = (encoded) => encoded.replace(EXTENSION, '');
 
 /**
  * GET /p/<base58(url)>: a remote (or own) image, resized and encoded: the variant and the headers of its 200.
- * Shared by the Express route and the fast path, so both answer alike.
  * A taken-down source is a 451 before any work, and again if it was taken down while its variant was made; a
  * remote one the proxy whitelist does not hold is a 403 (whitelist.js), before the result cache is looked at.
  * Every answer about a source (its image or its 451) is remembered under `paths`, for takedowns.
@@ -78,37 +79,73 @@ function proxyAnswer({ images, config, guard, whitelist }) {
 }
 
 /**
- * GET /p/<base58(url)> in Express: what the fast path leaves to it (conditional and range requests, URLs
- * in another spelling).
- * @param {ProxyDeps} deps
- * @returns {import('express').RequestHandler}
+ * GET and HEAD /p/<base58(url)>[/<filename>], in every spelling, on the plain `http` request (lib's plainRoute:
+ * one writer of the variant, the 304 and the JSON error, with the request id, metric and log line). A
+ * conditional request is answered 304 before any byte is read; a range of a variant in the result cache is
+ * sent from its file by `send` (Express's own); any other answer is the variant's whole bytes.
+ * @param {ProxyDeps & { observe: (route: string, status: number, started: number) => void, logger: import('pino').Logger }} deps
+ * @returns {(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => boolean}
  */
-export function proxyRoute(deps) {
+export function proxyHandler(deps) {
   const answer = proxyAnswer(deps);
-  return (req, res, next) => {
-    res.locals.route = 'proxy';
-    const fail = (/** @type {unknown} */ err) => {
-      deps.metrics.rejections.inc({ reason: /** @type {any} */ (err).name || 'error' });
-      next(err);
-    };
-    const respond = async (retried = false) => {
-      const { headers, variant } = await answer(paramsOf(req).encoded, proxyRequest(req, req.query));
-      const sent = () => deps.metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
-      res.set(headers);
-      if (!variant.cached) {
+  const { observe, logger, metrics, config, images } = deps;
+  const shape = { prefix: '/p/', min: 1, max: 2, route: () => 'proxy' };
+  return plainRoute(
+    {
+      observe,
+      logger,
+      errorCacheControl: config.CACHE_CONTROL_NEGATIVE,
+      rejected: (err) => metrics.rejections.inc({ reason: /** @type {any} */ (err).name || 'error' }),
+    },
+    shape,
+    async ({ segments: [encoded], search }, reply, req, res) => {
+      const query = querystring.parse(search);
+      const respond = async (retried = false) => {
+        const { headers, variant } = await answer(encoded, proxyRequest(req, query));
+        if (fresh(req.headers, { etag: headers.ETag })) {
+          const { 'Content-Type': _type, ...unchanged } = headers;
+          return reply.send(304, unchanged);
+        }
+        const sent = () => metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
+        if (req.method === 'HEAD') {
+          reply.send(200, { ...headers, 'Content-Length': bytesOf(variant) });
+          return sent();
+        }
+        if (variant.cached && req.headers.range) return sendRange(variant, headers, retried);
+        let data = variant.data;
+        try {
+          if (variant.cached) data = await images.readCached(variant.cached);
+        } catch (err) {
+          if (forgetIfMissing(deps, err, variant, retried, res)) return respond(true);
+          throw err;
+        }
+        reply.send(200, headers, data);
         sent();
-        return res.send(variant.data);
-      }
-      // send answers the range and conditional requests within the variant's bytes in the cache's file
-      const { file, start, end } = deps.images.cachedFile(variant.cached);
-      return res.sendFile(file, { ...SEND_OPTIONS, start, end }, (err) => {
-        if (!err) sent();
-        else if (forgetIfMissing(deps, err, variant, retried, res)) respond(true).catch(fail);
-        else fail(err);
-      });
-    };
-    respond().catch(fail);
-  };
+      };
+      /** @param {import('../images.js').Variant} variant @param {Record<string, string>} headers @param {boolean} retried */
+      const sendRange = (variant, headers, retried) => {
+        const { file, start, end } = images.cachedFile(
+          /** @type {import('../cache/pack-cache.js').PackEntry} */ (variant.cached),
+        );
+        for (const [name, value] of Object.entries({ ...headers, 'X-Request-Id': reply.reqId }))
+          res.setHeader(name, value);
+        res.once('finish', () => {
+          metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
+          reply.done(res.statusCode);
+        });
+        send(req, encodeURI(file), { ...SEND_OPTIONS, start, end })
+          .on('error', (/** @type {unknown} */ err) => {
+            // nothing was sent: the variant's headers go, the answer is made again or is the error
+            if (!res.headersSent) for (const name of res.getHeaderNames()) res.removeHeader(name);
+            res.removeAllListeners('finish');
+            if (!forgetIfMissing(deps, err, variant, retried, res)) return reply.fail(err);
+            respond(true).catch(reply.fail);
+          })
+          .pipe(res);
+      };
+      await respond();
+    },
+  );
 }
 
 /**
@@ -123,79 +160,8 @@ function forgetIfMissing(deps, err, variant, retried, res) {
   return true;
 }
 
-// /p/<base58>, an optional filename, the query: the URLs Hive frontends and varnish send. Anything else
-// (percent-escapes, an empty segment) goes through Express, which answers or refuses it as usual.
-const CANONICAL = /^\/p\/([1-9A-HJ-NP-Za-km-z]+(?:\.[a-z]{3,4})?)(?:\/[^/?%]*)?(?:\?(.*))?$/;
-
 /**
- * The proxy on the plain `http` request, without Express's per-request work (routing, the request and
- * response decorations, the query middleware, two `finish` listeners): a new variant costs the event loop
- * about 2 ms, and Express was a tenth of it. Same answer in every respect (headers, JSON errors,
- * X-Request-Id, request metrics and log line). Conditional and range requests stay with Express, whose
- * `send` implements them. Returns false for what it leaves to Express.
- * @param {ProxyDeps & { observe: (route: string, status: number, started: number) => void,
- *   logger: import('pino').Logger }} deps
- * @returns {(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => boolean}
- */
-export function proxyFastPath(deps) {
-  const answer = proxyAnswer(deps);
-  const { observe, logger, metrics, config } = deps;
-  return (req, res) => {
-    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
-    const { headers } = req;
-    if (headers['if-none-match'] || headers['if-modified-since'] || headers.range) return false;
-    const match = CANONICAL.exec(req.url || '');
-    if (!match) return false;
-    const started = performance.now();
-    const reqId = requestIdOf(req);
-    /** @param {number} status @param {string} [error] */
-    const done = (status, error) => {
-      observe('proxy', status, started);
-      logRequest(logger, { reqId, method: req.method, url: req.url, status, started, error });
-    };
-    /** @param {unknown} err */
-    const fail = (err) => {
-      metrics.rejections.inc({ reason: /** @type {any} */ (err).name || 'error' });
-      if (res.headersSent) {
-        res.destroy();
-        return done(res.statusCode, String(err));
-      }
-      const { httpError, headers: errorHeaders, unhandled } = errorAnswer(err, config.CACHE_CONTROL_NEGATIVE);
-      const body = JSON.stringify(httpError);
-      res.writeHead(httpError.status, {
-        ...errorHeaders,
-        'Content-Type': 'application/json; charset=utf-8',
-        'Content-Length': Buffer.byteLength(body),
-        'X-Request-Id': reqId,
-      });
-      res.end(body);
-      done(httpError.status, unhandled);
-    };
-    const query = querystring.parse(match[2] || '');
-    const respond = async (retried = false) => {
-      const { headers: answerHeaders, variant } = await answer(match[1], proxyRequest(req, query));
-      const head = req.method === 'HEAD';
-      let data = variant.data;
-      if (variant.cached && !head) {
-        try {
-          data = await deps.images.readCached(variant.cached);
-        } catch (err) {
-          if (forgetIfMissing(deps, err, variant, retried, res)) return respond(true);
-          throw err;
-        }
-      }
-      res.writeHead(200, { ...answerHeaders, 'Content-Length': bytesOf(variant), 'X-Request-Id': reqId });
-      res.end(head ? undefined : data);
-      metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
-      return done(200);
-    };
-    respond().catch(fail);
-    return true;
-  };
-}
-
-/**
- * What a request asks, read alike by the Express route and the fast path.
+ * What a request asks.
  * @param {import('node:http').IncomingMessage & { originalUrl?: string }} req @param {Record<string, unknown>} query
  * @returns {ProxyRequest}
  */

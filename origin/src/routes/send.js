@@ -1,4 +1,5 @@
-// Sending a file of the stack's own (the store's, the result cache's) with Express.
+// Sending a file of the stack's own (the store's, the result cache's): Express's sendFile, or `send` (the
+// module it uses) on the plain request.
 
 /**
  * How a file of the store or the result cache is sent: the answer's own headers, and `dotfiles: 'allow'`:

@@ -12,8 +12,10 @@ import { takeQuota } from '../uploads/quota.js';
  * POST /<account>/<signature>: the Hive upload, signed over sha256("ImageSigningChallenge" + bytes).
  * POST /cs/<account>/<signature> (`signed: 'checksum'`, imagehoster's uploadCsHandler): signed over
  * sha256("ImageSigningChallenge" + sha256(bytes)), so a wallet signs 32 bytes instead of the whole image.
- * Either way the key is the first digest's, so the same bytes have one URL.
- * @param {UploadDeps & { redis: import('ioredis').Redis, verifySignature: import('../hive-auth.js').VerifySignature }} deps
+ * Either way the key is the first digest's, so the same bytes have one URL. The precheck runs here unless it
+ * passed in nginx's upload check of this very request (`prechecked`).
+ * @param {UploadDeps & { redis: import('ioredis').Redis, verifySignature: import('../hive-auth.js').VerifySignature,
+ *   prechecked: import('../uploads/checks.js').PassedPrechecks }} deps
  * @param {'data' | 'checksum'} [signed]
  * @returns {import('express').RequestHandler}
  */
@@ -22,10 +24,11 @@ export function hiveUploadRoute(deps, signed = 'data') {
     res.locals.route = 'upload';
     const { account, signature } = paramsOf(req);
     try {
-      await hivePrecheck(deps, account, signature, clientOf(req)).catch((err) => {
-        deps.metrics.rejections.inc({ reason: err.name });
-        throw err;
-      });
+      if (!deps.prechecked.take(res.locals.requestId, req.path))
+        await hivePrecheck(deps, account, signature, clientOf(req)).catch((err) => {
+          deps.metrics.rejections.inc({ reason: err.name });
+          throw err;
+        });
       await acceptUpload(
         deps,
         'hive',
@@ -97,8 +100,9 @@ export function tokenUploadRoute(deps) {
  * GET /.upload-check/<upload path>: nginx asks this before it reads an upload's body (nginx/upload-body.lua),
  * so an upload that would be refused whatever its bytes (a wrong token, a malformed signature, a full week,
  * a client sending forged signatures) is refused before it can hold an upload slot. 204: read the body.
- * Not on the public path (nginx's location is internal).
- * @param {UploadDeps & { verifyHivesigner: ((token: string) => Promise<string>) | null }} deps
+ * Not on the public path (nginx's location is internal). A Hive upload's pass is remembered for its route.
+ * @param {UploadDeps & { verifyHivesigner: ((token: string) => Promise<string>) | null,
+ *   prechecked: import('../uploads/checks.js').PassedPrechecks }} deps
  * @returns {import('express').RequestHandler}
  */
 export function uploadCheckRoute(deps) {
@@ -112,9 +116,10 @@ export function uploadCheckRoute(deps) {
       else if (path.startsWith('/hs/')) hivesignerPrecheck(deps, path.slice(4));
       else if (path.startsWith('/proxy-auth/')) {
         /* a small signed JSON body, checked by its own route */
-      } else if (hive)
+      } else if (hive) {
         await hivePrecheck(deps, decodeURIComponent(hive[1]), decodeURIComponent(hive[2]), clientOf(req));
-      else throw new HttpError(404, 'not_found');
+        deps.prechecked.pass(res.locals.requestId, path);
+      } else throw new HttpError(404, 'not_found');
       res.set('Cache-Control', 'no-store').status(204).end();
     } catch (err) {
       deps.metrics.rejections.inc({ reason: /** @type {HttpError} */ (err).name || 'error' });

@@ -3,6 +3,7 @@
 // client that has not been sending forged signatures, an account not taken down, a week not full.
 import { timingSafeEqual } from 'node:crypto';
 import { HttpError, isAccountName, takedownError } from '@stack/lib';
+import { LRUCache } from 'lru-cache';
 import { takeQuota } from './quota.js';
 
 /** @typedef {import('./accept.js').UploadDeps} UploadDeps */
@@ -19,6 +20,28 @@ export async function hivePrecheck(deps, account, signature, client) {
   if (deps.guard.blockedUpload('', account)) throw takedownError(deps.config.CACHE_CONTROL_TAKEDOWN);
   await takeQuota(deps.redis, account, deps.config.UPLOAD_QUOTA_PER_WEEK, '');
 }
+
+/**
+ * The Hive uploads whose precheck passed in nginx's upload check (GET /.upload-check/<path>, asked with the
+ * upload's own X-Request-Id, which nginx sets), by request id and path, for as long as nginx may take to
+ * read the body: the upload that follows on this origin is not prechecked again, so each check runs once.
+ * Each pass is taken once; an upload that reaches another origin, or was never checked, runs the precheck
+ * itself. Nothing a client sends can skip a check it did not pass.
+ * @param {number} ttlMs
+ */
+export function passedPrechecks(ttlMs) {
+  const passed = new LRUCache({ max: 10_000, ttl: ttlMs });
+  /** @param {string} reqId @param {string} path */
+  const key = (reqId, path) => `${reqId} ${path}`;
+  return {
+    /** @param {string} reqId @param {string} path */
+    pass: (reqId, path) => void passed.set(key(reqId, path), true),
+    /** Whether it passed (and no longer): @param {string} reqId @param {string} path */
+    take: (reqId, path) => passed.delete(key(reqId, path)),
+  };
+}
+
+/** @typedef {ReturnType<typeof passedPrechecks>} PassedPrechecks */
 
 /** The client's address as nginx gave it (the first X-Forwarded-For entry). @param {import('express').Request} req */
 export function clientOf(req) {
