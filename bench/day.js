@@ -28,7 +28,8 @@ import { machine, percentile, processTreeCpuMs, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const pressureGate = process.env.WARM_MAX_CPU_PRESSURE || '0';
-// KEPT_PIXELS_BYTES=0: a decode per variant, as before #48 (report day-nokept)
+// KEPT_PIXELS_BYTES: kept pixels (#48) on at that size (report day-kept<size>) or, at 0, off (day-nokept); unset,
+// the default (off)
 const keptBytes = process.env.KEPT_PIXELS_BYTES;
 const dayRate = Number(process.env.DAY_RATE || 150);
 const burst = process.env.DAY_BURST !== '0';

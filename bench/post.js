@@ -3,8 +3,8 @@
 // boxes 256 × 512 and 640 × 480; ecency's srcset 320, 600, 800, 1024 and 1280 wide, fit), in JPEG (no Accept)
 // and WebP (Accept: image/webp): 18 variants, asked one after another as a page load does, then as the warmer
 // does (X-Warm: 1), then the AVIF set (Accept: image/avif, format=avif: encoded in workers). Two origins side by
-// side in the same run: kept pixels on (the default) and off (KEPT_PIXELS_BYTES=0: a decode per variant, as
-// before #48). Each variant's CPU is the origin's process CPU and its workers' across its request. Reported:
+// side in the same run: kept pixels on (KEPT_PIXELS_BYTES=128mb) and off (0, the default: a decode per
+// variant). Each variant's CPU is the origin's process CPU and its workers' across its request. Reported:
 // a set's CPU against its single most expensive variant (the target: at most 3×), before and after; every
 // variant's bytes and SSIM against the source, before and after.
 //   node bench/post.js [--quick]
@@ -80,7 +80,7 @@ const spread = (values) => {
 export async function benchPost() {
   const settings = { LOG_LEVEL: 'warn', WARM_MAX_CPU_PRESSURE: '0' };
   const [kept, decodeEach] = await Promise.all([
-    startOrigin(settings),
+    startOrigin({ ...settings, KEPT_PIXELS_BYTES: '128mb' }),
     startOrigin({ ...settings, KEPT_PIXELS_BYTES: '0' }),
   ]);
   /** @type {Record<string, { after: number[], before: number[], afterMax: number[], beforeMax: number[] }>} */

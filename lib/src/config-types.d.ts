@@ -125,7 +125,7 @@ export type OriginConfig = SharedConfig & {
   MAX_INPUT_PIXELS: number;
   /** decode HEIC (HEVC in HEIF: the iPhone's photographs) with the system's libavcodec (FFmpeg, Debian's libavcodec59) or, for what it does not take, libheif and libde265 (libheif1, libde265-0), in a transform worker; off: a HEIC is a 400 unsupported_format, for an operator who must avoid HEVC (its patents are licensed in some countries; each decoder is one more parser of hostile files) */
   HEIC_DECODE: boolean;
-  /** decoded pixels kept in memory so that the sizes and formats the frontends ask of one picture share one decode (each still image's, upright, at most KEPT_PIXELS_WIDTH wide: 4.4 MB for a landscape photograph); least recently used out first; 0: a decode per variant */
+  /** decoded pixels kept in memory so that the sizes and formats the frontends ask of one picture share one decode (each still image's, upright, shrunk by a power of two to at least KEPT_PIXELS_WIDTH: 12 MB for a 2560-px photograph); least recently used out first. 0 (the default): a decode per variant, better on a day's mix of sizes (bench/day, 2 cores, two runs each: kept on, 2-3 % more CPU a transform, the misses' p50 twice as long, more 503s); 128mb pays where each picture is asked in the frontends' whole set of sizes at once (bench/post: a page load's set 910 -> 750 ms of CPU) */
   KEPT_PIXELS_BYTES: number;
   /** how long a picture's decoded pixels are kept after their decode (the frontends ask for a new image's variants within seconds of each other) */
   KEPT_PIXELS_TTL_S: number;

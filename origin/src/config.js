@@ -228,8 +228,8 @@ export const settings = [
   {
     name: 'KEPT_PIXELS_BYTES',
     type: 'bytes',
-    default: '128mb',
-    doc: "decoded pixels kept in memory so that the sizes and formats the frontends ask of one picture share one decode (each still image's, upright, at most KEPT_PIXELS_WIDTH wide: 4.4 MB for a landscape photograph); least recently used out first; 0: a decode per variant",
+    default: '0',
+    doc: "decoded pixels kept in memory so that the sizes and formats the frontends ask of one picture share one decode (each still image's, upright, shrunk by a power of two to at least KEPT_PIXELS_WIDTH: 12 MB for a 2560-px photograph); least recently used out first. 0 (the default): a decode per variant, better on a day's mix of sizes (bench/day, 2 cores, two runs each: kept on, 2-3 % more CPU a transform, the misses' p50 twice as long, more 503s); 128mb pays where each picture is asked in the frontends' whole set of sizes at once (bench/post: a page load's set 910 -> 750 ms of CPU)",
   },
   {
     name: 'KEPT_PIXELS_TTL_S',

@@ -21,7 +21,8 @@ let origin;
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
 let direct;
 before(async () => {
-  [origin, direct] = await Promise.all([startOrigin(), startOrigin({ KEPT_PIXELS_BYTES: '0' })]);
+  // kept pixels on (off by default: KEPT_PIXELS_BYTES=0) beside the same origin without them
+  [origin, direct] = await Promise.all([startOrigin({ KEPT_PIXELS_BYTES: '128mb' }), startOrigin()]);
 });
 after(async () => {
   await origin?.stop();
