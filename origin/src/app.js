@@ -13,7 +13,7 @@ import { hiveUploadRoute, hivesignerUploadRoute, tokenUploadRoute, uploadCheckRo
  *   images: ReturnType<typeof import('./images.js').createImages>, store: import('./store/index.js').Store,
  *   checks: import('./queue.js').TransformQueue,
  *   metrics: import('./metrics.js').OriginMetrics, redis: import('ioredis').Redis,
- *   verifySignature: import('./hive-auth.js').VerifySignature, verifyHivesigner: ((token: string) => Promise<string>) | null,
+ *   verifySignature: import('./uploads/hive-auth.js').VerifySignature, verifyHivesigner: ((token: string) => Promise<string>) | null,
  *   guard: import('./takedown.js').Guard, whitelist: import('./whitelist.js').Whitelist,
  *   version: string }} deps
  */

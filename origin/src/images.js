@@ -1,4 +1,4 @@
-// The variants side of the origin: source → original (originals.js) → variant (the result cache), made once
+// The variants side of the origin: source → original (originals/) → variant (the result cache), made once
 // however many ask (single flight), within each request's deadline, degraded under a deep queue, the AVIF
 // behind a first answer made in the background, a warmer's only on idle capacity. Each request is a job
 // (variant/job.js) made by variant/make.js; variant/warm.js admits the warmer's.
@@ -8,7 +8,7 @@ import { byAnswerDeadline, newJob } from './variant/job.js';
 import { formatOfExt, variantKey } from './variant/keys.js';
 import { createMaker } from './variant/make.js';
 import { createWarmGate } from './variant/warm.js';
-import { createWorkerPool } from './workers.js';
+import { createWorkerPool } from './workers/pool.js';
 
 /**
  * @typedef {import('@stack/lib/src/sources.js').Source} Source
@@ -19,7 +19,7 @@ import { createWorkerPool } from './workers.js';
 
 /**
  * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, store: import('./store/index.js').Store,
- *   originals: import('./originals.js').Originals, variants: import('./cache/pack-cache.js').PackCache,
+ *   originals: import('./originals/index.js').Originals, variants: import('./cache/pack-cache.js').PackCache,
  *   queue: import('./queue.js').TransformQueue, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
  *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger, codecs?: import('./codecs.js').SystemCodecs }} deps
  */

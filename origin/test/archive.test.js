@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { createArchive } from '../src/archive.js';
+import { createArchive } from '../src/originals/archive.js';
 
 /** A data directory and a file of `size` bytes of `fill` in it. */
 function fixture() {

@@ -3,8 +3,8 @@ import { test } from 'node:test';
 import { isAccountName } from '@stack/lib';
 import { isUploadKey as isKey } from '@stack/lib';
 import { keyOf } from '../src/keys.js';
-import { isForbiddenAddress } from '../src/ssrf.js';
-import { checkTarget } from '../src/fetch.js';
+import { isForbiddenAddress } from '../src/originals/ssrf.js';
+import { checkTarget } from '../src/originals/fetch.js';
 
 test('the Hive key of "hello world" is the known answer', () => {
   assert.equal(keyOf(Buffer.from('hello world')), 'DQmWQzjgaD82ozKv3hX3HmRmobw8RY3eMtvsG16GVkasFo3');

@@ -3,7 +3,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import { test } from 'node:test';
 import sharp from 'sharp';
-import { lowerWorkerPriority } from '../src/nice.js';
+import { lowerWorkerPriority } from '../src/workers/nice.js';
 
 const threads = () =>
   readdirSync('/proc/self/task').map((tid) => ({
@@ -41,7 +41,7 @@ test(
   "a transform worker's threads all run at its priority while it encodes, not only its main thread",
   { skip: process.platform !== 'linux' },
   async () => {
-    const { createWorkerPool } = await import('../src/workers.js');
+    const { createWorkerPool } = await import('../src/workers/pool.js');
     const { plan, probe } = await import('../src/pipeline/index.js');
     const { photo } = await import('../../test/support/images.js');
     const pool = createWorkerPool({ keep: 1, nice: 19 });

@@ -1,5 +1,5 @@
 import { secp256k1 } from '@noble/curves/secp256k1.js';
-import { publicKeyString } from '../../origin/src/hive-auth.js';
+import { publicKeyString } from '../../origin/src/uploads/hive-auth.js';
 
 /**
  * A signature as Hive clients write it: the recovery byte (31 + id, a compressed key), then r and s.

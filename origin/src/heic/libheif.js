@@ -5,7 +5,7 @@
 // gives the primary image (a multi-image file's other images are not read), turned as the file says (irot,
 // imir), as RGB or RGBA; its colour profile goes with the pixels into an uncompressed TIFF that sharp reads
 // like any other file, so the profile is applied and every limit of the pipeline holds. Decoding runs on
-// libuv's thread pool, and in a transform worker that is killed at the transform timeout (workers.js).
+// libuv's thread pool, and in a transform worker that is killed at the transform timeout (../workers/pool.js).
 import { HttpError } from '@stack/lib';
 import { callAsync, loadOnce } from '../codecs.js';
 

@@ -38,7 +38,7 @@ function timestampOf(body, skewMs) {
  * Redis with its lifetime. Never cached anywhere (`private, no-store`). This stack proxies every public
  * image, so the token opens nothing more: varnish leaves it out of its cache key and the origin ignores it.
  * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, redis: import('ioredis').Redis,
- *   verifySignature: import('../hive-auth.js').VerifySignature }} deps
+ *   verifySignature: import('../uploads/hive-auth.js').VerifySignature }} deps
  * @returns {import('express').RequestHandler[]}
  */
 export function proxyAuthRoute({ config, redis, verifySignature }) {

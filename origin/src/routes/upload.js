@@ -14,7 +14,7 @@ import { takeQuota } from '../uploads/quota.js';
  * sha256("ImageSigningChallenge" + sha256(bytes)), so a wallet signs 32 bytes instead of the whole image.
  * Either way the key is the first digest's, so the same bytes have one URL. The precheck runs here unless it
  * passed in nginx's upload check of this very request (`prechecked`).
- * @param {UploadDeps & { redis: import('ioredis').Redis, verifySignature: import('../hive-auth.js').VerifySignature,
+ * @param {UploadDeps & { redis: import('ioredis').Redis, verifySignature: import('../uploads/hive-auth.js').VerifySignature,
  *   prechecked: import('../uploads/checks.js').PassedPrechecks }} deps
  * @param {'data' | 'checksum'} [signed]
  * @returns {import('express').RequestHandler}

@@ -1,4 +1,4 @@
-// Making one variant (a job: job.js): its original (originals.js), its plan, a place in the transform queue,
+// Making one variant (a job: job.js): its original (../originals/), its plan, a place in the transform queue,
 // the pipeline in this process or in a worker, and the answer kept in the result cache. In order:
 // prepare → (the original as it is | a degraded answer already cached | transform in a slot) → keep.
 import fs from 'node:fs/promises';
@@ -29,10 +29,10 @@ import { ANIMATION_PAST_BUDGET, extensionOf, variantKey } from './keys.js';
 
 /**
  * @typedef {{ config: import('@stack/lib/src/config-types.js').OriginConfig, store: import('../store/index.js').Store,
- *   originals: import('../originals.js').Originals, variants: import('../cache/pack-cache.js').PackCache,
+ *   originals: import('../originals/index.js').Originals, variants: import('../cache/pack-cache.js').PackCache,
  *   queue: import('../queue.js').TransformQueue, metrics: import('../metrics.js').OriginMetrics, logger: import('pino').Logger,
- *   codecs?: import('../codecs.js').SystemCodecs, workers: import('../workers.js').WorkerPool,
- *   warmWorkers: import('../workers.js').WorkerPool, encodeLater: (job: VariantJob) => void }} MakerDeps
+ *   codecs?: import('../codecs.js').SystemCodecs, workers: import('../workers/pool.js').WorkerPool,
+ *   warmWorkers: import('../workers/pool.js').WorkerPool, encodeLater: (job: VariantJob) => void }} MakerDeps
  *   encodeLater: the AVIF a first answer fell back from, queued for idle capacity (background.js)
  */
 

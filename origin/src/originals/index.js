@@ -6,15 +6,15 @@ import fs from 'node:fs/promises';
 import { LRUCache } from 'lru-cache';
 import { HttpError } from '@stack/lib';
 import { FetchError } from './fetch.js';
-import { probe } from './pipeline/index.js';
+import { probe } from '../pipeline/index.js';
 
 /** @typedef {import('@stack/lib/src/sources.js').Source} Source */
 
 /**
- * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, store: import('./store/index.js').Store,
- *   cache: import('./cache/disk-lru.js').DiskLru, failures: import('./cache/failures.js').FailureCache,
- *   fetcher: ReturnType<typeof import('./fetch.js').createFetcher>, flight: ReturnType<typeof import('./single-flight.js').createSingleFlight>,
- *   metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger,
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, store: import('../store/index.js').Store,
+ *   cache: import('../cache/disk-lru.js').DiskLru, failures: import('../cache/failures.js').FailureCache,
+ *   fetcher: ReturnType<typeof import('./fetch.js').createFetcher>, flight: ReturnType<typeof import('../single-flight.js').createSingleFlight>,
+ *   metrics: import('../metrics.js').OriginMetrics, logger: import('pino').Logger,
  *   pullThrough?: import('./pull-through.js').PullThrough, archive?: import('./archive.js').Archive }} deps
  */
 export function createOriginals({
@@ -32,7 +32,7 @@ export function createOriginals({
   /**
    * What the header of each original said (size, frames, profile): a file under a path never changes
    * (uploads are content-addressed; a refetched original is probed again on arrival), so each variant
-   * after the first skips reading it. @type {LRUCache<string, import('./pipeline/index.js').SourceInfo>}
+   * after the first skips reading it. @type {LRUCache<string, import('../pipeline/index.js').SourceInfo>}
    */
   const probed = new LRUCache({ max: 10000 });
   // an animation past the budgets is read, not refused: the plan makes what of it fits (images.hive.blog
@@ -105,7 +105,7 @@ export function createOriginals({
       timings.fetch = performance.now() - started;
       return file;
     },
-    /** What the header of `file` said, read once. @param {string} file @returns {Promise<import('./pipeline/index.js').SourceInfo>} */
+    /** What the header of `file` said, read once. @param {string} file @returns {Promise<import('../pipeline/index.js').SourceInfo>} */
     async info(file) {
       const known = probed.get(file);
       if (known) return known;

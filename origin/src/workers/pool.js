@@ -5,14 +5,14 @@
 import { fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { HttpError } from '@stack/lib';
-import { missingSource, transformTimeout } from './pipeline/index.js';
+import { missingSource, transformTimeout } from '../pipeline/index.js';
 
 const SCRIPT = new URL('./transform-worker.js', import.meta.url);
 /** coreutils' nice: a worker started through it has every thread at its priority from the first one on */
 const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
 
 /**
- * @typedef {import('./pipeline/index.js').TransformOutput & { kept?: import('./pipeline/work.js').KeptPixels }} WorkerOutput
+ * @typedef {import('../pipeline/index.js').TransformOutput & { kept?: import('../pipeline/work.js').KeptPixels }} WorkerOutput
  *   kept: the source's pixels the worker decoded to make the variant from (asked by `options.keepPlan`)
  * @typedef {{ output?: WorkerOutput, error?: { status: number, name: string, info: Record<string, unknown>, headers: Record<string, string>, missing: boolean } }} WorkerAnswer
  */
@@ -51,8 +51,8 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
 
   /**
    * The transform of `file` by `plan` in a worker, or a 503 transform_timeout after `timeoutMs` (the worker
-   * killed). @param {string} file @param {import('./pipeline/index.js').Plan} plan
-   * @param {Omit<Parameters<typeof import('./pipeline/index.js').transform>[2], 'codecs'> & { keepPlan?: import('./pipeline/index.js').Plan | null,
+   * killed). @param {string} file @param {import('../pipeline/index.js').Plan} plan
+   * @param {Omit<Parameters<typeof import('../pipeline/index.js').transform>[2], 'codecs'> & { keepPlan?: import('../pipeline/index.js').Plan | null,
    *   keepHere?: string }} options keepPlan: decode the source's kept pixels by it first, make the variant from them,
    *   and hand them back; keepHere: keep them in the worker instead, under this key (a warm worker)
    * @param {number} timeoutMs

@@ -1,13 +1,13 @@
-// A transform process of the worker pool (workers.js): takes { file, plan, options }, answers { output } or
+// A transform process of the worker pool (pool.js): takes { file, plan, options }, answers { output } or
 // { error }, one job at a time; it runs below the request path's priority (TRANSFORM_NICE), as the origin's
 // own transform threads do, and ends with its parent.
 import os from 'node:os';
-import { transform, transformToPixels } from './pipeline/index.js';
+import { transform, transformToPixels } from '../pipeline/index.js';
 import { lowerWorkerPriority } from './nice.js';
 import { isGone } from '@stack/lib';
 import { LRUCache } from 'lru-cache';
 
-// Every thread at TRANSFORM_NICE: the pool starts this process through nice(1) (workers.js), so each of its
+// Every thread at TRANSFORM_NICE: the pool starts this process through nice(1) (pool.js), so each of its
 // threads is born at that priority. Where there is no nice(1), the main thread is lowered here and the
 // others (libuv's pool started while the imports above loaded; libvips starts its own from them, and a thread
 // inherits its creator's priority) before each job and every second.
@@ -24,12 +24,12 @@ if (nice > 0) {
 // A warm worker's own kept pixels (`keepHere`): the warmer asks every variant of a post's image one after
 // another, all in this one process, so they stay here (two sources, a minute) instead of crossing to the
 // parent and back for each variant
-/** @type {LRUCache<string, import('./pipeline/work.js').KeptPixels>} */
+/** @type {LRUCache<string, import('../pipeline/work.js').KeptPixels>} */
 const keptHere = new LRUCache({ max: 2, ttl: 60_000 });
 
 process.on(
   'message',
-  async (/** @type {{ file: string, plan: import('./pipeline/index.js').Plan, options: any }} */ job) => {
+  async (/** @type {{ file: string, plan: import('../pipeline/index.js').Plan, options: any }} */ job) => {
     priority.scan();
     try {
       const { keepPlan, keepHere, ...options } = job.options;

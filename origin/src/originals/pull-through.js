@@ -8,9 +8,9 @@
 // (scrub/stored.js).
 import fs from 'node:fs/promises';
 import { HttpError } from '@stack/lib';
-import { scrubbed } from './scrub/stored.js';
-import { digestsOf } from './store/record.js';
-import { probe } from './pipeline/index.js';
+import { scrubbed } from '../scrub/stored.js';
+import { digestsOf } from '../store/record.js';
+import { probe } from '../pipeline/index.js';
 
 /**
  * @typedef {{ base: string, running: number, failures: number, openUntil: number }} Upstream
@@ -18,8 +18,8 @@ import { probe } from './pipeline/index.js';
  */
 
 /**
- * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, store: import('./store/index.js').Store, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
- *   failures: import('./cache/failures.js').FailureCache, metrics: import('./metrics.js').OriginMetrics, logger: import('pino').Logger }} deps
+ * @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, store: import('../store/index.js').Store, fetcher: ReturnType<typeof import('./fetch.js').createFetcher>,
+ *   failures: import('../cache/failures.js').FailureCache, metrics: import('../metrics.js').OriginMetrics, logger: import('pino').Logger }} deps
  */
 export function createPullThrough({ config, store, fetcher, failures, metrics, logger }) {
   /** @type {Upstream[]} */
