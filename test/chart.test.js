@@ -1,3 +1,4 @@
+// needs the whole-stack tier's built tools (versitygw, helm, kube-score, Podman): run once they are built
 // The Helm chart, checked offline: helm lint --strict, helm template, the rendered objects against
 // Kubernetes' own schemas (kubernetes-validate --strict, three minor versions) and a linter (kube-score);
 // then what the multi-node values make. The tools are built by ./infra/stack test (BUILT_TOOLS_DIR).

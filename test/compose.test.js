@@ -1,3 +1,4 @@
+// needs the whole-stack tier's built tools (versitygw, helm, kube-score, Podman): run once they are built
 // docker-compose.yml run for real (under Podman here: ./infra/stack compose), talked to only through nginx's
 // published 127.0.0.1 port: an upload, a resize, an avatar redirect and a signed purge, then down with its
 // volumes. The images are built by docker-compose from the repository's Dockerfiles.

@@ -1,3 +1,4 @@
+// needs the whole-stack tier's built tools (versitygw, helm, kube-score, Podman): run once they are built
 // The multi-node layout on one machine (./infra/stack fleet, infra/fleet.js): machines a, b and c on their
 // own loopback addresses, each a native stack from the same settings and templates: two edges (nginx,
 // varnish, haproxy), two origins sharing one S3 bucket, two resolvers, two purge services, a Redis master and

@@ -1,3 +1,4 @@
+// needs the whole-stack tier's built tools (versitygw, helm, kube-score, Podman): run once they are built
 // Uploads in a real S3 server (the stack's versitygw) shared by two origins with their own disks behind
 // haproxy: any origin serves any upload, a variant is made once across the fleet, nothing acknowledged is
 // lost when an origin is SIGKILLed, S3 down is a clean 503 and its return needs no restart, a bucket the
