@@ -58,14 +58,14 @@ function checkSettings(config) {
  * @param {OriginConfig} config @param {import('pino').Logger} logger @param {OriginMetrics} metrics
  */
 async function openCaches(config, logger, metrics) {
-  const originals = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
+  const originalsCache = new DiskLru(path.join(config.DATA_DIR, 'originals'), config.ORIGINALS_CACHE_BYTES);
   const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, {
     warn: (details, message) => logger.warn(details, message),
   });
   variants.init();
   metrics.watchResultCache(variants);
-  await originals.init();
-  return { originals, variants };
+  await originalsCache.init();
+  return { originalsCache, variants };
 }
 
 /**
@@ -181,8 +181,8 @@ await runService({
     const metrics = createOriginMetrics(registry);
     const redis = connectRedis(config, logger);
     await redisReady(redis, 2000);
-    const { originals, variants } = await openCaches(config, logger, metrics);
-    const store = createStore({ config, originals, logger, metrics });
+    const { originalsCache, variants } = await openCaches(config, logger, metrics);
+    const store = createStore({ config, cache: originalsCache, logger, metrics });
     await store.init();
     const { queue, checks } = createQueues(config, metrics);
     const fetchers = createFetchers(config);
@@ -194,10 +194,10 @@ await runService({
     const codecs = systemCodecs(config, logger);
     const pullThrough = createPullThrough({ config, store, fetcher: fetchers.upstream, failures, metrics, logger });
     const archive = warmArchive(config, redis, metrics, logger);
-    const sources = createOriginals({
+    const originals = createOriginals({
       config,
       store,
-      cache: originals,
+      cache: originalsCache,
       failures,
       fetcher: fetchers.remote,
       flight,
@@ -209,7 +209,7 @@ await runService({
     const images = createImages({
       config,
       store,
-      originals: sources,
+      originals,
       variants,
       queue,
       flight,

@@ -1,9 +1,16 @@
 // What the warmer reads out of a post (#41): the images a frontend will show, in the order it asks for
-// them, each once; and the edge URLs it asks for each, as condenser and ecency build them.
+// them, each once; the edge URLs it asks for each, as condenser and ecency build them; and the warmer taking a
+// queued post off its stream (real Redis, a stand-in edge).
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { test } from 'node:test';
-import { base58Url } from '@stack/lib';
-import { imagesOf, warmUrl } from '../src/warm/posts.js';
+import { base58Url, createRegistry, loadConfig } from '@stack/lib';
+import { settings } from '../src/config.js';
+import { createPurgeMetrics } from '../src/metrics.js';
+import { imagesOf, warmPost, warmUrl } from '../src/warm/posts.js';
+import { createWarmer } from '../src/warm/warmer.js';
+import { waitFor } from '../../test/support/ports.js';
+import { startRedis } from '../../test/support/processes.js';
 
 test("json_metadata.image first, then the body's markdown, <img> and bare image links, each once", () => {
   const body = [
@@ -42,4 +49,51 @@ test("the warm URLs are the frontends': the legacy path with the URL as it is, /
     warmUrl('http://e', '/p/{base58}?format=match&mode=fit', url),
     `http://e/p/${base58Url.encode(url)}?format=match&mode=fit`,
   );
+});
+
+test('the warmer takes a queued post off its stream, asks the edge for every path and Accept, and acknowledges it', async (t) => {
+  const redis = await startRedis();
+  /** @type {string[]} */
+  const asked = [];
+  let busy = 1; // the first answer is a 429 the warmer waits out
+  const edge = http.createServer((req, res) => {
+    if (busy-- > 0) return res.writeHead(429, { 'retry-after': '0' }).end();
+    asked.push(`${req.url} ${req.headers.accept} ${req.headers['x-warm']}`);
+    res.writeHead(200, { 'content-type': 'image/webp' }).end('pixels');
+  });
+  await new Promise((resolve) => edge.listen(0, '127.0.0.1', () => resolve(undefined)));
+  const address = /** @type {import('node:net').AddressInfo} */ (edge.address());
+  const config = /** @type {import('@stack/lib/src/config-types.js').PurgeServiceConfig} */ (
+    loadConfig(settings, { WARM_EDGE_URL: `http://127.0.0.1:${address.port}`, WARM_CONCURRENCY: '1' })
+  );
+  const registry = createRegistry('purge-service');
+  const queue = {
+    redis: redis.client,
+    stream: config.PURGE_STREAM,
+    group: config.PURGE_GROUP,
+    deadStream: config.PURGE_DEAD_STREAM,
+  };
+  const metrics = createPurgeMetrics(registry, queue);
+  const logger = /** @type {any} */ ({ warn() {}, debug() {}, error() {}, info() {} });
+  const warmer = createWarmer({ redis: redis.client, config, logger, metrics });
+  t.after(async () => {
+    await warmer.stop();
+    edge.close();
+    await redis.stop();
+  });
+  warmer.start();
+  const image = 'https://img.example/first.jpg';
+  await warmPost(redis.client, config, { author: 'alice', permlink: 'p', body: `![](${image})` });
+  await waitFor(
+    async () => (await redis.client.xpending(config.WARM_STREAM, config.WARM_GROUP))[0] === 0 && asked.length > 0,
+    10_000,
+    'the post acknowledged',
+  );
+  const paths = [...config.WARM_THUMBNAIL_PATHS, ...config.WARM_PATHS].map((path) => warmUrl('', path, image));
+  const expected = paths.flatMap((path) => config.WARM_ACCEPTS.map((accept) => `${path} ${accept} 1`));
+  assert.deepEqual(asked, expected);
+  const warmed = (await registry.getSingleMetric('purge_warm_images_total')?.get())?.values.find(
+    (value) => value.labels.result === 'warmed',
+  );
+  assert.equal(warmed?.value, 1);
 });

@@ -28,17 +28,17 @@ export { FsStore, S3Store };
 
 /**
  * The store STORE names: `fs` (DATA_DIR/uploads) or `s3` (a bucket shared by every origin, read through
- * the originals cache). @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, originals: import('../cache/disk-lru.js').DiskLru,
+ * the originals cache). @param {{ config: import('@stack/lib/src/config-types.js').OriginConfig, cache: import('../cache/disk-lru.js').DiskLru,
  *   logger: import('pino').Logger, metrics: import('../metrics.js').OriginMetrics }} deps @returns {Store}
  */
-export function createStore({ config, originals, logger, metrics }) {
+export function createStore({ config, cache, logger, metrics }) {
   if (config.STORE !== 's3') return new FsStore(config.DATA_DIR);
   const onOperation = (/** @type {string} */ operation, /** @type {string} */ result) =>
     metrics.store.inc({ operation, result });
   const previous = new FsStore(config.DATA_DIR);
   return new S3Store({
     config: /** @type {import('./s3.js').S3Settings} */ (config),
-    cache: originals,
+    cache,
     logger,
     previous,
     onOperation,

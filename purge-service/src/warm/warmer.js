@@ -152,8 +152,11 @@ function failureReason(status) {
  * @returns {Promise<WarmEntries>}
  */
 async function readEntries(reader, config, consumer, from, wait) {
-  const block = from === '>' && wait ? ['BLOCK', 1000] : [];
-  const args = ['GROUP', config.WARM_GROUP, consumer, 'COUNT', 100, ...block, 'STREAMS', config.WARM_STREAM, from];
-  const answer = /** @type {any} */ (await reader.call('XREADGROUP', ...args));
+  const { WARM_GROUP: group, WARM_STREAM: stream } = config;
+  const answer = /** @type {any} */ (
+    from === '>' && wait
+      ? await reader.xreadgroup('GROUP', group, consumer, 'COUNT', 100, 'BLOCK', 1000, 'STREAMS', stream, from)
+      : await reader.xreadgroup('GROUP', group, consumer, 'COUNT', 100, 'STREAMS', stream, from)
+  );
   return answer?.[0]?.[1] || [];
 }
