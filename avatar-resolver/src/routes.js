@@ -8,7 +8,6 @@ import {
   enqueuePurge,
   imageUrl,
   isAccountName,
-  paramsOf,
   resolveSource,
   unwrapOptions,
 } from '@stack/lib';

@@ -19,7 +19,7 @@ export { createHiveClient } from './hive-rpc.js';
 export { isAccountName } from './account-name.js';
 export { healthRoute } from './health.js';
 export { paramsOf } from './params.js';
-export { plainPath, plainRoute, replyTo } from './plain-route.js';
+export { plainRoute } from './plain-route.js';
 export { enqueuePurge } from './purge-queue.js';
 export {
   avatarCacheKey,

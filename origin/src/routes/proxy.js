@@ -20,6 +20,9 @@ import { contentTypeOf } from '../pipeline/index.js';
 /** The bytes a variant's answer carries. @param {import('../images.js').Variant} variant */
 const bytesOf = (variant) => (variant.cached ? variant.cached.size : /** @type {Buffer} */ (variant.data).length);
 
+/** A variant's answer counted in the bytes sent. @param {ProxyDeps['metrics']} metrics @param {import('../images.js').Variant} variant */
+const countSent = (metrics, variant) => metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
+
 // ecency's render-helper (src/proxify-image-src.ts) appends ".webp" or ".png" to the base58 part; base58
 // has no ".", so a file extension there is only a name: the format comes from the query, as ever
 const EXTENSION = /\.(?:webp|png|jpe?g|gif|avif)$/i;
@@ -106,10 +109,9 @@ export function proxyHandler(deps) {
           const { 'Content-Type': _type, ...unchanged } = headers;
           return reply.send(304, unchanged);
         }
-        const sent = () => metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
         if (req.method === 'HEAD') {
           reply.send(200, { ...headers, 'Content-Length': bytesOf(variant) });
-          return sent();
+          return countSent(metrics, variant);
         }
         if (variant.cached && req.headers.range) return sendRange(variant, headers, retried);
         let data = variant.data;
@@ -120,7 +122,7 @@ export function proxyHandler(deps) {
           throw err;
         }
         reply.send(200, headers, data);
-        sent();
+        countSent(metrics, variant);
       };
       /** @param {import('../images.js').Variant} variant @param {Record<string, string>} headers @param {boolean} retried */
       const sendRange = (variant, headers, retried) => {
@@ -130,7 +132,7 @@ export function proxyHandler(deps) {
         for (const [name, value] of Object.entries({ ...headers, 'X-Request-Id': reply.reqId }))
           res.setHeader(name, value);
         res.once('finish', () => {
-          metrics.bytes.inc({ direction: 'out' }, bytesOf(variant));
+          countSent(metrics, variant);
           reply.done(res.statusCode);
         });
         send(req, encodeURI(file), { ...SEND_OPTIONS, start, end })

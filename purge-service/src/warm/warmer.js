@@ -10,6 +10,7 @@
 // (WARM_SKIP_*), each URL once a day, posts older than WARM_MAX_AGE_S left to their readers.
 import os from 'node:os';
 import { countWarmBytes } from '@stack/lib';
+import { fieldsOf } from '../purge/stream.js';
 import { askEdge } from './ask.js';
 import { warmUrl } from './posts.js';
 import { warmRefusal } from './refusal.js';
@@ -83,9 +84,7 @@ export function createWarmer({ redis, config, logger, metrics }) {
 
   /** One stream entry warmed (or skipped), then acknowledged. @param {string} id @param {string[]} fields */
   async function warmOne(id, fields = []) {
-    /** @type {Record<string, string>} */
-    const entry = {};
-    for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]] = fields[i + 1];
+    const entry = fieldsOf(fields);
     try {
       await warmEntry(entry.author, JSON.parse(entry.urls || '[]'), Number(id.split('-')[0]));
     } catch (err) {
