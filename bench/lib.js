@@ -65,7 +65,7 @@ export function cpuMs(pids) {
   return (ticks * 1000) / CLOCK_TICKS;
 }
 
-const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+export const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 /**
  * CPU ms of a process, its live children (the origin's transform workers) and those that ended (their time
@@ -207,12 +207,23 @@ export async function wrkAsync(options) {
 }
 
 /**
- * @typedef {{ url: string, connections: number, seconds: number, threads?: number, script?: string, scriptArgs?: string[], sharedSession?: boolean, cpus?: string }} WrkOptions
- *   cpus: the CPUs wrk is pinned to (taskset -c), away from the server's
+ * @typedef {{ url: string, connections: number, seconds: number, threads?: number, script?: string, scriptArgs?: string[], sharedSession?: boolean, cpus?: string, timeoutS?: number }} WrkOptions
+ *   cpus: the CPUs wrk is pinned to (taskset -c), away from the server's; timeoutS: a request's (wrk's 2 s by default)
  * @param {WrkOptions} options
  */
-function wrkCommand({ url, connections, seconds, threads = 2, script, scriptArgs = [], sharedSession = false, cpus }) {
+function wrkCommand({
+  url,
+  connections,
+  seconds,
+  threads = 2,
+  script,
+  scriptArgs = [],
+  sharedSession = false,
+  cpus,
+  timeoutS,
+}) {
   const args = [
+    ...(timeoutS ? ['--timeout', `${timeoutS}s`] : []),
     '-t',
     String(threads),
     '-c',

@@ -165,6 +165,8 @@ export type OriginConfig = SharedConfig & {
   TRANSFORM_WORKER_PIXELS: number;
   /** libvips threads per transform; 0: cores ÷ transforms running (a lone transform gets every core, a full house one each) */
   TRANSFORM_THREADS: number;
+  /** event loops (worker threads) that drive the origin's own transforms, apart from the one serving requests; 0: one for each 16 cores past the first 16 the origin may use (none up to 16: the request path's loop drives those, measured in docs/queue.md); -1: none */
+  TRANSFORM_LOOPS: number;
   /** niceness of the threads that transform (all but the event loop), so the request path keeps the CPU under a flood of transforms; 0 leaves them alone */
   TRANSFORM_NICE: number;
   /** requests whose box fits in this many pixels (avatars, thumbnails) go ahead in the queue */
@@ -199,6 +201,8 @@ export type OriginConfig = SharedConfig & {
   NEGOTIATE_MATCH: boolean;
   /** transform slots that must be free for a warmer's transform (X-Warm: 1, the purge service's WARM) to start: it waits in a lane behind every reader's transform and runs beside their slots, at the lowest CPU priority */
   WARM_FREE_SLOTS: number;
+  /** CPU priority (niceness) of the warmer's transform worker: 19, the lowest, takes only what readers and every other program leave; lower it (never below TRANSFORM_NICE) where the machine is never idle and warming must still progress */
+  WARM_NICE: number;
   /** warmer's transforms running at once, each on one thread: the share of the CPU warming may take from readers */
   WARM_TRANSFORMS: number;
   /** a warmer's transform starts only while the share of the last second in which some task waited for a CPU (Linux PSI, /proc/pressure/cpu) is at most this many percent; 0: no such gate */

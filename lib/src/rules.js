@@ -24,6 +24,11 @@ export const RULES = [
     why: 'a certificate needs its key and a key its certificate (one alone would quietly serve no TLS)',
   },
   {
+    names: ['WARM_NICE', 'TRANSFORM_NICE'],
+    holds: (c) => c.WARM_NICE >= c.TRANSFORM_NICE,
+    why: "the warmer's transforms must never run ahead of a reader's: WARM_NICE at least TRANSFORM_NICE",
+  },
+  {
     names: ['WARM', 'HIVE_FOLLOW'],
     holds: (c) => !c.WARM || c.HIVE_FOLLOW,
     why: 'the warmer is fed by the chain follower: WARM without HIVE_FOLLOW would quietly warm nothing',

@@ -344,6 +344,13 @@ export const settings = [
     min: 0,
   },
   {
+    name: 'TRANSFORM_LOOPS',
+    type: 'int',
+    default: '0',
+    doc: "event loops (worker threads) that drive the origin's own transforms, apart from the one serving requests; 0: one for each 16 cores past the first 16 the origin may use (none up to 16: the request path's loop drives those, measured in docs/queue.md); -1: none",
+    min: -1,
+  },
+  {
     name: 'TRANSFORM_NICE',
     type: 'int',
     default: '10',
@@ -452,6 +459,14 @@ export const settings = [
     default: '1',
     doc: "transform slots that must be free for a warmer's transform (X-Warm: 1, the purge service's WARM) to start: it waits in a lane behind every reader's transform and runs beside their slots, at the lowest CPU priority",
     min: 0,
+  },
+  {
+    name: 'WARM_NICE',
+    type: 'int',
+    default: '19',
+    doc: "CPU priority (niceness) of the warmer's transform worker: 19, the lowest, takes only what readers and every other program leave; lower it (never below TRANSFORM_NICE) where the machine is never idle and warming must still progress",
+    min: 0,
+    max: 19,
   },
   {
     name: 'WARM_TRANSFORMS',

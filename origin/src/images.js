@@ -9,6 +9,7 @@ import { formatOfExt, variantKey } from './variant/keys.js';
 import { createMaker } from './variant/make.js';
 import { createWarmGate } from './variant/warm.js';
 import { createWorkerPool } from './workers/pool.js';
+import { createTransformThreads, transformLoops } from './workers/threads.js';
 
 /**
  * @typedef {import('@stack/lib/src/sources.js').Source} Source
@@ -37,15 +38,19 @@ export function createImages(deps) {
   });
   const onKill = () => metrics.workerKills.inc();
   const workers = createWorkerPool({ keep: usableCores(), nice: config.TRANSFORM_NICE, onKill });
-  // a warmer's transforms run in a process of their own at the lowest CPU priority: the kernel gives a
-  // reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
-  const warmWorkers = createWorkerPool({ keep: 1, nice: 19, onKill });
+  // a warmer's transforms run in a process of their own at the lowest CPU priority (WARM_NICE, 19): the kernel
+  // gives a reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
+  const warmWorkers = createWorkerPool({ keep: 1, nice: config.WARM_NICE, onKill });
+  const loops = transformLoops(config.TRANSFORM_LOOPS, usableCores());
+  const transformThreads =
+    loops > 0 ? createTransformThreads({ count: loops, systemCodecs: config.SYSTEM_CODECS }) : null;
   const warmGate = createWarmGate({ config, queue, metrics });
   const requestTimeoutS = config.REQUEST_TIMEOUT_S;
   const maker = createMaker({
     ...deps,
     workers,
     warmWorkers,
+    transformThreads,
     // the AVIF a first answer fell back from, made later on idle capacity; the next request after it lands
     // gets it from the result cache
     encodeLater: ({ source, want, key }) =>
@@ -143,6 +148,7 @@ export function createImages(deps) {
     close: () => {
       workers.close();
       warmWorkers.close();
+      transformThreads?.close();
       warmGate.stop();
     },
   };

@@ -192,9 +192,13 @@ test('the buffer pool gives memory back out for the next image, within its bound
   await assert.rejects(pool.read(path.join(dir, 'missing.jpg')), { code: 'ENOENT' });
 });
 
-test('the service counts what decoded and encoded each variant; SYSTEM_CODECS=off leaves all to sharp', async () => {
-  for (const setting of ['auto', 'off']) {
-    const origin = await startOrigin({ SYSTEM_CODECS: setting });
+test('the service counts what decoded and encoded each variant; SYSTEM_CODECS=off leaves all to sharp; on transform loops too', async () => {
+  for (const [setting, loops] of [
+    ['auto', '-1'],
+    ['off', '-1'],
+    ['auto', '2'],
+  ]) {
+    const origin = await startOrigin({ SYSTEM_CODECS: setting, TRANSFORM_LOOPS: loops });
     try {
       const jpeg = origin.site.add('photo.jpg', fs.readFileSync(photo('Kite', '1920x1080')));
       const png = origin.site.add('photo.png', await sharp(photo('Kite', '1920x1080')).resize(600).png().toBuffer());

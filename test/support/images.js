@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 
-/** Debian's plasma-workspace-wallpapers: real photographs. */
-export const WALLPAPERS = '/usr/share/wallpapers';
+/** Debian's plasma-workspace-wallpapers, or a copy of them (WALLPAPERS_DIR: a machine where nothing can be installed) */
+export const WALLPAPERS = process.env.WALLPAPERS_DIR || '/usr/share/wallpapers';
 
 /** The path of a real photograph, e.g. photo('Path', '1920x1080'). @param {string} name @param {string} size */
 export function photo(name, size) {

@@ -32,7 +32,8 @@ import { ANIMATION_PAST_BUDGET, extensionOf, variantKey } from './keys.js';
  *   originals: import('../originals/index.js').Originals, variants: import('../cache/pack-cache.js').PackCache,
  *   queue: import('../queue.js').TransformQueue, metrics: import('../metrics.js').OriginMetrics, logger: import('pino').Logger,
  *   codecs?: import('../codecs.js').SystemCodecs, workers: import('../workers/pool.js').WorkerPool,
- *   warmWorkers: import('../workers/pool.js').WorkerPool, encodeLater: (job: VariantJob) => void }} MakerDeps
+ *   warmWorkers: import('../workers/pool.js').WorkerPool, transformThreads?: import('../workers/threads.js').TransformThreads | null,
+ *   encodeLater: (job: VariantJob) => void }} MakerDeps
  *   encodeLater: the AVIF a first answer fell back from, queued for idle capacity (background.js)
  */
 
@@ -246,7 +247,11 @@ async function runPipeline(m, job, { file, info, plan: p }, deadline) {
   } else {
     const pixels =
       held ?? (keep ? await byDeadline(kept.make(job.source.id, file, keep), deadline, transformTimeout) : null);
-    output = await transform(file, p, { ...encoder, timeoutS: timeoutS(), threads, kept: pixels });
+    // on a transform thread (threads.js), unless it is made from kept pixels, which stay in this thread
+    output =
+      m.transformThreads && !pixels
+        ? await m.transformThreads.run(file, p, { ...plainEncoder, timeoutS: timeoutS(), threads })
+        : await transform(file, p, { ...encoder, timeoutS: timeoutS(), threads, kept: pixels });
     // the variant whose pixels were decoded for it counts under the decoder that did
     if (pixels && !held) output = { ...output, codecs: { ...output.codecs, decode: pixels.decodedBy } };
   }
