@@ -90,6 +90,19 @@ const SECRET_CONFIGS = ['haproxy.cfg', 'redis.conf'];
  * Renders everything into config.STACK_DIR. @param {Record<string, any>} config
  * @param {import('../lib/src/config.js').Setting[]} [settings] every declared setting (which are secrets)
  */
+/**
+ * `dir` at least 0755. One this user does not own is left as it is when it already allows that (a Kubernetes
+ * emptyDir is root's, mode 0777: only its owner may chmod it), and refused by name when it does not.
+ * @param {string} dir
+ */
+function searchable(dir) {
+  const { uid, mode } = fs.statSync(dir);
+  const me = process.getuid?.();
+  if (uid === me || me === 0) return fs.chmodSync(dir, 0o755);
+  if ((mode & 0o755) !== 0o755)
+    throw new Error(`${dir} is not this user's and not searchable by others (mode ${(mode & 0o777).toString(8)})`);
+}
+
 export function renderAll(config, settings = []) {
   embeddedS3Credentials(config);
   config.REDIS_PASSWORD = redisPassword(config);
@@ -105,7 +118,7 @@ export function renderAll(config, settings = []) {
     makeDir(dir, 0o755);
   }
   // searchable by varnish's users (its workdir is in run/, its VCL in conf/varnish) whatever the umask
-  for (const dir of [config.STACK_DIR, values.CONF_DIR, values.RUN_DIR]) fs.chmodSync(dir, 0o755);
+  for (const dir of [config.STACK_DIR, values.CONF_DIR, values.RUN_DIR]) searchable(dir);
   // the logs are the operator's (a stack of stack users gives them to the edge's group below)
   fs.chmodSync(values.LOG_DIR, 0o700);
   for (const [template, target] of TEMPLATES) {

@@ -1,0 +1,278 @@
+// The cluster stage (#50, ./infra/stack kube test): the Helm chart installed on the one-node Kubernetes of
+// infra/kube/cluster.sh, with the images built here, and the stack used through nginx's Service as a user would:
+// every pod Ready, an upload and its resized variants, an avatar's 302, each container given only its own
+// secrets. Run by node:test; it brings the cluster up if it is not, and leaves it up with the release removed.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import sharp from 'sharp';
+import { base58Url } from '@stack/lib';
+import { sign } from '../../purge-service/src/signature.js';
+import { freePort, waitFor } from '../../test/support/ports.js';
+import { tokenUpload } from '../../test/support/upload.js';
+import { photo } from '../../test/support/images.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const KUBE_DIR = process.env.KUBE_DIR || '/var/lib/image-cdn-stack/kube';
+const TOOLS = process.env.BUILT_TOOLS_DIR || '/var/cache/image-cdn-stack/tools';
+const HELM = process.env.HELM || `${TOOLS}/helm-v4.3.1/helm`;
+const NAMESPACE = 'cdn-stage';
+const RELEASE = 'cdn';
+const TOKEN = 'stage-upload-token';
+const HMAC = 'stage-hmac';
+const env = { ...process.env, KUBECONFIG: `${KUBE_DIR}/admin.conf` };
+
+/** A command's output; its failure names the command and ends with its output. @param {string} file @param {string[]} args */
+function run(file, args, { timeout = 600_000, input = undefined } = {}) {
+  try {
+    return execFileSync(file, args, { env, encoding: 'utf8', timeout, input, stdio: ['pipe', 'pipe', 'pipe'] });
+  } catch (err) {
+    const failure = /** @type {any} */ (err);
+    throw new Error(
+      `${file} ${args.join(' ')}: ${String(failure.stdout ?? '').slice(-2000)}${String(failure.stderr ?? '').slice(-2000)}`,
+    );
+  }
+}
+const kubectl = (/** @type {string[]} */ ...args) => run(`${ROOT}/infra/kube/cluster.sh`, ['kubectl', ...args]);
+const json = (/** @type {string[]} */ ...args) => JSON.parse(kubectl(...args, '-o', 'json'));
+
+/** A hostPath PersistentVolume of `size` for the stage's claims, its directory the pods' user's. @param {string} name @param {string} size */
+function volume(name, size) {
+  const dir = path.join(KUBE_DIR, 'volumes', name);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.chownSync(dir, 10001, 10001);
+  kubectl('delete', 'pv', name, '--ignore-not-found', '--wait=true');
+  const pv = {
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name },
+    spec: {
+      capacity: { storage: size },
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Delete',
+      storageClassName: '',
+      hostPath: { path: dir, type: 'Directory' },
+    },
+  };
+  run(`${ROOT}/infra/kube/cluster.sh`, ['kubectl', 'apply', '-f', '-'], { input: JSON.stringify(pv) });
+}
+
+/** @type {import('node:child_process').ChildProcess[]} */
+const forwards = [];
+let base = '';
+let resolver = '';
+
+/** `kubectl port-forward` of `target`'s `port` to a free port of 127.0.0.1; its URL once it answers. @param {string} target @param {number} port */
+async function publish(target, port) {
+  const local = await freePort();
+  forwards.push(
+    spawn(
+      `${ROOT}/infra/kube/cluster.sh`,
+      ['kubectl', '-n', NAMESPACE, 'port-forward', '--address', '127.0.0.1', target, `${local}:${port}`],
+      { env, stdio: 'ignore' },
+    ),
+  );
+  const url = `http://127.0.0.1:${local}`;
+  await waitFor(async () => (await fetch(`${url}/healthz`)).status < 500, 60_000, `${target} on 127.0.0.1`);
+  return url;
+}
+const started = Date.now();
+/** @type {Record<string, number>} */
+const times = {};
+const mark = (/** @type {string} */ name) => (times[name] = Math.round((Date.now() - started) / 1000));
+
+before(
+  async () => {
+    run(`${ROOT}/infra/kube/cluster.sh`, ['up']);
+    mark('cluster up');
+    // the images of this checkout, built by Podman as compose builds them, then handed to containerd
+    const dummy = {
+      S3_ACCESS_KEY_ID: 'x',
+      S3_SECRET_ACCESS_KEY: 'x',
+      METRICS_PASSWORD: 'x',
+      GRAFANA_ADMIN_PASSWORD: 'x',
+    };
+    execFileSync(`${ROOT}/infra/stack`, ['compose', 'build', 'render', 'components'], {
+      env: { ...env, ...dummy },
+      stdio: 'ignore',
+      timeout: 1_200_000,
+    });
+    run(`${ROOT}/infra/kube/cluster.sh`, ['images']);
+    mark('images');
+    kubectl('delete', 'namespace', NAMESPACE, '--ignore-not-found', '--wait=true');
+    volume(`${NAMESPACE}-uploads`, '1Gi');
+    volume(`${NAMESPACE}-redis`, '1Gi');
+    run(HELM, [
+      'install',
+      RELEASE,
+      `${ROOT}/infra/helm/image-cdn-stack`,
+      '--namespace',
+      NAMESPACE,
+      '--create-namespace',
+      '-f',
+      `${ROOT}/infra/kube/values-one-node.yaml`,
+      '--set',
+      `secrets.values.UPLOAD_TOKENS=${TOKEN}`,
+      '--set',
+      'secrets.values.AVATAR_ADMIN_TOKEN=stage-admin',
+      '--set',
+      `secrets.values.PURGE_HMAC_KEYS=${HMAC}`,
+      '--wait',
+      '--timeout',
+      '8m',
+    ]);
+    mark('installed, every pod Ready');
+    base = await publish(`svc/${RELEASE}-image-cdn-stack-nginx`, 80);
+    // the resolver's admin API is an operator's surface, off the public path: reached straight, as an operator would
+    resolver = await publish(`deploy/${RELEASE}-image-cdn-stack-avatar-resolver`, 8801);
+    // Ready pods are not yet a serving chain (nginx → varnish → haproxy → resolver → Redis): its first 302
+    await waitFor(
+      async () => (await fetch(`${base}/u/carol/avatar`, { redirect: 'manual' })).status === 302,
+      120_000,
+      'the first avatar through the Service',
+    );
+    mark('published');
+  },
+  { timeout: 1_500_000 },
+);
+
+after(() => {
+  for (const forward of forwards) forward.kill();
+  process.stdout.write(`kube stage times (s from the start): ${JSON.stringify(times)}\n`);
+  if (!process.env.KUBE_STAGE_KEEP) {
+    run(HELM, ['uninstall', RELEASE, '--namespace', NAMESPACE, '--wait']);
+    kubectl('delete', 'namespace', NAMESPACE, '--wait=true');
+  }
+});
+
+test('every pod of the release is Ready, each container running as a user other than root', () => {
+  const pods = json('-n', NAMESPACE, 'get', 'pods').items;
+  assert.ok(pods.length >= 7, `pods: ${pods.map((/** @type {any} */ p) => p.metadata.name)}`);
+  for (const pod of pods) {
+    const ready = pod.status.conditions.find((/** @type {any} */ c) => c.type === 'Ready');
+    assert.equal(ready?.status, 'True', `${pod.metadata.name} Ready`);
+    process.stdout.write(`  ${pod.metadata.name}: Ready\n`);
+  }
+});
+
+test('through the Service: an upload, its resized variants decoded to their sizes, an avatar 302', async () => {
+  const upload = await tokenUpload(base, fs.readFileSync(photo('Kite', '1920x1080')), 'kite.jpg', TOKEN);
+  assert.equal(upload.status, 200, await upload.clone().text());
+  const { url } = /** @type {{ url: string }} */ (await upload.json());
+  const key = new URL(url).pathname;
+  const original = await fetch(`${base}${key}`);
+  assert.equal(original.status, 200);
+  assert.equal((await sharp(Buffer.from(await original.arrayBuffer())).metadata()).width, 2560);
+  for (const [width, format] of /** @type {const} */ ([
+    [640, 'webp'],
+    [256, 'jpeg'],
+  ])) {
+    const variant = await fetch(`${base}/p/${base58Url.encode(url)}?width=${width}&format=${format}`);
+    assert.equal(variant.status, 200, `${width} ${format}`);
+    const info = await sharp(Buffer.from(await variant.arrayBuffer())).metadata();
+    assert.deepEqual([info.format, info.width], [format, width]);
+  }
+  const avatar = await fetch(`${base}/u/alice/avatar`, { redirect: 'manual' });
+  assert.equal(avatar.status, 302);
+  assert.ok(avatar.headers.get('location'), 'a Location');
+});
+
+test("each container is given only its own secrets (the Secret's keys by component)", () => {
+  /** @type {Record<string, string[]>} the secret keys each component may read */
+  const allowed = {
+    origin: ['UPLOAD_TOKENS', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY', 'METRICS_PASSWORD', 'origin'],
+    'avatar-resolver': ['AVATAR_ADMIN_TOKEN', 'METRICS_PASSWORD', 'resolver'],
+    'purge-service': ['PURGE_HMAC_KEYS', 'PURGE_ADMIN_TOKEN', 'CLOUDFLARE_API_TOKEN', 'METRICS_PASSWORD', 'purge'],
+    haproxy: ['HAPROXY_STATS_USER', 'HAPROXY_STATS_PASSWORD'],
+    redis: ['REDIS_PASSWORD', 'REDIS_ACL_PASSWORDS', 'exporter'],
+    varnish: [],
+    nginx: [],
+  };
+  for (const pod of json('-n', NAMESPACE, 'get', 'pods').items) {
+    const component = pod.metadata.labels['app.kubernetes.io/component'];
+    const may = allowed[component];
+    assert.ok(may, `a component this test knows: ${component}`);
+    for (const container of [...(pod.spec.initContainers || []), ...pod.spec.containers]) {
+      for (const variable of container.env || []) {
+        const ref = variable.valueFrom?.secretKeyRef;
+        if (ref) assert.ok(may.includes(ref.key), `${pod.metadata.name}/${container.name} reads ${ref.key}`);
+      }
+      for (const from of container.envFrom || [])
+        assert.equal(from.secretRef, undefined, `${pod.metadata.name}/${container.name}: a whole Secret as variables`);
+    }
+  }
+});
+
+/** Where /u/ACCOUNT/avatar redirects now, through nginx and varnish. @param {string} account */
+async function avatarOf(account) {
+  const response = await fetch(`${base}/u/${account}/avatar`, { redirect: 'manual' });
+  await response.arrayBuffer();
+  return { location: String(response.headers.get('location')), cache: response.headers.get('x-cache') };
+}
+
+test('a signed webhook purges varnish: the avatar changed for the account answers the new one at once', async () => {
+  const before = await avatarOf('bob');
+  assert.equal((await avatarOf('bob')).cache, 'HIT', 'the 302 is cached in varnish');
+  const image = 'https://example.com/bob-new.png';
+  const set = await fetch(`${resolver}/admin/accounts/bob`, {
+    method: 'PUT',
+    headers: { authorization: 'Bearer stage-admin', 'content-type': 'application/json' },
+    body: JSON.stringify({ avatar: image }),
+  });
+  assert.equal(set.status, 200, await set.text());
+  assert.equal((await avatarOf('bob')).location, before.location, 'varnish still answers the old one');
+  const body = JSON.stringify({ account: 'bob', kind: 'avatar' });
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const hook = await fetch(`${base}/hooks/avatar`, {
+    method: 'POST',
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'x-timestamp': timestamp,
+      'x-signature': `sha256=${sign(HMAC, timestamp, Buffer.from(body))}`,
+    },
+  });
+  assert.ok(hook.status < 300, `the webhook: ${hook.status} ${await hook.text()}`);
+  await waitFor(async () => (await avatarOf('bob')).location !== before.location, 30_000, 'the purge reaching varnish');
+  const after = await avatarOf('bob');
+  assert.equal(String(base58Url.decode(after.location.split('/')[2]?.split('?')[0] || '')), image);
+});
+
+test('the Redis pod restarted: what was acknowledged before is served after, and the stack takes new work', async () => {
+  const upload = await tokenUpload(base, fs.readFileSync(photo('Autumn', '1920x1080')), 'autumn.jpg', TOKEN);
+  assert.equal(upload.status, 200);
+  const { url } = /** @type {{ url: string }} */ (await upload.json());
+  kubectl('-n', NAMESPACE, 'delete', 'pod', `${RELEASE}-image-cdn-stack-redis-0`, '--wait=true');
+  kubectl('-n', NAMESPACE, 'wait', '--for=condition=Ready', `pod/${RELEASE}-image-cdn-stack-redis-0`, '--timeout=180s');
+  // the services reconnect within seconds (a request meanwhile may get a 503 with Retry-After)
+  /** @type {Response | undefined} */
+  let variant;
+  await waitFor(
+    async () => (variant = await fetch(`${base}/p/${base58Url.encode(url)}?width=300&format=jpeg`)).status === 200,
+    60_000,
+    'the upload from before the restart',
+  );
+  const made = /** @type {Response} */ (variant);
+  assert.equal((await sharp(Buffer.from(await made.arrayBuffer())).metadata()).width, 300);
+  await waitFor(
+    async () =>
+      (await tokenUpload(base, fs.readFileSync(photo('Path', '1920x1080')), 'path.jpg', TOKEN)).status === 200,
+    60_000,
+    'an upload after the restart',
+  );
+  // the avatar set before the restart is still the account's (kept in Redis, on its volume)
+  let mapping = '';
+  await waitFor(
+    async () => {
+      const set = await fetch(`${resolver}/admin/accounts/bob`, { headers: { authorization: 'Bearer stage-admin' } });
+      mapping = await set.text();
+      return set.status === 200;
+    },
+    60_000,
+    "the resolver's mapping after the restart",
+  );
+  assert.match(mapping, /bob-new\.png/);
+});
