@@ -119,6 +119,8 @@ test('every workload: non-root, read-only root filesystem, no privilege escalati
     const pod = workload.spec.template.spec;
     assert.equal(pod.securityContext.runAsNonRoot, true, workload.metadata.name);
     assert.equal(pod.automountServiceAccountToken, false);
+    // no Service addresses as variables: a Service named `s3` set S3_PORT=tcp://… and the render refused it (#50)
+    assert.equal(pod.enableServiceLinks, false, `${workload.metadata.name}: enableServiceLinks`);
     for (const container of [...(pod.initContainers || []), ...pod.containers]) {
       const where = `${workload.metadata.name}/${container.name}`;
       assert.equal(container.securityContext.readOnlyRootFilesystem, true, where);

@@ -198,11 +198,12 @@ pause_image() {
   rm -rf "$work"
 }
 
-# The stack's two images (built by Podman: ./infra/stack compose build), handed to containerd
+# The stack's two images and the compose stack's S3 server (built by Podman: ./infra/stack compose build),
+# handed to containerd
 images() {
   local version image
   version="$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' "$ROOT/infra/helm/image-cdn-stack/Chart.yaml")"
-  for image in image-cdn-stack-app image-cdn-stack-components; do
+  for image in image-cdn-stack-app image-cdn-stack-components image-cdn-stack-versitygw; do
     podman image exists "docker.io/library/$image:$version" || die "no image $image:$version: ./infra/stack compose build"
     podman save --format docker-archive "docker.io/library/$image:$version" 2>/dev/null | ctr -a "$SOCK" -n k8s.io images import - >/dev/null
   done

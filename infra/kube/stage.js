@@ -22,6 +22,8 @@ const NAMESPACE = 'cdn-stage';
 const RELEASE = 'cdn';
 const TOKEN = 'stage-upload-token';
 const HMAC = 'stage-hmac';
+const S3_KEY = 'stage';
+const S3_SECRET = 'stage-secret-key';
 const env = { ...process.env, KUBECONFIG: `${KUBE_DIR}/admin.conf` };
 
 /** A command's output; its failure names the command and ends with its output. @param {string} file @param {string[]} args */
@@ -65,8 +67,11 @@ const forwards = [];
 let base = '';
 let resolver = '';
 
-/** `kubectl port-forward` of `target`'s `port` to a free port of 127.0.0.1; its URL once it answers. @param {string} target @param {number} port */
-async function publish(target, port) {
+/**
+ * `kubectl port-forward` of `target`'s `port` to a free port of 127.0.0.1; its URL once `/healthz` (or `ready`)
+ * answers. @param {string} target @param {number} port @param {string} [ready]
+ */
+async function publish(target, port, ready = '/healthz') {
   const local = await freePort();
   forwards.push(
     spawn(
@@ -76,7 +81,7 @@ async function publish(target, port) {
     ),
   );
   const url = `http://127.0.0.1:${local}`;
-  await waitFor(async () => (await fetch(`${url}/healthz`)).status < 500, 60_000, `${target} on 127.0.0.1`);
+  await waitFor(async () => (await fetch(`${url}${ready}`)).status < 500, 60_000, `${target} on 127.0.0.1`);
   return url;
 }
 const started = Date.now();
@@ -95,7 +100,7 @@ before(
       METRICS_PASSWORD: 'x',
       GRAFANA_ADMIN_PASSWORD: 'x',
     };
-    execFileSync(`${ROOT}/infra/stack`, ['compose', 'build', 'render', 'components'], {
+    execFileSync(`${ROOT}/infra/stack`, ['compose', 'build', 'render', 'components', 'versitygw'], {
       env: { ...env, ...dummy },
       stdio: 'ignore',
       timeout: 1_200_000,
@@ -276,3 +281,174 @@ test('the Redis pod restarted: what was acknowledged before is served after, and
   );
   assert.match(mapping, /bob-new\.png/);
 });
+
+/** The S3 server of the compose stack (versitygw) as a Deployment and Service of the namespace, for uploads every origin reads. */
+function s3Server() {
+  const labels = { app: 's3' };
+  const objects = [
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 's3', namespace: NAMESPACE },
+      spec: {
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: {
+            containers: [
+              {
+                name: 'versitygw',
+                image: 'image-cdn-stack-versitygw:0.2.0',
+                imagePullPolicy: 'Never',
+                command: [
+                  'sh',
+                  '-c',
+                  'mkdir -p /data/uploads && exec versitygw --port 0.0.0.0:7070 --iam-dir /iam posix /data',
+                ],
+                env: [
+                  { name: 'ROOT_ACCESS_KEY_ID', value: S3_KEY },
+                  { name: 'ROOT_SECRET_ACCESS_KEY', value: S3_SECRET },
+                ],
+                ports: [{ containerPort: 7070 }],
+                readinessProbe: { tcpSocket: { port: 7070 }, periodSeconds: 2 },
+                volumeMounts: [
+                  { name: 'data', mountPath: '/data' },
+                  { name: 'iam', mountPath: '/iam' },
+                ],
+              },
+            ],
+            volumes: [
+              { name: 'data', emptyDir: {} },
+              { name: 'iam', emptyDir: {} },
+            ],
+          },
+        },
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 's3', namespace: NAMESPACE },
+      spec: { selector: labels, ports: [{ port: 7070, targetPort: 7070 }] },
+    },
+  ];
+  run(`${ROOT}/infra/kube/cluster.sh`, ['kubectl', 'apply', '-f', '-'], {
+    input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }),
+  });
+  kubectl('-n', NAMESPACE, 'rollout', 'status', 'deploy/s3', '--timeout=120s');
+}
+
+/** Each origin pod's transforms so far, by pod name (its metrics port, straight). @param {string[]} pods */
+async function transformsByPod(pods) {
+  /** @type {Record<string, number>} */
+  const counts = {};
+  for (const pod of pods) {
+    const url = await publish(`pod/${pod}`, 9800, '/metrics');
+    const text = await (await fetch(`${url}/metrics`)).text();
+    counts[pod] = text
+      .split('\n')
+      .filter((line) => line.startsWith('origin_transforms_total{'))
+      .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+    forwards.pop()?.kill();
+  }
+  return counts;
+}
+
+const originPods = () =>
+  json('-n', NAMESPACE, 'get', 'pods', '-l', 'app.kubernetes.io/component=origin')
+    .items.filter((/** @type {any} */ pod) => !pod.metadata.deletionTimestamp)
+    .map((/** @type {any} */ pod) => /** @type {string} */ (pod.metadata.name));
+
+test(
+  "uploads on S3, two origins: one picture's variants all made by one origin; an origin deleted under steady traffic costs no error",
+  {
+    timeout: 900_000,
+    // found by this stage on 2026-11-26 and not yet understood: after the upgrade to two origins on S3, a new
+    // upload's variants answered non-200 for over a minute, then 200 (#50's closing note)
+    todo: 'variants of a new upload fail for over a minute after the switch to two origins on S3',
+  },
+  async () => {
+    s3Server();
+    run(HELM, [
+      'upgrade',
+      RELEASE,
+      `${ROOT}/infra/helm/image-cdn-stack`,
+      '--namespace',
+      NAMESPACE,
+      '--reuse-values',
+      '--set',
+      'store.type=s3',
+      '--set',
+      'store.s3.endpoint=http://s3:7070',
+      '--set',
+      `secrets.values.S3_ACCESS_KEY_ID=${S3_KEY}`,
+      '--set',
+      `secrets.values.S3_SECRET_ACCESS_KEY=${S3_SECRET}`,
+      '--set',
+      'origin.replicas=2',
+      '--wait',
+      '--timeout',
+      '8m',
+    ]);
+    mark('two origins on S3');
+    // pods that changed were replaced: publish nginx's Service again
+    for (const forward of forwards.splice(0)) forward.kill();
+    base = await publish(`svc/${RELEASE}-image-cdn-stack-nginx`, 80);
+    const pods = originPods();
+    assert.equal(pods.length, 2, `origin pods: ${pods}`);
+
+    let url = '';
+    await waitFor(
+      async () => {
+        const upload = await tokenUpload(base, fs.readFileSync(photo('Kite', '1920x1080')), 'kite.jpg', TOKEN);
+        if (upload.status === 200) url = /** @type {{ url: string }} */ (await upload.json()).url;
+        return upload.status === 200;
+      },
+      120_000,
+      'an upload to S3',
+    );
+    const source = base58Url.encode(url);
+    // haproxy learns the new origins' addresses by DNS and health checks (a few seconds after the rollout)
+    let last = 0;
+    await waitFor(
+      async () => (last = (await fetch(`${base}/p/${source}?width=50&format=jpeg`)).status) === 200,
+      60_000,
+      'the first variant from S3',
+    ).catch((err) => {
+      throw new Error(`${err.message}: the last answer ${last}`);
+    });
+    const before = await transformsByPod(pods);
+    for (const width of [100, 200, 300, 400, 500, 600]) {
+      const variant = await fetch(`${base}/p/${source}?width=${width}&format=jpeg`);
+      assert.equal(variant.status, 200);
+      assert.equal((await sharp(Buffer.from(await variant.arrayBuffer())).metadata()).width, width);
+    }
+    const after = await transformsByPod(pods);
+    const made = pods.map((pod) => after[pod] - before[pod]).sort();
+    assert.deepEqual(made, [0, 6], `transforms by origin: ${JSON.stringify({ before, after })}`);
+
+    // steady traffic: every request a new variant (through varnish to an origin), two at a time, while the
+    // origin that made the picture's variants is deleted; its replacement joins through haproxy's discovery
+    const busy = pods.find((pod) => after[pod] - before[pod] === 6);
+    /** @type {Record<string, number>} */
+    const statuses = {};
+    let next = 700;
+    const end = Date.now() + 30_000;
+    const client = async () => {
+      while (Date.now() < end) {
+        const width = next++;
+        const response = await fetch(`${base}/p/${source}?width=${width}&format=jpeg`).catch(() => null);
+        const status = response ? response.status : 0;
+        await response?.arrayBuffer();
+        statuses[status] = (statuses[status] || 0) + 1;
+      }
+    };
+    const clients = [client(), client()];
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    kubectl('-n', NAMESPACE, 'delete', 'pod', String(busy), '--wait=false');
+    await Promise.all(clients);
+    process.stdout.write(`  statuses while an origin was deleted: ${JSON.stringify(statuses)}\n`);
+    assert.deepEqual(Object.keys(statuses), ['200'], JSON.stringify(statuses));
+    assert.ok(statuses[200] >= 20, `steady traffic: ${statuses[200]} answers`);
+  },
+);

@@ -32,6 +32,9 @@ spec:
     spec:
       {{- include "cdn.podSecurity" $root | nindent 6 }}
       automountServiceAccountToken: false
+      # no Service's address as variables: a Service named like a setting (s3 → S3_PORT=tcp://…) broke the
+      # render (#50's stage)
+      enableServiceLinks: false
       terminationGracePeriodSeconds: 30
       {{- include "cdn.spread" (dict "root" $root "component" .component) | nindent 6 }}
       containers:
