@@ -363,9 +363,10 @@ test(
   "uploads on S3, two origins: one picture's variants all made by one origin; an origin deleted under steady traffic costs no error",
   {
     timeout: 900_000,
-    // found by this stage on 2026-11-26 and not yet understood: after the upgrade to two origins on S3, a new
-    // upload's variants answered non-200 for over a minute, then 200 (#50's closing note)
-    todo: 'variants of a new upload fail for over a minute after the switch to two origins on S3',
+    // found by this stage on 2026-11-26: a scrubbed upload read back from S3 by another origin was a 502
+    // store_corrupt (fixed, test/s3.test.js); left: at a steady ~16 requests a second of new variants of one
+    // picture, about a third were answered 429 (not yet traced), none 5xx while an origin pod was deleted
+    todo: "a third of the steady traffic's new variants answered 429 (not yet traced); no 5xx",
   },
   async () => {
     s3Server();
@@ -409,9 +410,13 @@ test(
     );
     const source = base58Url.encode(url);
     // haproxy learns the new origins' addresses by DNS and health checks (a few seconds after the rollout)
-    let last = 0;
+    let last = '';
     await waitFor(
-      async () => (last = (await fetch(`${base}/p/${source}?width=50&format=jpeg`)).status) === 200,
+      async () => {
+        const variant = await fetch(`${base}/p/${source}?width=50&format=jpeg`);
+        last = `${variant.status} ${variant.status === 200 ? '' : (await variant.text()).slice(0, 300)}`;
+        return variant.status === 200;
+      },
       60_000,
       'the first variant from S3',
     ).catch((err) => {
@@ -434,13 +439,24 @@ test(
     const statuses = {};
     let next = 700;
     const end = Date.now() + 30_000;
+    // a steady rate (each of two clients a request every 100 ms, under nginx's per-client limit), a 503 with
+    // Retry-After asked once more after a second (the bounded retry a browser's or a CDN's makes)
+    const ask = (/** @type {number} */ width) =>
+      fetch(`${base}/p/${source}?width=${width}&format=jpeg`).then(
+        async (response) => (await response.arrayBuffer(), response),
+        () => null,
+      );
     const client = async () => {
       while (Date.now() < end) {
         const width = next++;
-        const response = await fetch(`${base}/p/${source}?width=${width}&format=jpeg`).catch(() => null);
+        let response = await ask(width);
+        if (response?.status === 503 && response.headers.get('retry-after')) {
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+          response = await ask(width);
+        }
         const status = response ? response.status : 0;
-        await response?.arrayBuffer();
         statuses[status] = (statuses[status] || 0) + 1;
+        await new Promise((resolve) => setTimeout(resolve, 100));
       }
     };
     const clients = [client(), client()];

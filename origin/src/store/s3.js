@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import { Transform } from 'node:stream';
@@ -187,17 +188,23 @@ export class S3Store {
         new GetObjectCommand({ Bucket: this.config.S3_BUCKET, Key: this.objectKey(key) }),
       );
       const hash = challengeHash();
+      const plain = createHash('sha256');
       let size = 0;
       const tap = new Transform({
         transform(chunk, _encoding, done) {
           hash.update(chunk);
+          plain.update(chunk);
           size += chunk.length;
           done(null, chunk);
         },
       });
       await pipeline(/** @type {import('node:stream').Readable} */ (answer.Body), tap, createWriteStream(temp));
-      // content-addressed: an object whose bytes are not its key's is damaged, and never served
-      if (keyFromDigest(hash.digest()) !== key) {
+      // content-addressed: an object whose bytes are neither its key's nor (a scrubbed upload) those its record
+      // names is damaged, and never served
+      const record = recordFromMetadata(key, answer.Metadata);
+      const whole =
+        keyFromDigest(hash.digest()) === key || Boolean(record && record.storedSha256 === plain.digest('hex'));
+      if (!whole) {
         this.count('get', 'corrupt');
         this.logger.error({ key }, 'S3 object does not match its key: not served');
         throw new HttpError(502, 'store_corrupt', { key });
