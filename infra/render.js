@@ -87,10 +87,6 @@ export const TEMPLATES = [
 const SECRET_CONFIGS = ['haproxy.cfg', 'redis.conf'];
 
 /**
- * Renders everything into config.STACK_DIR. @param {Record<string, any>} config
- * @param {import('../lib/src/config.js').Setting[]} [settings] every declared setting (which are secrets)
- */
-/**
  * `dir` at least 0755. One this user does not own is left as it is when it already allows that (a Kubernetes
  * emptyDir is root's, mode 0777: only its owner may chmod it), and refused by name when it does not.
  * @param {string} dir
@@ -103,6 +99,10 @@ function searchable(dir) {
     throw new Error(`${dir} is not this user's and not searchable by others (mode ${(mode & 0o777).toString(8)})`);
 }
 
+/**
+ * Renders everything into config.STACK_DIR. @param {Record<string, any>} config
+ * @param {import('../lib/src/config.js').Setting[]} [settings] every declared setting (which are secrets)
+ */
 export function renderAll(config, settings = []) {
   embeddedS3Credentials(config);
   config.REDIS_PASSWORD = redisPassword(config);

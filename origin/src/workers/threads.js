@@ -1,10 +1,10 @@
 // The origin's own transforms, each on one of a few transform threads (worker_threads) instead of the event
 // loop that serves requests (#47). A transform is mostly native work on libuv's and libvips' threads, but
 // driving it (reading the original, sharp's pipeline set-up, the system codecs' calls and their callbacks)
-// cost the event loop 1.2–2.3 ms a variant on 2026-11-26 (bench/scale's "where the CPU goes"): one event loop
-// at ~1 core caps a machine at a few hundred variants a second however many cores it has (#47: 503 JPEG
-// variants/s at 8 cores, 536–573 at 14). Each thread has its own event loop, so that work grows with the
-// threads; the request path's loop keeps the HTTP, the caches and the queue. Threads share the process
+// cost the event loop 1.2–2.6 ms a variant on 2026-11-26 (bench/scale's "where the CPU goes"): one event loop
+// is one core, so past some number of cores (about half busy at 16 on the machine measured) it caps the
+// variants a second however many cores there are. Each thread has its own event loop, so that work grows with
+// the threads; the request path's loop keeps the HTTP, the caches and the queue. Threads share the process
 // (libvips, the memory, the priority set by nice.js), unlike the worker processes (pool.js), which exist to
 // be killed; a thread's transform is bounded by sharp's own timeout, as the in-process one was.
 import { Worker } from 'node:worker_threads';
