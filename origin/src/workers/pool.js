@@ -5,7 +5,8 @@
 import { fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { HttpError } from '@stack/lib';
-import { missingSource, transformTimeout } from '../pipeline/index.js';
+import { transformTimeout } from '../pipeline/index.js';
+import { errorOf } from './failure.js';
 
 const SCRIPT = new URL('./transform-worker.js', import.meta.url);
 /** coreutils' nice: a worker started through it has every thread at its priority from the first one on */
@@ -14,7 +15,7 @@ const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
 /**
  * @typedef {import('../pipeline/index.js').TransformOutput & { kept?: import('../pipeline/work.js').KeptPixels }} WorkerOutput
  *   kept: the source's pixels the worker decoded to make the variant from (asked by `options.keepPlan`)
- * @typedef {{ output?: WorkerOutput, error?: { status: number, name: string, info: Record<string, unknown>, headers: Record<string, string>, missing: boolean } }} WorkerAnswer
+ * @typedef {{ output?: WorkerOutput, error?: import('./failure.js').Failure }} WorkerAnswer
  */
 
 /**
@@ -79,8 +80,7 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
           const { data, codecs, kept } = answer.output;
           return resolve({ data: Buffer.from(data), codecs, ...(kept ? { kept } : {}) });
         }
-        const error = answer.error || { status: 500, name: 'internal_error', info: {}, headers: {}, missing: false };
-        reject(error.missing ? missingSource() : new HttpError(error.status, error.name, error.info, error.headers));
+        reject(errorOf(answer.error || { status: 500, name: 'internal_error', info: {}, headers: {}, missing: false }));
       };
       function done() {
         clearTimeout(timer);

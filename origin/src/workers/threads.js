@@ -9,7 +9,7 @@
 // be killed; a thread's transform is bounded by sharp's own timeout, as the in-process one was.
 import { Worker } from 'node:worker_threads';
 import { HttpError } from '@stack/lib';
-import { missingSource } from '../pipeline/index.js';
+import { errorOf } from './failure.js';
 
 const SCRIPT = new URL('./transform-thread.js', import.meta.url);
 
@@ -29,8 +29,7 @@ export const transformLoops = (setting, cores) =>
 
 /**
  * @typedef {import('../pipeline/index.js').TransformOutput} TransformOutput
- * @typedef {{ id: number, output?: TransformOutput, error?: { status: number, name: string, info: Record<string, unknown>,
- *   headers: Record<string, string>, missing: boolean, message: string } }} ThreadAnswer
+ * @typedef {{ id: number, output?: TransformOutput, error?: import('./failure.js').Failure }} ThreadAnswer
  */
 
 /**
@@ -53,8 +52,7 @@ export function createTransformThreads({ count, systemCodecs }) {
       if (!job) return;
       thread.running.delete(answer.id);
       if (answer.output) return job.resolve({ ...answer.output, data: Buffer.from(answer.output.data) });
-      const error = /** @type {NonNullable<ThreadAnswer['error']>} */ (answer.error);
-      job.reject(error.missing ? missingSource() : new HttpError(error.status, error.name, error.info, error.headers));
+      job.reject(errorOf(/** @type {NonNullable<ThreadAnswer['error']>} */ (answer.error)));
     });
     const fail = (/** @type {Error} */ err) => {
       for (const job of thread.running.values())

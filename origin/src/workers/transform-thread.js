@@ -2,9 +2,9 @@
 // as many jobs at once as the origin's queue gives it. It loads its own system codecs (their handles and
 // buffer pool stay in the thread that made them).
 import { parentPort, workerData } from 'node:worker_threads';
-import { isGone } from '@stack/lib';
 import { loadSystemCodecs } from '../codecs.js';
 import { transform } from '../pipeline/index.js';
+import { failureOf } from './failure.js';
 
 const codecs = loadSystemCodecs(workerData.systemCodecs);
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
@@ -16,18 +16,7 @@ port.on(
       const output = await transform(job.file, job.plan, { ...job.options, codecs });
       port.postMessage({ id: job.id, output });
     } catch (err) {
-      const failure = /** @type {any} */ (err);
-      port.postMessage({
-        id: job.id,
-        error: {
-          status: failure.status || 500,
-          name: failure.status ? failure.name : 'internal_error',
-          info: failure.info || {},
-          headers: failure.headers || {},
-          missing: isGone(failure),
-          message: String(failure.message),
-        },
-      });
+      port.postMessage({ id: job.id, error: failureOf(err) });
     }
   },
 );

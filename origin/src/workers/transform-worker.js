@@ -3,8 +3,8 @@
 // own transform threads do, and ends with its parent.
 import os from 'node:os';
 import { transform, transformToPixels } from '../pipeline/index.js';
+import { failureOf } from './failure.js';
 import { lowerWorkerPriority } from './nice.js';
-import { isGone } from '@stack/lib';
 import { LRUCache } from 'lru-cache';
 
 // Every thread at TRANSFORM_NICE: the pool starts this process through nice(1) (pool.js), so each of its
@@ -44,16 +44,7 @@ process.on(
       const codecs = made ? { ...output.codecs, decode: made.decodedBy } : output.codecs;
       process.send?.({ output: { ...output, codecs, ...(made && !keepHere ? { kept: made } : {}) } });
     } catch (err) {
-      const failure = /** @type {any} */ (err);
-      process.send?.({
-        error: {
-          status: failure.status || 500,
-          name: failure.status ? failure.name : 'internal_error',
-          info: failure.info || {},
-          headers: failure.headers || {},
-          missing: isGone(failure),
-        },
-      });
+      process.send?.({ error: failureOf(err) });
     }
   },
 );
