@@ -132,6 +132,16 @@ test('every workload: non-root, read-only root filesystem, no privilege escalati
     // nginx, varnish and haproxy take their configs from the render step, never from a copy in the chart
     if (pod.initContainers) assert.deepEqual(pod.initContainers[0].command, ['node', 'infra/render.js']);
   }
+  // a deleted Node service drains (health at 503) long enough for haproxy to mark it down, and the pod's grace
+  // leaves its requests in flight time to finish after that
+  const drainS = Number(find(objects, 'ConfigMap', 'cdn-image-cdn-stack-settings').data.SHUTDOWN_DRAIN_S);
+  assert.ok(drainS >= 6, `SHUTDOWN_DRAIN_S ${drainS}: haproxy needs 2 failed checks 2 s apart, each up to 2 s`);
+  const nodeServices = workloads.filter((workload) =>
+    /\/bin\//.test(workload.spec.template.spec.containers[0].command?.[0]),
+  );
+  assert.equal(nodeServices.length, 3);
+  for (const workload of nodeServices)
+    assert.ok(workload.spec.template.spec.terminationGracePeriodSeconds >= drainS + 15, workload.metadata.name);
   const pdbs = objects.filter((object) => object.kind === 'PodDisruptionBudget').map((object) => object.metadata.name);
   assert.equal(pdbs.length, 6);
   const configs = fs.readdirSync(path.join(CHART, 'templates')).filter((file) => /\.(conf|cfg|vcl)$/.test(file));

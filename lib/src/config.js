@@ -223,6 +223,13 @@ export const sharedSettings = /** @type {Setting[]} */ ([
     min: 1,
   },
   {
+    name: 'SHUTDOWN_DRAIN_S',
+    type: 'int',
+    default: '0',
+    doc: "seconds a Node service keeps serving after SIGTERM while its /healthz answers 503, so haproxy's health checks (2 s apart, down after 2) and a Service's endpoints leave it before it stops listening (the chart sets 10: a deleted pod costs no request); 0: it stops listening at once (one box: `down` stops everything)",
+    min: 0,
+  },
+  {
     name: 'PUBLIC_URL',
     type: 'url',
     default: 'http://127.0.0.1:8080',

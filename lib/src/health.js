@@ -12,3 +12,26 @@ export function healthRoute({ version, ready }) {
     res.json({ ok, version, date: new Date().toISOString() });
   };
 }
+
+/** The paths a health check asks (haproxy, Kubernetes' probes, the imagehoster's own). */
+export const HEALTH_PATHS = ['/healthz', '/.well-known/healthcheck.json'];
+
+/**
+ * A service's requests while it drains before stopping: health checks answer 503 (haproxy and Kubernetes
+ * take it out), every other request is served as before.
+ * @param {import('node:http').RequestListener} app @param {() => boolean} draining
+ * @returns {import('node:http').RequestListener}
+ */
+export function drainable(app, draining) {
+  return (req, res) => {
+    if (!draining() || !HEALTH_PATHS.includes(String(req.url).split('?')[0])) return app(req, res);
+    const body = JSON.stringify({ ok: false, draining: true, date: new Date().toISOString() });
+    res.writeHead(503, {
+      'content-type': 'application/json; charset=utf-8',
+      'cache-control': 'no-store',
+      'retry-after': '5',
+      'content-length': Buffer.byteLength(body),
+    });
+    res.end(body);
+  };
+}

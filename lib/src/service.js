@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { loadConfig } from './config.js';
 import { StartupError } from './errors.js';
+import { drainable } from './health.js';
 import { createLogger } from './log.js';
 import { client, createRegistry, serveMetrics } from './metrics.js';
 import { checkRules } from './rules.js';
@@ -13,7 +14,8 @@ import { checkRules } from './rules.js';
 /**
  * Starts a service: validated config (exit 2 naming the bad variable or the broken rule, lib/src/rules.js; exit 1 on a build error marked
  * `startup`, in one log line), logger, metrics port, HTTP port,
- * and a graceful stop on SIGTERM/SIGINT.
+ * and a graceful stop on SIGTERM/SIGINT: SHUTDOWN_DRAIN_S of serving with /healthz at 503 first, then no new
+ * connections, the service's own close (requests in flight finish), exit 0. A second signal ends it at once.
  * @param {{ name: string, settings: import('./config.js').Setting[], build: (ctx: ServiceContext) => Promise<ServiceParts> }} spec
  */
 export async function runService(spec) {
@@ -37,7 +39,8 @@ export async function runService(spec) {
     process.exit(1);
   });
   const { createServer } = await import('node:http');
-  const server = createServer(parts.app);
+  let draining = false;
+  const server = createServer(drainable(parts.app, () => draining));
   server.keepAliveTimeout = 65_000; // longer than haproxy's idle timeout, so haproxy closes first
   server.headersTimeout = 66_000;
   const socket = config[`${prefix}_SOCKET`];
@@ -56,7 +59,20 @@ export async function runService(spec) {
       : { port: config[`${prefix}_PORT`], metricsPort: config[`${prefix}_METRICS_PORT`] },
     `${spec.name} listening`,
   );
+  let stopping = false;
   const stop = async () => {
+    if (stopping) {
+      logger.warn('a second signal: exiting at once');
+      logger.flush(() => process.exit(1));
+      return;
+    }
+    stopping = true;
+    const drainS = Number(config.SHUTDOWN_DRAIN_S) || 0;
+    if (drainS > 0) {
+      draining = true;
+      logger.info({ drainS }, 'draining: health checks answer 503, requests are still served');
+      await new Promise((resolve) => setTimeout(resolve, drainS * 1000));
+    }
     logger.info('stopping');
     server.close();
     metricsServer.close();
@@ -65,8 +81,8 @@ export async function runService(spec) {
     await new Promise((resolve) => logger.flush(() => resolve(null)));
     process.exit(0);
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
   return { server, config, logger };
 }
 
