@@ -105,6 +105,8 @@ test('multi-node values: two or more origins (HPA on CPU), resolvers and varnish
     ),
   );
   assert.equal(settings.ORIGIN_DISCOVERY, `${name}-origin-headless.images.svc.cluster.local:8800`);
+  // nginx's own resolver knows no search domains: a short name failed every upload on a real cluster (#50)
+  assert.equal(settings.HAPROXY_HOST, `${name}-haproxy.images.svc.cluster.local`);
   assert.equal(find(objects, 'Service', `${name}-origin-headless`).spec.clusterIP, 'None');
   assert.equal(settings.STORE, 's3');
   assert.ok(settings.REDIS_SENTINELS.split(',').length >= 2);
