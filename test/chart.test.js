@@ -373,3 +373,32 @@ test("the recording rules and alerts ship as a PrometheusRule, the native stack'
     'the recording rules the alerts use',
   );
 });
+
+test('the ServiceMonitor sends the metrics password where the Node services ask for it, and only there', () => {
+  const monitors = (/** @type {string[]} */ ...args) =>
+    template('--set', 'monitoring.serviceMonitor.enabled=true', ...args).objects.filter(
+      (object) => object.kind === 'ServiceMonitor',
+    );
+  const open = monitors();
+  assert.equal(open.length, 7);
+  for (const monitor of open)
+    if (!monitor.metadata.name.endsWith('-haproxy'))
+      assert.equal(monitor.spec.endpoints[0].basicAuth, undefined, monitor.metadata.name);
+  const { objects } = template(
+    '--set',
+    'monitoring.serviceMonitor.enabled=true',
+    '--set',
+    'secrets.values.METRICS_PASSWORD=s3cret',
+  );
+  const secret = find(objects, 'Secret', 'cdn-image-cdn-stack-secrets');
+  assert.equal(Buffer.from(secret.data.METRICS_USER, 'base64').toString(), 'metrics');
+  assert.equal(Buffer.from(secret.data.METRICS_PASSWORD, 'base64').toString(), 's3cret');
+  for (const monitor of objects.filter((object) => object.kind === 'ServiceMonitor')) {
+    const component = monitor.metadata.labels['app.kubernetes.io/component'];
+    const auth = monitor.spec.endpoints[0].basicAuth;
+    if (['origin', 'avatar-resolver', 'purge-service'].includes(component)) {
+      assert.equal(auth.username.key, 'METRICS_USER', component);
+      assert.equal(auth.password.key, 'METRICS_PASSWORD', component);
+    } else if (component !== 'haproxy') assert.equal(auth, undefined, component);
+  }
+});
