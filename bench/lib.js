@@ -56,13 +56,21 @@ export function filesystem(dir) {
  * @param {number[]} pids
  */
 export function cpuMs(pids) {
-  let ticks = 0;
-  for (const pid of pids) {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return pids.reduce((sum, pid) => sum + statCpuMs(`/proc/${pid}/stat`), 0);
+}
+
+/**
+ * CPU ms (utime + stime) a /proc stat file counts (a process's, or one thread's under task/); 0 when it ended.
+ * @param {string} file
+ */
+export function statCpuMs(file) {
+  try {
+    const stat = fs.readFileSync(file, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return 0;
   }
-  return (ticks * 1000) / CLOCK_TICKS;
 }
 
 export const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;

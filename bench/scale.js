@@ -16,7 +16,7 @@ import os from 'node:os';
 import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
 import { freePort, waitFor } from '../test/support/ports.js';
-import { CLOCK_TICKS, machine, round, sampleRss, wrkAsync, writeReport } from './lib.js';
+import { machine, statCpuMs, round, sampleRss, wrkAsync, writeReport } from './lib.js';
 import { SCRIPT } from './origin.js';
 import { photoFiles } from './quality.js';
 
@@ -66,17 +66,6 @@ function tree(pid) {
   return [pid, ...children.flatMap(tree)];
 }
 
-/** A /proc stat file's CPU ms (utime + stime), or 0 when it is gone. @param {string} file */
-function statMs(file) {
-  try {
-    const stat = fs.readFileSync(file, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
-  } catch {
-    return 0;
-  }
-}
-
 /** The thread group a thread of the server's own process counts in, by its name. @param {string} name */
 const groupOf = (name) =>
   name === 'MainThread' || name === 'node'
@@ -100,7 +89,7 @@ const GROUPS = ['event loop', 'transform loops', 'libuv pool', 'libvips', 'V8', 
 function treeCpu(pid) {
   /** @type {Record<string, number>} */
   const by = Object.fromEntries(GROUPS.map((group) => [group, 0]));
-  for (const each of tree(pid).slice(1)) by.workers += statMs(`/proc/${each}/stat`);
+  for (const each of tree(pid).slice(1)) by.workers += statCpuMs(`/proc/${each}/stat`);
   let threads = 0;
   let tasks = [];
   try {
@@ -109,7 +98,7 @@ function treeCpu(pid) {
     // the process is gone
   }
   for (const task of tasks) {
-    const ms = statMs(`/proc/${pid}/task/${task}/stat`);
+    const ms = statCpuMs(`/proc/${pid}/task/${task}/stat`);
     let name = '';
     try {
       name = fs.readFileSync(`/proc/${pid}/task/${task}/comm`, 'utf8').trim();
@@ -119,7 +108,7 @@ function treeCpu(pid) {
     by[groupOf(task === String(pid) ? 'MainThread' : name)] += ms;
     threads += ms;
   }
-  by.other += Math.max(0, statMs(`/proc/${pid}/stat`) - threads);
+  by.other += Math.max(0, statCpuMs(`/proc/${pid}/stat`) - threads);
   return by;
 }
 
