@@ -15,6 +15,18 @@ export function fieldsOf(fields) {
 }
 
 /**
+ * A stream's consumer group, made (with the stream) from its start when missing; one that exists is kept.
+ * @param {import('ioredis').Redis} redis @param {string} stream @param {string} group
+ */
+export async function ensureGroup(redis, stream, group) {
+  try {
+    await redis.xgroup('CREATE', stream, group, '0', 'MKSTREAM');
+  } catch (err) {
+    if (!String(/** @type {Error} */ (err).message).includes('BUSYGROUP')) throw err;
+  }
+}
+
+/**
  * @param {{ redis: import('ioredis').Redis, reader: import('ioredis').Redis, consumer: string,
  *   config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger,
  *   metrics: ReturnType<typeof import('../metrics.js').createPurgeMetrics> }} deps
@@ -26,14 +38,6 @@ export function createPurgeStream({ redis, reader, consumer, config, logger, met
   /** ids being purged here: never claimed back from ourselves @type {Set<string>} */
   const processing = new Set();
   let lastClaim = 0;
-
-  async function ensureGroup() {
-    try {
-      await reader.xgroup('CREATE', stream, group, '0', 'MKSTREAM');
-    } catch (err) {
-      if (!String(/** @type {Error} */ (err).message).includes('BUSYGROUP')) throw err;
-    }
-  }
 
   /** This consumer's own pending events, from `cursor.own` ('0' at first; null once read). @param {{ own: string | null }} cursor */
   async function own(cursor) {
@@ -77,7 +81,7 @@ export function createPurgeStream({ redis, reader, consumer, config, logger, met
 
   /** The next batch, ensuring the group first (Redis may have restarted empty). @param {{ own: string | null }} cursor */
   async function next(cursor) {
-    await ensureGroup();
+    await ensureGroup(reader, stream, group);
     for (const read of [() => own(cursor), claimed, fresh]) {
       const entries = await read();
       if (entries.length) return entries;

@@ -10,7 +10,7 @@
 // (WARM_SKIP_*), each URL once a day, posts older than WARM_MAX_AGE_S left to their readers.
 import os from 'node:os';
 import { countWarmBytes } from '@stack/lib';
-import { fieldsOf } from '../purge/stream.js';
+import { ensureGroup, fieldsOf } from '../purge/stream.js';
 import { askEdge } from './ask.js';
 import { warmUrl } from './posts.js';
 import { warmRefusal } from './refusal.js';
@@ -100,11 +100,7 @@ export function createWarmer({ redis, config, logger, metrics }) {
    * hands it over again at start.
    */
   async function run() {
-    await redis
-      .xgroup('CREATE', config.WARM_STREAM, config.WARM_GROUP, '0', 'MKSTREAM')
-      .catch((/** @type {Error} */ err) => {
-        if (!/BUSYGROUP/.test(err.message)) throw err;
-      });
+    await ensureGroup(redis, config.WARM_STREAM, config.WARM_GROUP);
     let from = '0';
     /** @type {WarmEntries} */
     const backlog = [];
