@@ -19,7 +19,22 @@ async function stage(t, mode) {
   });
   const status = await new Promise((resolve) => child.on('exit', resolve));
   for (const line of output.split('\n').filter((text) => text.startsWith('step: '))) t.diagnostic(line.slice(6));
-  assert.equal(status, 0, `the fresh-machine stage (${mode}) failed:\n${output.slice(-12_000)}`);
+  assert.equal(status, 0, `the fresh-machine stage (${mode}) failed:\n${failureOf(output)}`);
+}
+
+/**
+ * What a failed stage says first: its steps and failures (a failed test's summary inside it), then the end of
+ * its output (the stack's logs, which alone would fill the message). @param {string} output
+ */
+function failureOf(output) {
+  const summary = output.indexOf('✖ failing tests:');
+  const marks = output
+    .split('\n')
+    .filter((line) => /^(── |FAIL: |✖ )/.test(line))
+    .slice(0, 80)
+    .join('\n');
+  const failing = summary >= 0 ? output.slice(summary, summary + 6000) : '';
+  return `${marks}\n${failing}\n… the end of its output:\n${output.slice(-6000)}`;
 }
 
 test(
