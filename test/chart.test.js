@@ -375,11 +375,9 @@ test("the recording rules and alerts ship as a PrometheusRule, the native stack'
 });
 
 test('the ServiceMonitor sends the metrics password where the Node services ask for it, and only there', () => {
-  const monitors = (/** @type {string[]} */ ...args) =>
-    template('--set', 'monitoring.serviceMonitor.enabled=true', ...args).objects.filter(
-      (object) => object.kind === 'ServiceMonitor',
-    );
-  const open = monitors();
+  const open = template('--set', 'monitoring.serviceMonitor.enabled=true').objects.filter(
+    (object) => object.kind === 'ServiceMonitor',
+  );
   assert.equal(open.length, 7);
   for (const monitor of open)
     if (!monitor.metadata.name.endsWith('-haproxy'))

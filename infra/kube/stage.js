@@ -211,6 +211,20 @@ test("each container is given only its own secrets (the Secret's keys by compone
   }
 });
 
+/** Sets an account's avatar through the resolver's admin API. @param {string} account @param {string} image */
+async function setAvatar(account, image) {
+  const set = await fetch(`${resolver}/admin/accounts/${account}`, {
+    method: 'PUT',
+    headers: { authorization: 'Bearer stage-admin', 'content-type': 'application/json' },
+    body: JSON.stringify({ avatar: image }),
+  });
+  assert.equal(set.status, 200, await set.text());
+}
+
+/** The namespace's pods of one component, those terminating among them. @param {string} component */
+const podsOf = (component) =>
+  /** @type {any[]} */ (json('-n', NAMESPACE, 'get', 'pods', '-l', `app.kubernetes.io/component=${component}`).items);
+
 /** The image an avatar redirect names (its /p/ URL's base58 part). @param {string} location */
 const avatarTarget = (location) => {
   const encoded = /^\/p\/([^/?]+)/.exec(location)?.[1];
@@ -228,12 +242,7 @@ test('the avatar changed by the admin API answers the new one at once; a signed 
   const before = await avatarOf('bob');
   assert.equal((await avatarOf('bob')).cache, 'HIT', 'the 302 is cached in varnish');
   const image = 'https://example.com/bob-new.png';
-  const set = await fetch(`${resolver}/admin/accounts/bob`, {
-    method: 'PUT',
-    headers: { authorization: 'Bearer stage-admin', 'content-type': 'application/json' },
-    body: JSON.stringify({ avatar: image }),
-  });
-  assert.equal(set.status, 200, await set.text());
+  await setAvatar('bob', image);
   // the admin API queues the purge itself: the cached 302 goes within seconds, not after its TTL
   await waitFor(async () => (await avatarOf('bob')).location !== before.location, 30_000, 'the purge reaching varnish');
   const after = await avatarOf('bob');
@@ -261,19 +270,12 @@ test('the Redis pod restarted: an upload and a purge acknowledged before are ser
   const { url } = /** @type {{ url: string }} */ (await upload.json());
   // a purge acknowledged while no purge service runs is only in Redis' stream: it must outlive the restart
   const purger = `deploy/${RELEASE}-image-cdn-stack-purge-service`;
-  const purgePods = () =>
-    json('-n', NAMESPACE, 'get', 'pods', '-l', 'app.kubernetes.io/component=purge-service').items.length;
   kubectl('-n', NAMESPACE, 'scale', purger, '--replicas=0');
-  await waitFor(async () => purgePods() === 0, 120_000, 'the purge service stopped');
+  await waitFor(async () => podsOf('purge-service').length === 0, 120_000, 'the purge service stopped');
   await waitFor(async () => (await avatarOf('bob')).cache === 'HIT', 30_000, "bob's 302 cached");
   const cached = (await avatarOf('bob')).location;
   const newer = 'https://example.com/bob-newer.png';
-  const set = await fetch(`${resolver}/admin/accounts/bob`, {
-    method: 'PUT',
-    headers: { authorization: 'Bearer stage-admin', 'content-type': 'application/json' },
-    body: JSON.stringify({ avatar: newer }),
-  });
-  assert.equal(set.status, 200, await set.text());
+  await setAvatar('bob', newer);
   assert.equal((await avatarOf('bob')).location, cached, 'no purge service: varnish still answers the old one');
   kubectl('-n', NAMESPACE, 'delete', 'pod', `${RELEASE}-image-cdn-stack-redis-0`, '--wait=true');
   kubectl('-n', NAMESPACE, 'wait', '--for=condition=Ready', `pod/${RELEASE}-image-cdn-stack-redis-0`, '--timeout=180s');
@@ -386,9 +388,9 @@ async function transformsByPod(pods) {
 }
 
 const originPods = () =>
-  json('-n', NAMESPACE, 'get', 'pods', '-l', 'app.kubernetes.io/component=origin')
-    .items.filter((/** @type {any} */ pod) => !pod.metadata.deletionTimestamp)
-    .map((/** @type {any} */ pod) => /** @type {string} */ (pod.metadata.name));
+  podsOf('origin')
+    .filter((pod) => !pod.metadata.deletionTimestamp)
+    .map((pod) => /** @type {string} */ (pod.metadata.name));
 
 test(
   "uploads on S3, two origins: one picture's variants all made by one origin; an origin deleted under steady traffic costs no error",
@@ -427,11 +429,7 @@ test(
     base = await publish(`svc/${RELEASE}-image-cdn-stack-nginx`, 80);
     // the replaced pods drain (SHUTDOWN_DRAIN_S, still serving) after the rollout is done: wait them out, so
     // that every variant below is made by one of the two origins counted
-    await waitFor(
-      async () => json('-n', NAMESPACE, 'get', 'pods', '-l', 'app.kubernetes.io/component=origin').items.length === 2,
-      120_000,
-      'the replaced origin pods gone',
-    );
+    await waitFor(async () => podsOf('origin').length === 2, 120_000, 'the replaced origin pods gone');
     const pods = originPods();
     assert.equal(pods.length, 2, `origin pods: ${pods}`);
 

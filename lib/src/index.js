@@ -17,7 +17,7 @@ export { base58Url } from './base58-url.js';
 export { allowedSizeList } from './sizes.js';
 export { createHiveClient } from './hive-rpc.js';
 export { isAccountName } from './account-name.js';
-export { healthRoute } from './health.js';
+export { HEALTH_PATHS, healthRoute } from './health.js';
 export { paramsOf } from './params.js';
 export { plainRoute } from './plain-route.js';
 export { enqueuePurge } from './purge-queue.js';

@@ -67,7 +67,7 @@ export async function runService(spec) {
       return;
     }
     stopping = true;
-    const drainS = Number(config.SHUTDOWN_DRAIN_S) || 0;
+    const drainS = config.SHUTDOWN_DRAIN_S;
     if (drainS > 0) {
       draining = true;
       logger.info({ drainS }, 'draining: health checks answer 503, requests are still served');

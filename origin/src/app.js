@@ -1,5 +1,5 @@
 import express from 'express';
-import { HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
+import { HEALTH_PATHS, HttpError, errorHandler, healthRoute, requestLogger, requestMetrics } from '@stack/lib';
 import { legacyRoute } from './routes/legacy.js';
 import { proxyAuthRoute } from './routes/proxy-auth.js';
 import { proxyHandler } from './routes/proxy.js';
@@ -27,7 +27,7 @@ export function createApp(deps) {
   app.use(metrics);
 
   const health = healthRoute({ version: deps.version, ready: async () => true });
-  app.get(['/healthz', '/.well-known/healthcheck.json', '/'], health);
+  app.get([...HEALTH_PATHS, '/'], health);
   // a Hive upload's precheck passed in nginx's check is not run again by its route: remembered for twice
   // nginx's default time to read a body (NGINX_UPLOAD_DEADLINE_S, 300 s); a slower body is checked again
   const uploads = { ...deps, prechecked: passedPrechecks(600_000) };
