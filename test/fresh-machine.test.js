@@ -1,4 +1,4 @@
-// needs the whole-stack tier's built tools (versitygw, helm, kube-score, Podman): run once they are built
+// needs the whole-stack tier's built tools (Podman); runs beside the other files (its machines are containers)
 // The fresh-machine stage (./infra/stack fresh): the commit under test cloned and brought up as a newcomer
 // would, in pristine Debian 12 containers (test/fresh/machine.sh), so a warm machine cannot hide what a fresh
 // one lacks (#42: a run root made 0700 passed every check on a machine where it already existed).
