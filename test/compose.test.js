@@ -4,6 +4,7 @@
 // volumes. The images are built by docker-compose from the repository's Dockerfiles.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
 import { ROOT } from '../infra/resolve.js';
@@ -83,6 +84,33 @@ test(
     });
   },
 );
+
+test("compose: a container's limits of processes and open files are the host's own", { timeout: 120_000 }, () => {
+  // rootful containers keep their UIDs: a stack user's threads inside one count with the same UID's outside,
+  // so a process limit below the host's starved a varnish child of threads once the host ran stacks of its own
+  const host = limits(readFileSync('/proc/self/limits', 'utf8'), 'hard');
+  const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
+  const inside = limits(compose('exec', '-T', 'varnish', 'cat', '/proc/self/limits'), 'soft');
+  assert.deepEqual(
+    inside,
+    { processes: Math.min(host.processes, pidMax), files: host.files },
+    'the soft limits inside a container: the host hard limits (processes at most kernel.pid_max)',
+  );
+});
+
+/**
+ * Max processes and Max open files of a /proc/PID/limits text ("unlimited" as Infinity).
+ * @param {string} text @param {'soft' | 'hard'} which
+ */
+function limits(text, which) {
+  /** @param {string} name */
+  const value = (name) => {
+    const [soft, hard] = (text.match(new RegExp(`^${name}\\s+(\\S+)\\s+(\\S+)`, 'm')) ?? []).slice(1);
+    const chosen = which === 'soft' ? soft : hard;
+    return chosen === 'unlimited' ? Infinity : Number(chosen);
+  };
+  return { processes: value('Max processes'), files: value('Max open files') };
+}
 
 test(
   'compose: Prometheus scrapes every component in its own container (every target up)',
