@@ -34,7 +34,11 @@ function failureOf(output) {
     .slice(0, 80)
     .join('\n');
   const failing = summary >= 0 ? output.slice(summary, summary + 6000) : '';
-  return `${marks}\n${failing}\n… the end of its output:\n${output.slice(-6000)}`;
+  // the failed step's own output (a check or an install that failed before any test), before the stack's logs
+  const logs = output.indexOf('\n── end of ');
+  const before = logs >= 0 ? output.slice(0, logs) : output;
+  const failedStep = before.slice(before.lastIndexOf('\n── ') + 1).slice(-6000);
+  return `${marks}\n${failing}\n… the failed step's output:\n${failedStep}\n… the end of its output:\n${output.slice(-3000)}`;
 }
 
 test(
