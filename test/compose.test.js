@@ -4,7 +4,7 @@
 // volumes. The images are built by docker-compose from the repository's Dockerfiles.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
 import { ROOT } from '../infra/resolve.js';
@@ -26,6 +26,11 @@ const env = {
   UPLOAD_TOKENS: 'compose-token',
   AVATAR_ADMIN_TOKEN: 'compose-admin',
   PURGE_HMAC_KEYS: 'compose-hmac',
+  // as on a fresh Debian machine, which has no `docker` program (docker-compose runs it when it finds one)
+  PATH: (process.env.PATH ?? '')
+    .split(':')
+    .filter((dir) => dir && !existsSync(`${dir}/docker`))
+    .join(':'),
 };
 
 /** ./infra/stack compose … @param {string[]} args */

@@ -11,10 +11,15 @@ export function stalledMicros(text) {
 }
 
 /**
- * Samples `file` every `intervalMs`; `share()` is the last interval's stalled share (0–1).
- * @param {{ file?: string, intervalMs?: number }} [options]
+ * Samples `file` every `intervalMs`; `share()` is the last interval's stalled share (0–1). `now`: the clock in
+ * ms (a test's own, so that what it writes and when agree however late the timer fires).
+ * @param {{ file?: string, intervalMs?: number, now?: () => number }} [options]
  */
-export function watchCpuPressure({ file = '/proc/pressure/cpu', intervalMs = 1000 } = {}) {
+export function watchCpuPressure({
+  file = '/proc/pressure/cpu',
+  intervalMs = 1000,
+  now = () => performance.now(),
+} = {}) {
   const read = () => {
     try {
       return stalledMicros(fs.readFileSync(file, 'utf8'));
@@ -23,15 +28,16 @@ export function watchCpuPressure({ file = '/proc/pressure/cpu', intervalMs = 100
     }
   };
   let last = read();
-  let lastAt = performance.now();
+  let lastAt = now();
   let share = 0;
   const timer =
     last === null
       ? undefined
       : setInterval(() => {
           const total = read();
-          const at = performance.now();
-          if (total !== null && last !== null) share = Math.min(1, Math.max(0, (total - last) / 1000 / (at - lastAt)));
+          const at = now();
+          if (total !== null && last !== null && at > lastAt)
+            share = Math.min(1, Math.max(0, (total - last) / 1000 / (at - lastAt)));
           last = total;
           lastAt = at;
         }, intervalMs).unref();

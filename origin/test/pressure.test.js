@@ -18,21 +18,18 @@ test('the stalled share of each interval is read from PSI\'s "some" total; no PS
   try {
     const file = path.join(dir, 'cpu');
     fs.writeFileSync(file, 'some avg10=0 avg60=0 avg300=0 total=1000000\n');
-    const watch = watchCpuPressure({ file, intervalMs: 100 });
-    // stalled half of the time: the total grows by half the microseconds elapsed, written often (whenever a
-    // busy machine runs this), so every interval the watch reads, however late, saw half of it stalled
-    const start = performance.now();
-    const write = () =>
-      fs.writeFileSync(
-        file,
-        `some avg10=0 avg60=0 avg300=0 total=${1_000_000 + Math.round((performance.now() - start) * 500)}\n`,
-      );
-    while (performance.now() - start < 450) {
-      write();
+    // stalled half of the time: the test's clock and the file's total move together, in one step, so any
+    // interval the watch reads, however late its timer fires on a busy machine, saw exactly half stalled
+    let clock = 0;
+    const watch = watchCpuPressure({ file, intervalMs: 20, now: () => clock });
+    const waited = performance.now();
+    while (watch.share() === 0 && performance.now() - waited < 30_000) {
+      clock += 7;
+      fs.writeFileSync(file, `some avg10=0 avg60=0 avg300=0 total=${1_000_000 + clock * 500}\n`);
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     watch.stop();
-    assert.ok(watch.share() > 0.2 && watch.share() < 0.8, `a share near a half: ${watch.share()}`);
+    assert.equal(watch.share(), 0.5);
     const none = watchCpuPressure({ file: path.join(dir, 'missing') });
     assert.equal(none.share(), 0);
     none.stop();
