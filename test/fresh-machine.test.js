@@ -29,6 +29,11 @@ const stages = { root: start('root'), user: start('user') };
 async function stage(t, mode) {
   const { status, output } = await stages[mode];
   for (const line of output.split('\n').filter((text) => text.startsWith('step: '))) t.diagnostic(line.slice(6));
+  // the run's unit tier is its test --quick: its counts said here, where the run's output shows them
+  const counts = [...output.matchAll(/^ℹ (tests|pass|fail|skipped) (\d+)$/gm)].map(
+    (match) => `${match[1]} ${match[2]}`,
+  );
+  if (counts.length) t.diagnostic(`the unit tier (test --quick): ${counts.join(', ')}`);
   assert.equal(status, 0, `the fresh-machine stage (${mode}) failed:\n${failureOf(output)}`);
 }
 
