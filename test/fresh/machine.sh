@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The fresh-machine stage, inside a pristine Debian 12 container (./infra/stack fresh; the commit under test
 # is /fresh/commit.bundle). A newcomer's first hour, exactly as the README writes it:
-#   machine.sh root   as root: a clone in a 0700 directory under /root; `render` first thing; a misspelt
-#                     setting in .env refused with the right suggestion; `./infra/stack up`, a request through
-#                     the edge, then `test --quick` with that stack running (the README's order); up again,
-#                     down, up with secrets, an upload, a variant, an avatar redirect and a signed purge through
-#                     the edge, down; the same (without the tests) from a path with a space and from /opt
+#   machine.sh root   as root: a clone in a 0700 directory under /root; `status`, `down`, then `render`
+#                     first thing; a misspelt setting in .env refused with the right suggestion;
+#                     `./infra/stack up`, a request through the edge, then `test --quick` with that stack
+#                     running (the README's order); up again, down, up with secrets, an upload, a variant, an
+#                     avatar redirect and a signed purge through the edge, down; the same (without the tests)
+#                     from a path with a space and from /opt
 #   machine.sh user   a user on a machine without the packages: up prints the apt-get line and fails
 #                     cleanly; root runs that line; the same user's up works, then the same first use
 # Each step prints its time ("step: NAME: N s"); a failure prints the end of the stack's logs.
@@ -72,6 +73,16 @@ render_first() {
   [ -f "$(tail -n 1 <<<"$out")/conf/supervisord.conf" ] || { echo "$out"; fail "render rendered nothing"; }
 }
 
+# status and down in a clone nothing ran in yet (Debian's Node 20, no npm modules): they say no stack runs,
+# and exit 3 and 0, with no stack trace (status once failed with "Cannot find package 'bcryptjs'")
+look_first() {
+  local out status=0
+  out="$(as root "$1" ./infra/stack status 2>&1)" || status=$?
+  [ "$status" = 3 ] && grep -q 'no stack running' <<<"$out" || { echo "$out"; fail "status first thing: exit $status"; }
+  out="$(as root "$1" ./infra/stack down 2>&1)" || { echo "$out"; fail "down first thing failed"; }
+  if grep -q -E '^\s+at |Error' <<<"$out"; then echo "$out"; fail "down printed a stack trace"; fi
+}
+
 # a misspelt setting in .env stops up, naming the setting meant (a service's, not the nearest of the stack's)
 misspelt_setting() {
   local out
@@ -90,6 +101,7 @@ as_root() {
   step "clone into $dir" git clone -q "$BUNDLE" "$dir"
   CURRENT="$dir"
   if [ "${3:-}" = tests ]; then
+    step "status and down first thing in a fresh clone" look_first "$dir"
     step "render first thing in a fresh clone" render_first "$dir"
     step "a misspelt setting in .env" misspelt_setting "$dir"
   fi
