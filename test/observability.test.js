@@ -71,19 +71,42 @@ function panelQueries() {
   );
 }
 
+/**
+ * Waits until every target was scraped `count` times since `since` (ms; scrapes 5 s apart), then until the
+ * recording rules were evaluated after that: the time the data takes to be there, not a fixed sleep.
+ * @param {number} since @param {number} count
+ */
+async function scrapedSince(since, count) {
+  const after = since + (count - 1) * 5000;
+  const times = async (/** @type {string} */ expr) =>
+    (await query(`timestamp(${expr})`)).map((series) => Number(series.value[1]) * 1000);
+  await waitFor(
+    async () => {
+      const scrapes = await times('up');
+      return scrapes.length >= 8 && Math.min(...scrapes) >= after;
+    },
+    30_000,
+    `every target scraped ${count} times since the traffic`,
+  );
+  const scraped = Math.max(...(await times('up')));
+  await waitFor(
+    async () => {
+      const evaluations = await times('route:edge_request_duration_seconds:p99');
+      return evaluations.length >= 2 && Math.min(...evaluations) >= scraped;
+    },
+    30_000,
+    'the recording rules evaluated after those scrapes',
+  );
+}
+
 before(async () => {
   stack = await startStack({ UPLOAD_TOKENS: 'obs-token', AVATAR_ADMIN_TOKEN: 'obs-admin', PURGE_HMAC_KEYS: 'obs-key' });
   await mixedTraffic(1);
-  await new Promise((resolve) => setTimeout(resolve, 6000));
+  await scrapedSince(Date.now(), 1);
   await mixedTraffic(2);
-  // the recording rules evaluated, and two scrapes (5 s apart) after the second round, so that a series the
-  // second round created first (the origin's failure-cache hits) has the two samples a rate needs
-  await waitFor(
-    async () => (await query('route:edge_request_duration_seconds:p99')).length >= 2,
-    30_000,
-    'edge p99 recorded',
-  );
-  await new Promise((resolve) => setTimeout(resolve, 11_000));
+  // two scrapes after the second round, so that a series the second round created first (the origin's
+  // failure-cache hits) has the two samples a rate needs
+  await scrapedSince(Date.now(), 2);
 });
 after(() => stack?.stop());
 
