@@ -11,6 +11,7 @@ import { benchFuzz } from './fuzz.js';
 import { benchHeic } from './heic.js';
 import { benchPage } from './page.js';
 import { benchKernel } from './kernel.js';
+import { benchMalloc } from './malloc.js';
 import { benchOrigin } from './origin.js';
 import { benchOverload } from './overload.js';
 import { benchPeers } from './peers.js';
@@ -40,6 +41,8 @@ const SCENARIOS = {
   page: benchPage,
   scale: benchScale,
   post: benchPost,
+  // an hour (BENCH_MALLOC_MINUTES)
+  malloc: benchMalloc,
 };
 
 const results = {};
