@@ -54,7 +54,7 @@ function random(seed) {
  * take a few pixels), 30 % one of the 200 asked most (Zipf), each in a format by its share.
  * @param {string[]} sources base58 of each source's URL @param {number} count
  */
-function trafficPaths(sources, count) {
+export function trafficPaths(sources, count) {
   const next = random(47);
   const pick = (/** @type {any[]} */ list) => list[Math.floor(next() * list.length)];
   const format = () => {
@@ -67,7 +67,7 @@ function trafficPaths(sources, count) {
   const paths = [];
   for (let i = 0; i < count; i++) {
     if (popular.length >= 200 && next() < 0.3) {
-      paths.push(popular[Math.min(popular.length - 1, Math.floor(1 / (next() + 0.005)) - 1)]);
+      paths.push(popular[Math.min(popular.length - 1, Math.max(0, Math.floor(1 / (next() + 0.005)) - 1))]);
       continue;
     }
     const width = pick(WIDTHS) - Math.floor(next() * 24);
