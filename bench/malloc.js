@@ -185,7 +185,7 @@ export async function benchMalloc() {
     for (let round = 0; round < SATURATION_ROUNDS; round++)
       for (const [index, { origin, sources }] of runs.entries())
         throughput[index].push(await saturate(origin.base, sources, round * SATURATION_REQUESTS));
-    return report(replayed, throughput);
+    return report(replayed, throughput, new Set(template).size);
   } finally {
     for (const { origin, pool } of runs) {
       await pool.close();
@@ -194,8 +194,8 @@ export async function benchMalloc() {
   }
 }
 
-/** @param {Awaited<ReturnType<typeof replay>>} replayed @param {number[][]} throughput */
-function report(replayed, throughput) {
+/** @param {Awaited<ReturnType<typeof replay>>} replayed @param {number[][]} throughput @param {number} [distinct] */
+function report(replayed, throughput, distinct = 0) {
   // every tenth of the run's samples (at least one each)
   const tenths = (/** @type {number[]} */ rss) =>
     Array.from({ length: 10 }, (_, i) => {
@@ -220,7 +220,7 @@ function report(replayed, throughput) {
     sections: [
       {
         heading: 'Both origins at once, the same requests',
-        text: `${SOURCES.length} sources (six photographs in four sizes from 1280×800 to 2560×1600, three of 5120×2880, two portraits of 720×1440); the frontends' widths (${WIDTHS.join(', ')}, less 0–23 px), 20 % with a height (fit); 70 % new variants, 30 % the 200 first (Zipf); JPEG 45 %, WebP 40 %, AVIF 15 %; Accept: AVIF, WebP. CPU: the origin's process and its workers, per answer. RSS: with its workers, sampled every 10 s. Saturation: each alone afterwards, ${SATURATION_REQUESTS} new JPEG variants about 512 px wide, ${2 * os.availableParallelism()} connections, ${SATURATION_ROUNDS} rounds in turns: median (min–max).`,
+        text: `${SOURCES.length} sources (six photographs in four sizes from 1280×800 to 2560×1600, three of 5120×2880, two portraits of 720×1440); the frontends' widths (${WIDTHS.join(', ')}, less 0–23 px), 20 % with a height (fit); 70 % drawn as new variants, 30 % the 200 first (Zipf): ${distinct} distinct requests of ${replayed[0].requests}; JPEG 45 %, WebP 40 %, AVIF 15 %; Accept: AVIF, WebP. CPU: the origin's process and its workers, per answer. RSS: with its workers, sampled every 10 s. Saturation: each alone afterwards, ${SATURATION_REQUESTS} new JPEG variants about 512 px wide, ${2 * os.availableParallelism()} connections, ${SATURATION_ROUNDS} rounds in turns: median (min–max).`,
         table: {
           columns: [
             'malloc',
