@@ -172,12 +172,19 @@ export async function benchMalloc() {
   try {
     for (const [name, env] of Object.entries(allocators)) {
       const origin = await startOrigin({ LOG_LEVEL: 'warn', TRANSFORM_QUEUE_MAX: '512', ...env });
-      const pool = new Pool(origin.base, { connections: 64 });
-      const sources = files.map(({ name: file, file: from }) =>
+      // in runs as soon as it runs, so that a failure after this stops it too
+      const run = {
+        name,
+        origin,
+        pool: new Pool(origin.base, { connections: 64 }),
+        paths: /** @type {string[]} */ ([]),
+        sources: /** @type {string[]} */ ([]),
+      };
+      runs.push(run);
+      run.sources = files.map(({ name: file, file: from }) =>
         base58Url.encode(origin.site.add(file, fs.readFileSync(from))),
       );
-      const paths = template.map((path) => path.replace(/\{(\d+)\}/, (_, i) => sources[Number(i)]));
-      runs.push({ name, origin, pool, paths, sources });
+      run.paths = template.map((path) => path.replace(/\{(\d+)\}/, (_, i) => run.sources[Number(i)]));
     }
     const replayed = await replay(runs);
     // each alone, in turns (glibc, jemalloc, glibc, …): the hour's drift falls on both
