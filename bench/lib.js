@@ -166,7 +166,26 @@ export async function drive({ origin, paths, concurrency, headers = {} }) {
   };
 }
 
-/** Samples a process's resident memory (with its children) until stopped; returns the peak in MB. @param {number} pid */
+/** A process's resident memory with its children's (the origin's transform workers), in MB. @param {number} pid */
+export function treeRssMb(pid) {
+  let pages = 0;
+  const walk = (/** @type {number} */ id) => {
+    try {
+      pages += Number(fs.readFileSync(`/proc/${id}/statm`, 'utf8').split(' ')[1]);
+      const children = fs.readFileSync(`/proc/${id}/task/${id}/children`, 'utf8').trim();
+      for (const child of children ? children.split(' ') : []) walk(Number(child));
+    } catch {
+      // gone
+    }
+  };
+  walk(pid);
+  return (pages * 4096) / 2 ** 20;
+}
+
+/**
+ * Samples a process's own resident memory (not its children's: treeRssMb) until stopped; returns the peak in MB.
+ * @param {number} pid
+ */
 export function sampleRss(pid) {
   let peak = 0;
   const read = () => {

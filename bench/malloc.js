@@ -14,7 +14,7 @@ import { Pool } from 'undici';
 import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
 import { photo } from '../test/support/images.js';
-import { drive, machine, percentile, processTreeCpuMs, round, writeReport } from './lib.js';
+import { drive, machine, percentile, processTreeCpuMs, round, treeRssMb, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const MINUTES = quick ? 1 : Number(process.env.BENCH_MALLOC_MINUTES || 60);
@@ -77,22 +77,6 @@ export function trafficPaths(sources, count) {
     if (popular.length < 200) popular.push(path);
   }
   return paths;
-}
-
-/** Each origin's resident memory, with its children (the transform workers), in MB. @param {number} pid */
-function treeRssMb(pid) {
-  let pages = 0;
-  const walk = (/** @type {number} */ id) => {
-    try {
-      pages += Number(fs.readFileSync(`/proc/${id}/statm`, 'utf8').split(' ')[1]);
-      const children = fs.readFileSync(`/proc/${id}/task/${id}/children`, 'utf8').trim();
-      for (const child of children ? children.split(' ') : []) walk(Number(child));
-    } catch {
-      // gone
-    }
-  };
-  walk(pid);
-  return (pages * 4096) / 2 ** 20;
 }
 
 /**
