@@ -58,6 +58,9 @@ up_again() {
   grep -q -e "$3" <<<"$out" || { echo "$out"; fail "up did not say: $3"; }
 }
 
+# whether $1 (a command's output) holds a stack trace
+stack_trace() { grep -q -E '^\s+at |Error|Traceback' <<<"$1"; }
+
 healthy_edge() { curl -fsS --max-time 10 http://127.0.0.1:8080/healthz >/dev/null || fail "the edge's /healthz"; }
 
 # the first use: $1 who, $2 checkout
@@ -80,7 +83,7 @@ look_first() {
   out="$(as root "$1" ./infra/stack status 2>&1)" || status=$?
   [ "$status" = 3 ] && grep -q 'no stack running' <<<"$out" || { echo "$out"; fail "status first thing: exit $status"; }
   out="$(as root "$1" ./infra/stack down 2>&1)" || { echo "$out"; fail "down first thing failed"; }
-  if grep -q -E '^\s+at |Error' <<<"$out"; then echo "$out"; fail "down printed a stack trace"; fi
+  if stack_trace "$out"; then echo "$out"; fail "down printed a stack trace"; fi
 }
 
 # a misspelt setting in .env stops up, naming the setting meant (a service's, not the nearest of the stack's)
@@ -123,7 +126,7 @@ as_user() {
   say "up as $who, no packages installed"
   if out="$(as "$who" "$dir" ./infra/stack up 2>&1)"; then echo "$out"; fail "up succeeded without the packages"; fi
   echo "$out"
-  if grep -q -E '^\s+at |Error:|Traceback' <<<"$out"; then fail "up printed a stack trace"; fi
+  if stack_trace "$out"; then fail "up printed a stack trace"; fi
   line="$(sed -n 's/^  \(apt-get update && apt-get install .*\)$/\1/p' <<<"$out")"
   [ -n "$line" ] || fail "up did not print the apt-get line"
   step "root runs the line up printed" bash -c "DEBIAN_FRONTEND=noninteractive $line >/dev/null"
