@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import sharp from 'sharp';
 import {
   StartupError,
   connectRedis,
@@ -35,9 +34,6 @@ import { createGuard, listenForEvictions } from './takedown.js';
 import { createWhitelist } from './whitelist.js';
 
 const version = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
-
-// libvips' own operation cache only grows memory here: every variant is cached on disk and by varnish.
-sharp.cache(false);
 
 /** @typedef {import('@stack/lib/src/config-types.js').OriginConfig} OriginConfig */
 /** @typedef {import('./metrics.js').OriginMetrics} OriginMetrics */

@@ -14,6 +14,11 @@ export { missingSource, probe, transformTimeout, verify } from './source.js';
 export { jpegShrinkOnLoad } from './decode.js';
 export { shrinkOf };
 
+// libvips' own operation cache only grows memory (up to 50 MB and 20 open files by sharp's default) in every
+// process that transforms: the origin's and each transform worker's (workers/pool.js). Every variant is cached
+// on disk and by varnish, and a source's decode is kept, where it pays, as kept pixels (kept-pixels.js).
+sharp.cache(false);
+
 /**
  * @typedef {import('./plan.js').Plan} Plan
  * @typedef {import('./plan.js').OutputFormat} OutputFormat
