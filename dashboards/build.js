@@ -214,6 +214,7 @@ export const DASHBOARDS = {
           { expr: `sum(origin_transforms_in_flight${inst})`, legend: 'in flight' },
           { expr: `sum(origin_queue_depth${inst})`, legend: 'waiting' },
           { expr: `sum(origin_transform_concurrency${inst})`, legend: 'slots' },
+          { expr: `sum by (pool) (origin_transform_workers${inst})`, legend: 'worker processes ({{pool}})' },
         ],
       },
       {
@@ -270,10 +271,14 @@ export const DASHBOARDS = {
         ],
       },
       {
-        title: 'Process memory (RSS)',
+        title: 'Process memory (RSS): the origin and its transform workers',
         unit: 'bytes',
         queries: [
           { expr: `process_resident_memory_bytes{service="origin",instance=~"$instance"}`, legend: '{{instance}}' },
+          {
+            expr: `sum by (instance) (origin_transform_workers_resident_memory_bytes${inst})`,
+            legend: '{{instance}} workers',
+          },
         ],
       },
       {

@@ -165,6 +165,8 @@ export type OriginConfig = SharedConfig & {
   AVIF_MAX_PIXELS: number;
   /** variants past this many pixels, and every AVIF, are made in a worker process that is killed at TRANSFORM_TIMEOUT_S (libvips cannot stop inside an encoder); smaller ones in the origin's own threads */
   TRANSFORM_WORKER_PIXELS: number;
+  /** a transform worker process idle this long ends, unless it is the last one alive (each holds the memory of its largest encode, ~170 MB after a 2000-px AVIF; starting one costs ~180 ms); 0: kept until the origin stops */
+  TRANSFORM_WORKER_IDLE_S: number;
   /** libvips threads per transform; 0: cores ÷ transforms running (a lone transform gets every core, a full house one each) */
   TRANSFORM_THREADS: number;
   /** event loops (worker threads) that drive the origin's own transforms, apart from the one serving requests; 0: one for each 16 cores past the first 16 the origin may use (none up to 16: the request path's loop drives those, measured in docs/queue.md); -1: none */

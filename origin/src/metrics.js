@@ -5,10 +5,16 @@ export function createOriginMetrics(registry) {
   const registers = [registry];
   /** @type {import('./cache/pack-cache.js').PackCache | null} */
   let resultCache = null;
+  /** @type {Record<string, import('./workers/pool.js').WorkerPool>} */
+  let workerPools = {};
   return {
     /** Reports a result cache's state at every scrape. @param {import('./cache/pack-cache.js').PackCache} cache */
     watchResultCache: (cache) => {
       resultCache = cache;
+    },
+    /** Reports the transform workers at every scrape, by pool. @param {Record<string, import('./workers/pool.js').WorkerPool>} pools */
+    watchWorkers: (pools) => {
+      workerPools = pools;
     },
     transformDuration: new client.Histogram({
       name: 'origin_transform_duration_seconds',
@@ -133,6 +139,24 @@ export function createOriginMetrics(registry) {
       labelNames: ['upstream'],
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
+    }),
+    workers: new client.Gauge({
+      name: 'origin_transform_workers',
+      help: "Transform worker processes alive, by pool (readers: at most one a core kept, ending after TRANSFORM_WORKER_IDLE_S idle but the last; warm: the warmer's)",
+      labelNames: ['pool'],
+      registers,
+      collect() {
+        for (const [pool, workers] of Object.entries(workerPools)) this.set({ pool }, workers.size);
+      },
+    }),
+    workersMemory: new client.Gauge({
+      name: 'origin_transform_workers_resident_memory_bytes',
+      help: "Resident memory of the transform worker processes, by pool (process_resident_memory_bytes is the origin's own process alone)",
+      labelNames: ['pool'],
+      registers,
+      collect() {
+        for (const [pool, workers] of Object.entries(workerPools)) this.set({ pool }, workers.residentBytes());
+      },
     }),
     workerKills: new client.Counter({
       name: 'origin_transform_worker_kills_total',

@@ -3,11 +3,13 @@
 // holding its transform slot all that time, so a few requests for large AVIFs of a tiny file that declares
 // 7000×7000 held every slot (#37). In a child, the work is killed at its deadline and the slot is free at once.
 import { fork } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { HttpError } from '@stack/lib';
 import { transformTimeout } from '../pipeline/index.js';
 import { errorOf } from './failure.js';
 
+/** /proc's statm counts pages of this size (x86-64 and arm64 Linux as Debian builds them) */
+const PAGE_BYTES = 4096;
 const SCRIPT = new URL('./transform-worker.js', import.meta.url);
 /** coreutils' nice: a worker started through it has every thread at its priority from the first one on */
 const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
@@ -19,15 +21,23 @@ const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
  */
 
 /**
- * A pool of transform processes: one job each at a time (the transform queue bounds how many run), `keep`
- * kept between jobs, any more started on demand and ended after their job.
- * @param {{ keep: number, nice: number, onKill?: () => void }} options
+ * A pool of transform processes: one job each at a time (the transform queue bounds how many run), up to
+ * `keep` kept between jobs, any more started on demand and ended after their job. A kept worker idle for
+ * `idleMs` ends too, except the last one alive: after a burst of AVIFs each one holds the memory of its
+ * largest encode (~170 MB on 2026-11-27), one a core, while starting one again costs ~180 ms (its Node and
+ * sharp), which the last one alive spares the next AVIF after a quiet hour.
+ * @param {{ keep: number, nice: number, idleMs?: number, onKill?: () => void }} options idleMs: 0 or
+ *   Infinity keeps them until the origin stops
  */
-export function createWorkerPool({ keep, nice, onKill = () => {} }) {
+export function createWorkerPool({ keep, nice, idleMs = Infinity, onKill = () => {} }) {
+  /** the kept workers, the most recently used last: the next job takes it, the first ones idle out */
   /** @type {import('node:child_process').ChildProcess[]} */
   const idle = [];
   /** @type {Set<import('node:child_process').ChildProcess>} */
   const all = new Set();
+  /** @type {Map<import('node:child_process').ChildProcess, NodeJS.Timeout>} */
+  const idleTimers = new Map();
+  const idleFor = idleMs > 0 && Number.isFinite(idleMs) ? idleMs : 0;
 
   // Started at its priority (nice -n N node …): every thread it will have (libuv's pool, libvips' workers,
   // V8's helpers) is born at it, where lowering them once they run lost a race on a busy machine
@@ -44,10 +54,36 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
     all.add(child);
     child.once('exit', () => {
       all.delete(child);
-      const at = idle.indexOf(child);
-      if (at >= 0) idle.splice(at, 1);
+      unpark(child);
     });
     return child;
+  }
+
+  /** Keeps an idle worker for the next job, for `idleMs` unless it is the last one alive. @param {import('node:child_process').ChildProcess} child */
+  function park(child) {
+    idle.push(child);
+    if (!idleFor) return;
+    const timer = setTimeout(() => {
+      idleTimers.delete(child);
+      if (all.size > 1 && unpark(child)) end(child);
+    }, idleFor);
+    timer.unref();
+    idleTimers.set(child, timer);
+  }
+
+  /** Ends a worker, out of the count at once: a kept one's timer at the same moment sees it gone. @param {import('node:child_process').ChildProcess} child */
+  function end(child) {
+    all.delete(child);
+    child.kill();
+  }
+
+  /** Takes a worker out of the kept ones; whether it was kept. @param {import('node:child_process').ChildProcess} child */
+  function unpark(child) {
+    clearTimeout(idleTimers.get(child));
+    idleTimers.delete(child);
+    const at = idle.indexOf(child);
+    if (at >= 0) idle.splice(at, 1);
+    return at >= 0;
   }
 
   /**
@@ -60,7 +96,8 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
    * @returns {Promise<WorkerOutput>}
    */
   function run(file, plan, options, timeoutMs) {
-    const child = idle.pop() || spawn();
+    const kept = idle.at(-1);
+    const child = kept && unpark(kept) ? kept : spawn();
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         done();
@@ -74,8 +111,8 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
       };
       const onMessage = (/** @type {WorkerAnswer} */ answer) => {
         done();
-        if (idle.length < keep && child.connected) idle.push(child);
-        else child.kill();
+        if (idle.length < keep && child.connected) park(child);
+        else end(child);
         if (answer.output) {
           const { data, codecs, kept } = answer.output;
           return resolve({ data: Buffer.from(data), codecs, ...(kept ? { kept } : {}) });
@@ -99,8 +136,22 @@ export function createWorkerPool({ keep, nice, onKill = () => {} }) {
     get size() {
       return all.size;
     },
+    /** Their resident memory together, in bytes (Linux's /proc; 0 elsewhere). */
+    residentBytes() {
+      let pages = 0;
+      for (const { pid } of all) {
+        try {
+          pages += Number(readFileSync(`/proc/${pid}/statm`, 'utf8').split(' ')[1]) || 0;
+        } catch {
+          // ended meanwhile, or no /proc
+        }
+      }
+      return pages * PAGE_BYTES;
+    },
     close() {
       for (const child of all) child.kill();
+      for (const timer of idleTimers.values()) clearTimeout(timer);
+      idleTimers.clear();
     },
   };
 }
