@@ -166,48 +166,82 @@ export async function drive({ origin, paths, concurrency, headers = {} }) {
   };
 }
 
+/** A process and its descendants (the origin's transform workers). @param {number} pid @returns {number[]} */
+export function processTree(pid) {
+  let children = '';
+  try {
+    children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  } catch {
+    // gone
+  }
+  return [pid, ...(children ? children.split(' ') : []).flatMap((child) => processTree(Number(child)))];
+}
+
 /** A process's resident memory with its children's (the origin's transform workers), in MB. @param {number} pid */
 export function treeRssMb(pid) {
   let pages = 0;
-  const walk = (/** @type {number} */ id) => {
+  for (const id of processTree(pid)) {
     try {
       pages += Number(fs.readFileSync(`/proc/${id}/statm`, 'utf8').split(' ')[1]);
-      const children = fs.readFileSync(`/proc/${id}/task/${id}/children`, 'utf8').trim();
-      for (const child of children ? children.split(' ') : []) walk(Number(child));
     } catch {
       // gone
     }
-  };
-  walk(pid);
+  }
   return (pages * 4096) / 2 ** 20;
 }
 
 /**
- * Samples a process's own resident memory (not its children's: treeRssMb) until stopped; returns the peak in MB.
+ * A process tree's proportional set size in MB: each page shared between its processes (Node's and libvips'
+ * code in every worker) counted once in all, as a container's memory counts it, where the RSS of each
+ * counts it in each. @param {number} pid
+ */
+export function treePssMb(pid) {
+  let kb = 0;
+  for (const id of processTree(pid)) {
+    try {
+      kb += Number(/^Pss:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${id}/smaps_rollup`, 'utf8'))?.[1] || 0);
+    } catch {
+      // gone
+    }
+  }
+  return kb / 1024;
+}
+
+/**
+ * Samples a process's resident memory with its children's (treeRssMb: the origin's transform workers, which
+ * make its AVIFs and large variants) until stopped; returns the peak in MB. Before 2026-11-27 the process alone
+ * was read: reports from before then give the origin's main process only. `peakPss()`: the peak of the tree's
+ * PSS (treePssMb), read every 200 ms (smaps_rollup walks every mapping: dearer than statm).
  * @param {number} pid
  */
 export function sampleRss(pid) {
   let peak = 0;
+  let peakPss = 0;
   const read = () => {
-    try {
-      const pages = Number(fs.readFileSync(`/proc/${pid}/statm`, 'utf8').split(' ')[1]);
-      peak = Math.max(peak, (pages * 4096) / 2 ** 20);
-    } catch {
-      // the process is gone
-    }
+    peak = Math.max(peak, treeRssMb(pid));
+  };
+  const readPss = () => {
+    peakPss = Math.max(peakPss, treePssMb(pid));
   };
   read();
+  readPss();
   const start = Math.round(peak);
   const timer = setInterval(read, 20);
+  const pssTimer = setInterval(readPss, 200);
   return {
     start,
     stop: () => {
       clearInterval(timer);
+      clearInterval(pssTimer);
       read();
+      readPss();
       return Math.round(peak);
     },
+    /** the peak PSS in MB, after stop() */
+    peakPss: () => Math.round(peakPss),
     reset: () => {
       peak = 0;
+      peakPss = 0;
     },
   };
 }

@@ -16,7 +16,7 @@ import os from 'node:os';
 import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
 import { freePort, waitFor } from '../test/support/ports.js';
-import { machine, statCpuMs, round, sampleRss, wrkAsync, writeReport } from './lib.js';
+import { machine, processTree, statCpuMs, round, sampleRss, wrkAsync, writeReport } from './lib.js';
 import { SCRIPT } from './origin.js';
 import { photoFiles } from './quality.js';
 
@@ -49,23 +49,6 @@ const layout = (count) => ({
   loadCount: count < TOTAL ? TOTAL - count : TOTAL,
 });
 
-/** Every pid of a process tree (the origin's transform workers included). @param {number} pid @returns {number[]} */
-function tree(pid) {
-  const children = (() => {
-    try {
-      return fs
-        .readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
-        .trim()
-        .split(/\s+/)
-        .filter(Boolean)
-        .map(Number);
-    } catch {
-      return [];
-    }
-  })();
-  return [pid, ...children.flatMap(tree)];
-}
-
 /** The thread group a thread of the server's own process counts in, by its name. @param {string} name */
 const groupOf = (name) =>
   name === 'MainThread' || name === 'node'
@@ -89,7 +72,7 @@ const GROUPS = ['event loop', 'transform loops', 'libuv pool', 'libvips', 'V8', 
 function treeCpu(pid) {
   /** @type {Record<string, number>} */
   const by = Object.fromEntries(GROUPS.map((group) => [group, 0]));
-  for (const each of tree(pid).slice(1)) by.workers += statCpuMs(`/proc/${each}/stat`);
+  for (const each of processTree(pid).slice(1)) by.workers += statCpuMs(`/proc/${each}/stat`);
   let threads = 0;
   let tasks = [];
   try {
@@ -142,6 +125,7 @@ async function measure({ targets, template, count }) {
     ),
   );
   const peak = rss.reduce((sum, each) => sum + each.stop(), 0);
+  const peakPss = rss.reduce((sum, each) => sum + each.peakPss(), 0);
   for (const result of results) {
     if (result.requests >= BLOCK / threads)
       throw new Error(`bench/scale: more answers than new variants (${template})`);
@@ -165,6 +149,7 @@ async function measure({ targets, template, count }) {
       Object.entries(cpu).map(([group, ms]) => [group, Math.round((100 * ms) / requests) / 100]),
     ),
     peak_rss_mb: peak,
+    peak_pss_mb: peakPss,
   };
 }
 
@@ -244,7 +229,7 @@ export async function benchScale() {
 
 /**
  * @typedef {{ cores: number, format: string, server: string, rps: number, p99_ms: number, cpu_ms_per_variant: number,
- *   cpu_ms_by_group: Record<string, number>, peak_rss_mb: number }} Run
+ *   cpu_ms_by_group: Record<string, number>, peak_rss_mb: number, peak_pss_mb?: number }} Run
  */
 
 /** @param {Run[]} runs */
@@ -269,6 +254,7 @@ function summarise(runs) {
     round(run.cpu_ms_per_variant),
     round(run.p99_ms),
     run.peak_rss_mb,
+    run.peak_pss_mb ?? '',
   ]);
   const where = runs.map((run) => [run.cores, run.format, run.server, ...GROUPS.map((g) => run.cpu_ms_by_group[g])]);
   const settings = Object.entries(ORIGINS)
@@ -282,7 +268,7 @@ function summarise(runs) {
         text:
           `Cores measured: ${CORES.join(', ')} of ${TOTAL}. Efficiency: req/s per core against the same server's and format's ` +
           `run at ${CORES[0]} core(s), and at 2 cores (#47's target: at least 85 % at 16). ` +
-          'CPU ms a variant: the server process tree (the origin with its transform workers). Peak RSS: the main process. ' +
+          'CPU ms a variant: the server process tree (the origin with its transform workers). Peak RSS: the process tree as well (the transform workers make the AVIFs; before 2026-11-27 the main process alone), the RSS of each process counting the pages it shares with the others (the code of Node and libvips); peak PSS: each such page once, as the memory of a container counts it (read every 200 ms). ' +
           'wrk runs on the cores the server is not pinned to; on the last step of a machine it shares them. ' +
           (settings.length ? `Origin settings compared: ${settings.join('; ')}. ` : '') +
           'imgproxy was not measured: the Go module proxy reachable here refuses github.com/imgproxy/imgproxy ' +
@@ -299,6 +285,7 @@ function summarise(runs) {
             'CPU ms a variant',
             'p99 ms',
             'peak RSS MB',
+            'peak PSS MB',
           ],
           rows,
         },
