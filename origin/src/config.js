@@ -337,6 +337,13 @@ export const settings = [
     min: 1,
   },
   {
+    name: 'TRANSFORM_WORKERS',
+    type: 'int',
+    default: '0',
+    doc: 'transform worker processes at once (AVIFs, HEIC sources, variants past TRANSFORM_WORKER_PIXELS): a transform past them waits in its slot for one; 0: one a core the origin may use (an AVIF encode keeps its core busy: on 2 cores one a core made as many AVIFs a second as one a slot, at 38 % less memory, 2026-11-27)',
+    min: 0,
+  },
+  {
     name: 'TRANSFORM_WORKER_IDLE_S',
     type: 'int',
     default: '60',

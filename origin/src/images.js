@@ -38,10 +38,15 @@ export function createImages(deps) {
   });
   const onKill = () => metrics.workerKills.inc();
   const idleMs = config.TRANSFORM_WORKER_IDLE_S * 1000;
-  const workers = createWorkerPool({ keep: usableCores(), nice: config.TRANSFORM_NICE, idleMs, onKill });
-  // a warmer's transforms run in a process of their own at the lowest CPU priority (WARM_NICE, 19): the kernel
+  const workers = createWorkerPool({
+    size: config.TRANSFORM_WORKERS || usableCores(),
+    nice: config.TRANSFORM_NICE,
+    idleMs,
+    onKill,
+  });
+  // a warmer's transforms run in processes of their own at the lowest CPU priority (WARM_NICE, 19): the kernel
   // gives a reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
-  const warmWorkers = createWorkerPool({ keep: 1, nice: config.WARM_NICE, idleMs, onKill });
+  const warmWorkers = createWorkerPool({ size: config.WARM_TRANSFORMS, nice: config.WARM_NICE, idleMs, onKill });
   metrics.watchWorkers({ readers: workers, warm: warmWorkers });
   const loops = transformLoops(config.TRANSFORM_LOOPS, usableCores());
   const transformThreads =

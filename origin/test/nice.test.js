@@ -44,7 +44,7 @@ test(
     const { createWorkerPool } = await import('../src/workers/pool.js');
     const { plan, probe } = await import('../src/pipeline/index.js');
     const { photo } = await import('../../test/support/images.js');
-    const pool = createWorkerPool({ keep: 1, nice: 19 });
+    const pool = createWorkerPool({ size: 1, nice: 19 });
     const file = photo('Path', '1280x800');
     const source = await probe(file, { maxPixels: 50e6, maxFrames: 1 });
     const p = plan(source, { width: 1280, height: null, mode: 'fit', format: 'avif', accept: '' }, false);

@@ -21,15 +21,14 @@ const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
  */
 
 /**
- * A pool of transform processes: one job each at a time (the transform queue bounds how many run), up to
- * `keep` kept between jobs, any more started on demand and ended after their job. A kept worker idle for
- * `idleMs` ends too, except the last one alive: after a burst of AVIFs each one holds the memory of its
- * largest encode (~170 MB on 2026-11-27), one a core, while starting one again costs ~180 ms (its Node and
- * sharp), which the last one alive spares the next AVIF after a quiet hour.
- * @param {{ keep: number, nice: number, idleMs?: number, onKill?: () => void }} options idleMs: 0 or
- *   Infinity keeps them until the origin stops
+ * A pool of transform processes, one job each at a time: at most `size` alive (a job past them waits here for
+ * one, within its time), kept between jobs. One idle for `idleMs` ends, except the last one alive: after a
+ * burst of AVIFs each holds the memory of its largest encode (~170 MB on 2026-11-27), while starting one again
+ * costs ~180 ms (its Node and sharp), which the last one alive spares the next AVIF after a quiet hour.
+ * @param {{ size: number, nice: number, idleMs?: number, onKill?: () => void }} options idleMs: 0 or Infinity
+ *   keeps them until the origin stops
  */
-export function createWorkerPool({ keep, nice, idleMs = Infinity, onKill = () => {} }) {
+export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () => {} }) {
   /** the kept workers, the most recently used last: the next job takes it, the first ones idle out */
   /** @type {import('node:child_process').ChildProcess[]} */
   const idle = [];
@@ -38,6 +37,8 @@ export function createWorkerPool({ keep, nice, idleMs = Infinity, onKill = () =>
   /** @type {Map<import('node:child_process').ChildProcess, NodeJS.Timeout>} */
   const idleTimers = new Map();
   const idleFor = idleMs > 0 && Number.isFinite(idleMs) ? idleMs : 0;
+  /** jobs waiting for a worker, the first first @type {Array<(child: import('node:child_process').ChildProcess) => void>} */
+  const waiting = [];
 
   // Started at its priority (nice -n N node …): every thread it will have (libuv's pool, libvips' workers,
   // V8's helpers) is born at it, where lowering them once they run lost a race on a busy machine
@@ -55,8 +56,28 @@ export function createWorkerPool({ keep, nice, idleMs = Infinity, onKill = () =>
     child.once('exit', () => {
       all.delete(child);
       unpark(child);
+      // a worker killed at its deadline or ended: a job waiting gets a new one
+      if (waiting.length && all.size < size) waiting.shift()?.(spawn());
     });
     return child;
+  }
+
+  /** A worker for the next job: a kept one, a new one, or the next to be free. */
+  function take() {
+    const kept = idle.at(-1);
+    if (kept && unpark(kept)) return Promise.resolve(kept);
+    if (all.size < size) return Promise.resolve(spawn());
+    return new Promise((resolve) => {
+      waiting.push(resolve);
+    });
+  }
+
+  /** A worker done with its job: to the next job waiting, or kept. @param {import('node:child_process').ChildProcess} child */
+  function release(child) {
+    if (!child.connected) return end(child);
+    const next = waiting.shift();
+    if (next) next(child);
+    else park(child);
   }
 
   /** Keeps an idle worker for the next job, for `idleMs` unless it is the last one alive. @param {import('node:child_process').ChildProcess} child */
@@ -75,6 +96,7 @@ export function createWorkerPool({ keep, nice, idleMs = Infinity, onKill = () =>
   function end(child) {
     all.delete(child);
     child.kill();
+    if (waiting.length && all.size < size) waiting.shift()?.(spawn());
   }
 
   /** Takes a worker out of the kept ones; whether it was kept. @param {import('node:child_process').ChildProcess} child */
@@ -87,8 +109,8 @@ export function createWorkerPool({ keep, nice, idleMs = Infinity, onKill = () =>
   }
 
   /**
-   * The transform of `file` by `plan` in a worker, or a 503 transform_timeout after `timeoutMs` (the worker
-   * killed). @param {string} file @param {import('../pipeline/index.js').Plan} plan
+   * The transform of `file` by `plan` in a worker, or a 503 transform_timeout after `timeoutMs`, the wait for a
+   * worker included (a worker at work killed). @param {string} file @param {import('../pipeline/index.js').Plan} plan
    * @param {Omit<Parameters<typeof import('../pipeline/index.js').transform>[2], 'codecs'> & { keepPlan?: import('../pipeline/index.js').Plan | null,
    *   keepHere?: string }} options keepPlan: decode the source's kept pixels by it first, make the variant from them,
    *   and hand them back; keepHere: keep them in the worker instead, under this key (a warm worker)
@@ -96,37 +118,46 @@ export function createWorkerPool({ keep, nice, idleMs = Infinity, onKill = () =>
    * @returns {Promise<WorkerOutput>}
    */
   function run(file, plan, options, timeoutMs) {
-    const kept = idle.at(-1);
-    const child = kept && unpark(kept) ? kept : spawn();
     return new Promise((resolve, reject) => {
+      /** @type {import('node:child_process').ChildProcess | null} */
+      let child = null;
+      let over = false;
       const timer = setTimeout(() => {
-        done();
-        child.kill('SIGKILL');
-        onKill();
+        over = true;
+        if (child) {
+          detach();
+          child.kill('SIGKILL');
+          onKill();
+        }
         reject(transformTimeout());
       }, timeoutMs);
       const onExit = () => {
-        done();
+        clearTimeout(timer);
+        detach();
         reject(new HttpError(500, 'internal_error', { reason: 'transform worker ended' }));
       };
       const onMessage = (/** @type {WorkerAnswer} */ answer) => {
-        done();
-        if (idle.length < keep && child.connected) park(child);
-        else end(child);
+        clearTimeout(timer);
+        detach();
+        release(/** @type {import('node:child_process').ChildProcess} */ (child));
         if (answer.output) {
           const { data, codecs, kept } = answer.output;
           return resolve({ data: Buffer.from(data), codecs, ...(kept ? { kept } : {}) });
         }
         reject(errorOf(answer.error || { status: 500, name: 'internal_error', info: {}, headers: {}, missing: false }));
       };
-      function done() {
-        clearTimeout(timer);
-        child.off('message', onMessage);
-        child.off('exit', onExit);
+      function detach() {
+        child?.off('message', onMessage);
+        child?.off('exit', onExit);
       }
-      child.on('message', onMessage);
-      child.once('exit', onExit);
-      child.send({ file, plan, options });
+      take().then((worker) => {
+        // its time ran out while it waited: the worker goes on to the next job
+        if (over) return release(worker);
+        child = worker;
+        worker.on('message', onMessage);
+        worker.once('exit', onExit);
+        worker.send({ file, plan, options });
+      });
     });
   }
 
