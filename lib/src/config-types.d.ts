@@ -167,7 +167,7 @@ export type OriginConfig = SharedConfig & {
   TRANSFORM_WORKER_PIXELS: number;
   /** transform worker processes at once (AVIFs, HEIC sources, variants past TRANSFORM_WORKER_PIXELS): a transform past them waits in its slot for one; 0: one a core the origin may use (an AVIF encode keeps its core busy: on 2 cores one a core made as many AVIFs a second as one a slot, at 38 % less memory, 2026-11-27) */
   TRANSFORM_WORKERS: number;
-  /** a transform worker process idle this long ends, unless it is the last one alive (each holds the memory of its largest encode, ~170 MB after a 2000-px AVIF; starting one costs ~180 ms); 0: kept until the origin stops */
+  /** a transform worker process idle this long ends, unless it is the last one alive (each holds the memory of its largest encode, ~170 MB after a 2000-px AVIF; starting one costs ~120 ms); 0: kept until the origin stops */
   TRANSFORM_WORKER_IDLE_S: number;
   /** libvips threads per transform; 0: cores ÷ transforms running (a lone transform gets every core, a full house one each) */
   TRANSFORM_THREADS: number;

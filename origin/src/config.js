@@ -347,7 +347,7 @@ export const settings = [
     name: 'TRANSFORM_WORKER_IDLE_S',
     type: 'int',
     default: '60',
-    doc: 'a transform worker process idle this long ends, unless it is the last one alive (each holds the memory of its largest encode, ~170 MB after a 2000-px AVIF; starting one costs ~180 ms); 0: kept until the origin stops',
+    doc: 'a transform worker process idle this long ends, unless it is the last one alive (each holds the memory of its largest encode, ~170 MB after a 2000-px AVIF; starting one costs ~120 ms); 0: kept until the origin stops',
     min: 0,
   },
   {

@@ -97,7 +97,7 @@ test('a job waiting for a worker past its time is a 503, and the worker goes on 
     plan(source, { width, height: null, mode: 'fit', format, accept: '' }, false);
   const pool = createWorkerPool({ size: 1, nice: 0 });
   try {
-    // the one worker starting (~180 ms), then busy with an AVIF; a JPEG behind it with 100 ms to wait
+    // the one worker starting (~120 ms), then busy with an AVIF; a JPEG behind it with 100 ms to wait
     const slow = pool.run(file, want(1280, 'avif'), TRANSFORM_OPTIONS, 120_000);
     const started = performance.now();
     await assert.rejects(pool.run(file, want(320, 'jpeg'), TRANSFORM_OPTIONS, 100), (err) => {
@@ -117,4 +117,28 @@ test('a job waiting for a worker past its time is a 503, and the worker goes on 
   } finally {
     pool.close();
   }
+});
+
+test("a transform worker loads the pipeline and sharp, not the services' library (45 MB and 100 ms a worker)", async () => {
+  const { execFileSync } = await import('node:child_process');
+  // every module the worker's imports resolve to, as the module loader sees them
+  const script = `
+    import { registerHooks } from 'node:module';
+    const seen = new Set();
+    registerHooks({ resolve(specifier, context, next) { const found = next(specifier, context); seen.add(found.url); return found; } });
+    await import(${JSON.stringify(new URL('../src/workers/transform-worker.js', import.meta.url).href)});
+    process.stdout.write(JSON.stringify([...seen]));
+    process.exit(0);`;
+  /** @type {string[]} */
+  const loaded = JSON.parse(
+    execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }),
+  );
+  assert.ok(
+    loaded.some((url) => url.endsWith('/origin/src/pipeline/index.js')),
+    'the pipeline is loaded',
+  );
+  const heavy = loaded.filter((url) =>
+    /\/lib\/src\/index\.js$|\/node_modules\/(express|ioredis|prom-client|pino|undici)\//.test(url),
+  );
+  assert.deepEqual(heavy, []);
 });

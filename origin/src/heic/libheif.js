@@ -6,7 +6,7 @@
 // imir), as RGB or RGBA; its colour profile goes with the pixels into an uncompressed TIFF that sharp reads
 // like any other file, so the profile is applied and every limit of the pipeline holds. Decoding runs on
 // libuv's thread pool, and in a transform worker that is killed at the transform timeout (../workers/pool.js).
-import { HttpError } from '@stack/lib';
+import { HttpError } from '@stack/lib/src/errors.js';
 import { callAsync, loadOnce } from '../codecs.js';
 
 const COLORSPACE_RGB = 1;

@@ -5,7 +5,7 @@
 // file's rotation and mirroring become the EXIF orientation the orient step applies. Null where container.js
 // or avcodec.js does not take the file: libheif decodes it then.
 import sharp from 'sharp';
-import { HttpError } from '@stack/lib';
+import { HttpError } from '@stack/lib/src/errors.js';
 import { hevcDecoder } from './avcodec.js';
 import { heifLayout } from './container.js';
 

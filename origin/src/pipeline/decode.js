@@ -6,7 +6,7 @@
 // still to apply.
 import fs from 'node:fs/promises';
 import sharp from 'sharp';
-import { HttpError, isGone } from '@stack/lib';
+import { HttpError, isGone } from '@stack/lib/src/errors.js';
 import { heicDecoder, rgbTiff } from '../heic/libheif.js';
 import { decodeShrunk, planeShrink } from '../heic/planes.js';
 import { missingSource } from './source.js';

@@ -1,6 +1,6 @@
 // The plan: from what the source is and what was asked, the variant's size and format and how it is made
 // (no pixels touched). Its cost is bounded here, before any decode.
-import { HttpError } from '@stack/lib';
+import { HttpError } from '@stack/lib/src/errors.js';
 import { frameCost } from './source.js';
 
 const CONTENT_TYPES = {

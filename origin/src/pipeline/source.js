@@ -2,7 +2,7 @@
 // limits enforced), whether it is whole (uploads), and the pipeline's errors about the source.
 import fs from 'node:fs/promises';
 import sharp from 'sharp';
-import { GoneError, HttpError } from '@stack/lib';
+import { GoneError, HttpError } from '@stack/lib/src/errors.js';
 import { isSrgbProfile } from '../icc.js';
 import { heicDecoder } from '../heic/libheif.js';
 

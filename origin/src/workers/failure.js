@@ -1,6 +1,6 @@
 // A transform's failure as it crosses from a worker (a process of pool.js, a thread of threads.js) to the
 // origin, and the error the origin answers with on this side.
-import { HttpError, isGone } from '@stack/lib';
+import { HttpError, isGone } from '@stack/lib/src/errors.js';
 import { missingSource } from '../pipeline/index.js';
 
 /**

@@ -24,7 +24,7 @@ const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
  * A pool of transform processes, one job each at a time: at most `size` alive (a job past them waits here for
  * one, within its time), kept between jobs. One idle for `idleMs` ends, except the last one alive: after a
  * burst of AVIFs each holds the memory of its largest encode (~170 MB on 2026-11-27), while starting one again
- * costs ~180 ms (its Node and sharp), which the last one alive spares the next AVIF after a quiet hour.
+ * costs ~120 ms (its Node, sharp and the pipeline), which the last one alive spares the next AVIF after a quiet hour.
  * @param {{ size: number, nice: number, idleMs?: number, onKill?: () => void }} options idleMs: 0 or Infinity
  *   keeps them until the origin stops
  */
