@@ -12,7 +12,7 @@
 // day-psi<N>; DAY_RATE (requests a second, default 150) sets the readers' rate, to measure the warmer where
 // the machine has idle CPU (report day-rate<N>); DAY_BURST=0 leaves out the 200-image post and the burst of
 // 50 (nobody reads them: load for the warmer only), for the day as it publishes (report day-noburst).
-//   [WARM_MAX_CPU_PRESSURE=N] [DAY_RATE=N] [DAY_BURST=0] node bench/day.js [--quick]
+//   [WARM_MAX_CPU_PRESSURE=N] [DAY_RATE=N] [DAY_BURST=0] [KEPT_PIXELS_BYTES=N] [TRANSFORM_WORKERS=N] node bench/day.js [--quick]
 import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import sharp from 'sharp';
@@ -31,6 +31,8 @@ const pressureGate = process.env.WARM_MAX_CPU_PRESSURE || '0';
 // KEPT_PIXELS_BYTES: kept pixels (#48) on at that size (report day-kept<size>) or, at 0, off (day-nokept); unset,
 // the default (off)
 const keptBytes = process.env.KEPT_PIXELS_BYTES;
+// TRANSFORM_WORKERS: the origin's worker processes at once (#47), given to the stack (report day-workers<N>)
+const workers = process.env.TRANSFORM_WORKERS;
 const dayRate = Number(process.env.DAY_RATE || 150);
 const burst = process.env.DAY_BURST !== '0';
 // the frontends' URLs (#40): condenser's /768x0/ and /256x512/ (their 301s' targets), ecency's body and
@@ -217,6 +219,7 @@ async function measureDay({ warm }) {
     WARM: String(warm),
     WARM_MAX_CPU_PRESSURE: pressureGate,
     ...(keptBytes ? { KEPT_PIXELS_BYTES: keptBytes } : {}),
+    ...(workers ? { TRANSFORM_WORKERS: workers } : {}),
   });
   /** @type {NodeJS.Timeout[]} */
   const timers = [];
@@ -471,8 +474,8 @@ if (import.meta.main) {
   const gated = pressureGate !== '0';
   const slower = dayRate !== 150;
   const keptName = keptBytes === '0' ? '-nokept' : keptBytes ? `-kept${keptBytes}` : '';
-  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}${burst ? '' : '-noburst'}${keptName}`;
-  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}${burst ? '' : 'DAY_BURST=0 '}${keptBytes ? `KEPT_PIXELS_BYTES=${keptBytes} ` : ''}`;
+  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}${burst ? '' : '-noburst'}${keptName}${workers ? `-workers${workers}` : ''}`;
+  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}${burst ? '' : 'DAY_BURST=0 '}${keptBytes ? `KEPT_PIXELS_BYTES=${keptBytes} ` : ''}${workers ? `TRANSFORM_WORKERS=${workers} ` : ''}`;
   const file = writeReport(name, {
     title: 'bench/day',
     command: `${environment}node bench/day.js${quick ? ' --quick' : ''}`,
