@@ -74,6 +74,7 @@ export const TEMPLATES = [
   ['vcl/default.vcl.template', 'varnish/default.vcl'],
   ['vcl/sizes.vcl.template', 'varnish/sizes.vcl'],
   ['vcl/limits.vcl.template', 'varnish/limits.vcl'],
+  ['vcl/policy.vcl.template', 'varnish/policy.vcl'],
   ['haproxy/haproxy.cfg.template', 'haproxy.cfg'],
   ['haproxy/errors/503.http', 'haproxy-errors/503.http'],
   ['haproxy/errors/504.http', 'haproxy-errors/504.http'],
@@ -195,8 +196,10 @@ async function main() {
       VARNISH_SIZE_LINES: varnishSizes(config),
       VARNISH_MISS_LIMIT: String(config.VARNISH_MISS_LIMIT),
       VARNISH_MISS_PERIOD_S: String(config.VARNISH_MISS_PERIOD_S),
+      VARNISH_GRACE_HEALTHY_S: String(config.VARNISH_GRACE_HEALTHY_S),
+      VARNISH_GRACE_SICK_S: String(config.VARNISH_GRACE_SICK_S),
     };
-    for (const part of ['sizes', 'limits'])
+    for (const part of ['sizes', 'limits', 'policy'])
       fs.writeFileSync(
         path.join(vclDir, `${part}.vcl`),
         substitute(fs.readFileSync(path.join(ROOT, 'vcl', `${part}.vcl.template`), 'utf8'), values, `${part}.vcl`),

@@ -198,6 +198,20 @@ export const stackSettings = [
   },
   { name: 'VARNISH_MISS_PERIOD_S', type: 'int', default: '10', doc: 'the window of VARNISH_MISS_LIMIT', min: 1 },
   {
+    name: 'VARNISH_GRACE_HEALTHY_S',
+    type: 'int',
+    default: '10',
+    doc: 'how long past its TTL varnish still answers with an object while its service is healthy, fetching a fresh one in the background (a purge ends it at once)',
+    min: 0,
+  },
+  {
+    name: 'VARNISH_GRACE_SICK_S',
+    type: 'int',
+    default: '86400',
+    doc: 'how long past its TTL an object is kept, and answered while its service is down (varnish probes it through haproxy) instead of a 503: the stack stays up when the origin is not',
+    min: 0,
+  },
+  {
     name: 'VARNISH_PURGERS',
     type: 'list',
     default: '',
