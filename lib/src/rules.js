@@ -11,6 +11,13 @@ import { usableCores } from './cores.js';
 /** The transform slots an origin has: TRANSFORM_CONCURRENCY, or 2 × the cores it may use (cores.js) when it is 0. @param {Record<string, any>} config */
 export const transformSlots = (config) => config.TRANSFORM_CONCURRENCY || usableCores() * 2;
 
+/**
+ * The transform worker processes an origin has at once (AVIFs, HEIC sources, large variants): TRANSFORM_WORKERS,
+ * or one a core it may use when it is 0 (an AVIF keeps its core busy; one a slot cost 60 % more memory for no
+ * more AVIFs a second, bench/scale 2026-11-27). @param {Record<string, any>} config
+ */
+export const transformWorkers = (config) => config.TRANSFORM_WORKERS || usableCores();
+
 /** @type {Rule[]} */
 export const RULES = [
   {

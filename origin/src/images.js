@@ -2,7 +2,7 @@
 // however many ask (single flight), within each request's deadline, degraded under a deep queue, the AVIF
 // behind a first answer made in the background, a warmer's only on idle capacity. Each request is a job
 // (variant/job.js) made by variant/make.js; variant/warm.js admits the warmer's.
-import { resolveSource as resolveSourceOf, unwrapOptions, usableCores } from '@stack/lib';
+import { resolveSource as resolveSourceOf, transformWorkers, unwrapOptions, usableCores } from '@stack/lib';
 import { createBackground } from './background.js';
 import { byAnswerDeadline, newJob } from './variant/job.js';
 import { formatOfExt, variantKey } from './variant/keys.js';
@@ -39,7 +39,7 @@ export function createImages(deps) {
   const onKill = () => metrics.workerKills.inc();
   const idleMs = config.TRANSFORM_WORKER_IDLE_S * 1000;
   const workers = createWorkerPool({
-    size: config.TRANSFORM_WORKERS || usableCores(),
+    size: transformWorkers(config),
     nice: config.TRANSFORM_NICE,
     idleMs,
     onKill,
