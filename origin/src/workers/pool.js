@@ -39,6 +39,7 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
   const idleFor = idleMs > 0 && Number.isFinite(idleMs) ? idleMs : 0;
   /** jobs waiting for a worker, the first first @type {Array<(child: import('node:child_process').ChildProcess) => void>} */
   const waiting = [];
+  let closed = false;
 
   // Started at its priority (nice -n N node …): every thread it will have (libuv's pool, libvips' workers,
   // V8's helpers) is born at it, where lowering them once they run lost a race on a busy machine
@@ -57,7 +58,7 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
       all.delete(child);
       unpark(child);
       // a worker killed at its deadline or ended: a job waiting gets a new one
-      if (waiting.length && all.size < size) waiting.shift()?.(spawn());
+      serveWaiting();
     });
     return child;
   }
@@ -96,7 +97,12 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
   function end(child) {
     all.delete(child);
     child.kill();
-    if (waiting.length && all.size < size) waiting.shift()?.(spawn());
+    serveWaiting();
+  }
+
+  /** A new worker for the first job waiting, where one fits (none once the pool is closed). */
+  function serveWaiting() {
+    if (!closed && waiting.length && all.size < size) waiting.shift()?.(spawn());
   }
 
   /** Takes a worker out of the kept ones; whether it was kept. @param {import('node:child_process').ChildProcess} child */
@@ -179,7 +185,9 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
       }
       return pages * PAGE_BYTES;
     },
+    /** Ends every worker; a job still waiting for one is answered at its deadline. */
     close() {
+      closed = true;
       for (const child of all) child.kill();
       for (const timer of idleTimers.values()) clearTimeout(timer);
       idleTimers.clear();
