@@ -24,7 +24,8 @@ const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
  * A pool of transform processes, one job each at a time: at most `size` alive (a job past them waits here for
  * one, within its time), kept between jobs. One idle for `idleMs` ends, except the last one alive: after a
  * burst of AVIFs each holds the memory of its largest encode (~170 MB on 2026-11-27), while starting one again
- * costs ~120 ms (its Node, sharp and the pipeline), which the last one alive spares the next AVIF after a quiet hour.
+ * costs ~120 ms (its Node, sharp and the pipeline), which the last one alive spares the next AVIF after a quiet
+ * hour.
  * @param {{ size: number, nice: number, idleMs?: number, onKill?: () => void }} options idleMs: 0 or Infinity
  *   keeps them until the origin stops
  */
@@ -37,7 +38,10 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
   /** @type {Map<import('node:child_process').ChildProcess, NodeJS.Timeout>} */
   const idleTimers = new Map();
   const idleFor = idleMs > 0 && Number.isFinite(idleMs) ? idleMs : 0;
-  /** jobs waiting for a worker, the first first @type {Array<(child: import('node:child_process').ChildProcess) => void>} */
+  /**
+   * jobs waiting for a worker, the first first
+   * @type {Array<(child: import('node:child_process').ChildProcess) => void>}
+   */
   const waiting = [];
   let closed = false;
 
@@ -73,7 +77,10 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
     });
   }
 
-  /** A worker done with its job: to the next job waiting, or kept. @param {import('node:child_process').ChildProcess} child */
+  /**
+   * A worker done with its job: to the next job waiting, or kept.
+   * @param {import('node:child_process').ChildProcess} child
+   */
   function release(child) {
     if (!child.connected) return end(child);
     const next = waiting.shift();
@@ -81,7 +88,10 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
     else park(child);
   }
 
-  /** Keeps an idle worker for the next job, for `idleMs` unless it is the last one alive. @param {import('node:child_process').ChildProcess} child */
+  /**
+   * Keeps an idle worker for the next job, for `idleMs` unless it is the last one alive.
+   * @param {import('node:child_process').ChildProcess} child
+   */
   function park(child) {
     idle.push(child);
     if (!idleFor) return;
@@ -93,7 +103,10 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
     idleTimers.set(child, timer);
   }
 
-  /** Ends a worker, out of the count at once: a kept one's timer at the same moment sees it gone. @param {import('node:child_process').ChildProcess} child */
+  /**
+   * Ends a worker, out of the count at once: a kept one's timer at the same moment sees it gone.
+   * @param {import('node:child_process').ChildProcess} child
+   */
   function end(child) {
     all.delete(child);
     child.kill();
@@ -105,7 +118,10 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
     if (!closed && waiting.length && all.size < size) waiting.shift()?.(spawn());
   }
 
-  /** Takes a worker out of the kept ones; whether it was kept. @param {import('node:child_process').ChildProcess} child */
+  /**
+   * Takes a worker out of the kept ones; whether it was kept.
+   * @param {import('node:child_process').ChildProcess} child
+   */
   function unpark(child) {
     clearTimeout(idleTimers.get(child));
     idleTimers.delete(child);
