@@ -1,6 +1,7 @@
 // Grace through the real stack: an object past its TTL and past the short grace a healthy backend gets
-// (VARNISH_GRACE_HEALTHY_S, 2 s here) is served stale while its backend is down (VARNISH_GRACE_SICK_S, a day), instead of an error; once the backend is back it is
-// fetched fresh. Avatar redirects are the objects here, with a 1 s shared lifetime so they expire in the test.
+// (VARNISH_GRACE_HEALTHY_S, 2 s here) is served stale while its backend is down (VARNISH_GRACE_SICK_S, a day),
+// instead of an error; once the backend is back it is fetched fresh. Avatar redirects are the objects here,
+// with a 1 s shared lifetime so they expire in the test.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { metricValue } from './support/metrics.js';
