@@ -76,27 +76,13 @@ export function statCpuMs(file) {
 export const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 /**
- * CPU ms of a process, its live children (the origin's transform workers) and those that ended (their time
- * is the parent's cutime and cstime). @param {number} pid
+ * CPU ms of a process, its live descendants (the origin's transform workers: processTree) and the children
+ * that ended (their time is the parent's cutime and cstime). @param {number} pid
  */
 export function processTreeCpuMs(pid) {
-  const fieldsOf = (/** @type {number | string} */ one) => {
-    const stat = fs.readFileSync(`/proc/${one}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  };
-  const children = fs
-    .readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry) && entry !== String(pid))
-    .filter((entry) => {
-      try {
-        return fieldsOf(entry)[1] === String(pid);
-      } catch {
-        return false; // ended meanwhile
-      }
-    })
-    .map(Number);
-  const own = fieldsOf(pid);
-  return cpuMs([pid, ...children]) + ((Number(own[13]) + Number(own[14])) * 1000) / CLOCK_TICKS;
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const own = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return cpuMs(processTree(pid)) + ((Number(own[13]) + Number(own[14])) * 1000) / CLOCK_TICKS;
 }
 
 /** The share of the machine's CPU time spent idle over the next `ms`. @param {number} ms */
@@ -210,24 +196,25 @@ export function treePssMb(pid) {
 /**
  * Samples a process's resident memory with its children's (treeRssMb: the origin's transform workers, which
  * make its AVIFs and large variants) until stopped; returns the peak in MB. Before 2026-11-27 the process alone
- * was read: reports from before then give the origin's main process only. `peakPss()`: the peak of the tree's
- * PSS (treePssMb), read every 200 ms (smaps_rollup walks every mapping: dearer than statm).
- * @param {number} pid
+ * was read: reports from before then give the origin's main process only. With `pss`, `peakPss()` is the peak
+ * of the tree's PSS (treePssMb), read every 200 ms (smaps_rollup walks every mapping: dearer than statm, so
+ * only where it is reported).
+ * @param {number} pid @param {{ pss?: boolean }} [options]
  */
-export function sampleRss(pid) {
+export function sampleRss(pid, { pss = false } = {}) {
   let peak = 0;
   let peakPss = 0;
   const read = () => {
     peak = Math.max(peak, treeRssMb(pid));
   };
   const readPss = () => {
-    peakPss = Math.max(peakPss, treePssMb(pid));
+    if (pss) peakPss = Math.max(peakPss, treePssMb(pid));
   };
   read();
   readPss();
   const start = Math.round(peak);
   const timer = setInterval(read, 20);
-  const pssTimer = setInterval(readPss, 200);
+  const pssTimer = pss ? setInterval(readPss, 200) : undefined;
   return {
     start,
     stop: () => {
@@ -237,7 +224,7 @@ export function sampleRss(pid) {
       readPss();
       return Math.round(peak);
     },
-    /** the peak PSS in MB, after stop() */
+    /** the peak PSS in MB, after stop() (0 without `pss`) */
     peakPss: () => Math.round(peakPss),
     reset: () => {
       peak = 0;

@@ -54,7 +54,7 @@ function random(seed) {
  * take a few pixels), 30 % one of the 200 asked most (Zipf), each in a format by its share.
  * @param {string[]} sources base58 of each source's URL @param {number} count
  */
-export function trafficPaths(sources, count) {
+function trafficPaths(sources, count) {
   const next = random(47);
   const pick = (/** @type {any[]} */ list) => list[Math.floor(next() * list.length)];
   const format = () => {

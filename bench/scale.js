@@ -105,7 +105,7 @@ const spent = (before, after) => Object.fromEntries(GROUPS.map((group) => [group
  */
 async function measure({ targets, template, count }) {
   const { load, loadCount } = layout(count);
-  const rss = targets.map(({ pid }) => sampleRss(pid));
+  const rss = targets.map(({ pid }) => sampleRss(pid, { pss: true }));
   const cpuBefore = targets.map(({ pid }) => treeCpu(pid));
   const threads = targets.length > 1 ? 1 : Math.min(2, loadCount);
   const results = await Promise.all(

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, test } from 'node:test';
+import { processTree } from '../../bench/lib.js';
 import { decode, photo } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { waitFor } from '../../test/support/ports.js';
@@ -20,13 +21,8 @@ after(() => origin?.stop());
 
 /** The origin's transform worker processes, as the kernel lists them. @returns {number[]} */
 function workerPids() {
-  const pid = origin.pid();
-  return fs
-    .readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
-    .trim()
-    .split(/\s+/)
-    .filter(Boolean)
-    .map(Number)
+  return processTree(origin.pid())
+    .slice(1)
     .filter((child) => {
       try {
         return fs.readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('transform-worker');
