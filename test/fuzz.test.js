@@ -13,7 +13,7 @@ before(async () => {
 });
 after(() => origin?.stop());
 
-test('fuzz: mutated JPEG, PNG, WebP, GIF, TIFF, AVIF and HEIC files through /p/ and /upload: no 5xx, no restart', async (t) => {
+test('fuzz: mutated JPEG, PNG, WebP, GIF, TIFF, AVIF, HEIC and animated GIF and WebP files through /p/ and /upload: no 5xx, no restart', async (t) => {
   const pid = origin.pid();
   const cases = [...(await fuzzCases(24, 20261126)), ...corpusCases()];
   const result = await runFuzz(origin, { cases });
