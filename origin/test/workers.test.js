@@ -4,6 +4,8 @@
 // past TRANSFORM_WORKER_IDLE_S ends unless it is the last one alive.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { processTree } from '../../bench/lib.js';
 import { decode, photo } from '../../test/support/images.js';
@@ -83,7 +85,8 @@ test(
   },
 );
 
-test('a job waiting for a worker past its time is a 503, and the worker goes on to the next job', async () => {
+/** A pool of this process's own, and the plans of a photograph's variants for it. */
+async function poolJobs() {
   const { createWorkerPool } = await import('../src/workers/pool.js');
   const { plan, probe } = await import('../src/pipeline/index.js');
   const { TRANSFORM_OPTIONS } = await import('./harness.js');
@@ -91,6 +94,11 @@ test('a job waiting for a worker past its time is a 503, and the worker goes on 
   const source = await probe(file, { maxPixels: 50e6, maxFrames: 1 });
   const want = (/** @type {number} */ width, /** @type {'avif' | 'jpeg'} */ format) =>
     plan(source, { width, height: null, mode: 'fit', format, accept: '' }, false);
+  return { createWorkerPool, file, want, options: TRANSFORM_OPTIONS };
+}
+
+test('a job waiting for a worker past its time is a 503, and the worker goes on to the next job', async () => {
+  const { createWorkerPool, file, want, options: TRANSFORM_OPTIONS } = await poolJobs();
   const pool = createWorkerPool({ size: 1, nice: 0 });
   try {
     // the one worker starting (~120 ms), then busy with an AVIF; a JPEG behind it with 100 ms to wait
@@ -137,4 +145,40 @@ test("a transform worker loads the pipeline and sharp, not the services' library
     /\/lib\/src\/index\.js$|\/node_modules\/(express|ioredis|prom-client|pino|undici)\//.test(url),
   );
   assert.deepEqual(heavy, []);
+});
+
+test('no worker can start (no file descriptors left): a 503 unavailable, and the next job, with room, is made', async () => {
+  const { execFileSync } = await import('node:child_process');
+  // in a process of its own at 128 file descriptors, all taken before the first job
+  const script = `
+    import fs from 'node:fs';
+    const { createWorkerPool } = await import(${JSON.stringify(new URL('../src/workers/pool.js', import.meta.url).href)});
+    const { plan, probe } = await import(${JSON.stringify(new URL('../src/pipeline/index.js', import.meta.url).href)});
+    const { TRANSFORM_OPTIONS } = await import(${JSON.stringify(new URL('./harness.js', import.meta.url).href)});
+    const file = ${JSON.stringify(photo('Path', '1280x800'))};
+    const source = await probe(file, { maxPixels: 50e6, maxFrames: 1 });
+    const p = plan(source, { width: 320, height: null, mode: 'fit', format: 'jpeg', accept: '' }, false);
+    const pool = createWorkerPool({ size: 1, nice: 0 });
+    const taken = [];
+    try { for (;;) taken.push(fs.openSync('/dev/null', 'r')); } catch {}
+    const refused = await pool.run(file, p, TRANSFORM_OPTIONS, 60_000).then(() => null, (err) => [err.status, err.name]);
+    for (const fd of taken) fs.closeSync(fd);
+    const made = await pool.run(file, p, TRANSFORM_OPTIONS, 60_000);
+    pool.close();
+    process.stdout.write(JSON.stringify({ taken: taken.length, refused, bytes: made.data.length, size: pool.size }));`;
+  // a file, not -e: a worker is forked with this process's options, and --input-type would fail it
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'no-fds-'));
+  fs.writeFileSync(path.join(dir, 'pool.mjs'), script);
+  const out = execFileSync(
+    'bash',
+    ['-c', 'ulimit -n 128 && exec "$0" "$1"', process.execPath, path.join(dir, 'pool.mjs')],
+    {
+      encoding: 'utf8',
+    },
+  );
+  fs.rmSync(dir, { recursive: true });
+  const { taken, refused, bytes } = JSON.parse(out);
+  assert.ok(taken > 0, 'the descriptors were taken');
+  assert.deepEqual(refused, [503, 'unavailable']);
+  assert.ok(bytes > 1000, 'the next job was made');
 });

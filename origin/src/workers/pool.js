@@ -14,6 +14,13 @@ const SCRIPT = new URL('./transform-worker.js', import.meta.url);
 /** coreutils' nice: a worker started through it has every thread at its priority from the first one on */
 const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
 
+/** @typedef {import('node:child_process').ChildProcess} ChildProcess */
+/** @typedef {{ resolve: (child: ChildProcess) => void, reject: (err: unknown) => void }} Waiting */
+const INTERNAL = { status: 500, name: 'internal_error', info: {}, headers: {}, missing: false };
+/** No worker could start: fork failed (no file descriptors or processes left). */
+const workerUnavailable = () =>
+  new HttpError(503, 'unavailable', { reason: 'no transform worker could start' }, { 'Retry-After': '5' });
+
 /**
  * @typedef {import('../pipeline/index.js').TransformOutput & { kept?: import('../pipeline/work.js').KeptPixels }} WorkerOutput
  *   kept: the source's pixels the worker decoded to make the variant from (asked by `options.keepPlan`)
@@ -31,16 +38,16 @@ const NICE = ['/usr/bin/nice', '/bin/nice'].find((file) => existsSync(file));
  */
 export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () => {} }) {
   /** the kept workers, the most recently used last: the next job takes it, the first ones idle out */
-  /** @type {import('node:child_process').ChildProcess[]} */
+  /** @type {ChildProcess[]} */
   const idle = [];
-  /** @type {Set<import('node:child_process').ChildProcess>} */
+  /** @type {Set<ChildProcess>} */
   const all = new Set();
-  /** @type {Map<import('node:child_process').ChildProcess, NodeJS.Timeout>} */
+  /** @type {Map<ChildProcess, NodeJS.Timeout>} */
   const idleTimers = new Map();
   const idleFor = idleMs > 0 && Number.isFinite(idleMs) ? idleMs : 0;
   /**
    * jobs waiting for a worker, the first first
-   * @type {Array<(child: import('node:child_process').ChildProcess) => void>}
+   * @type {Waiting[]}
    */
   const waiting = [];
   let closed = false;
@@ -50,13 +57,27 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
   const niced =
     nice > 0 && NICE ? { execPath: NICE, execArgv: ['-n', String(nice), process.execPath, ...process.execArgv] } : {};
 
+  /**
+   * A new worker, or a 503 where none can start: out of file descriptors or processes, fork fails, and the
+   * ChildProcess would emit an 'error' that nothing hears, which ends the origin.
+   */
   function spawn() {
-    const child = fork(SCRIPT, [], {
-      ...niced,
-      serialization: 'advanced',
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, TRANSFORM_NICE: String(nice) },
-    });
+    /** @type {ChildProcess} */
+    let child;
+    try {
+      child = fork(SCRIPT, [], {
+        ...niced,
+        serialization: 'advanced',
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        env: { ...process.env, TRANSFORM_NICE: String(nice) },
+      });
+    } catch {
+      throw workerUnavailable();
+    }
+    // what it would say is heard where it happens: a spawn that failed has no pid (below); a worker gone, by
+    // its 'exit' (a job sent to it meanwhile ends there with a 500)
+    child.on('error', () => {});
+    if (child.pid === undefined) throw workerUnavailable();
     all.add(child);
     child.once('exit', () => {
       all.delete(child);
@@ -67,30 +88,43 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
     return child;
   }
 
-  /** A worker for the next job: a kept one, a new one, or the next to be free. */
+  /**
+   * A worker for the next job: a kept one, a new one, or the next to be free. A kept one already gone (ended
+   * while idle, its 'exit' not yet heard) is let go.
+   * @returns {Promise<ChildProcess>}
+   */
   function take() {
-    const kept = idle.at(-1);
-    if (kept && unpark(kept)) return Promise.resolve(kept);
-    if (all.size < size) return Promise.resolve(spawn());
-    return new Promise((resolve) => {
-      waiting.push(resolve);
+    for (let kept = idle.at(-1); kept; kept = idle.at(-1)) {
+      unpark(kept);
+      if (kept.connected) return Promise.resolve(kept);
+      end(kept);
+    }
+    if (all.size < size) {
+      try {
+        return Promise.resolve(spawn());
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    return new Promise((resolve, reject) => {
+      waiting.push({ resolve, reject });
     });
   }
 
   /**
    * A worker done with its job: to the next job waiting, or kept.
-   * @param {import('node:child_process').ChildProcess} child
+   * @param {ChildProcess} child
    */
   function release(child) {
     if (!child.connected) return end(child);
     const next = waiting.shift();
-    if (next) next(child);
+    if (next) next.resolve(child);
     else park(child);
   }
 
   /**
    * Keeps an idle worker for the next job, for `idleMs` unless it is the last one alive.
-   * @param {import('node:child_process').ChildProcess} child
+   * @param {ChildProcess} child
    */
   function park(child) {
     idle.push(child);
@@ -105,7 +139,7 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
 
   /**
    * Ends a worker, out of the count at once: a kept one's timer at the same moment sees it gone.
-   * @param {import('node:child_process').ChildProcess} child
+   * @param {ChildProcess} child
    */
   function end(child) {
     all.delete(child);
@@ -115,12 +149,18 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
 
   /** A new worker for the first job waiting, where one fits (none once the pool is closed). */
   function serveWaiting() {
-    if (!closed && waiting.length && all.size < size) waiting.shift()?.(spawn());
+    if (closed || !waiting.length || all.size >= size) return;
+    const next = /** @type {Waiting} */ (waiting.shift());
+    try {
+      next.resolve(spawn());
+    } catch (err) {
+      next.reject(err);
+    }
   }
 
   /**
    * Takes a worker out of the kept ones; whether it was kept.
-   * @param {import('node:child_process').ChildProcess} child
+   * @param {ChildProcess} child
    */
   function unpark(child) {
     clearTimeout(idleTimers.get(child));
@@ -141,7 +181,7 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
    */
   function run(file, plan, options, timeoutMs) {
     return new Promise((resolve, reject) => {
-      /** @type {import('node:child_process').ChildProcess | null} */
+      /** @type {ChildProcess | null} */
       let child = null;
       let over = false;
       const timer = setTimeout(() => {
@@ -161,25 +201,32 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
       const onMessage = (/** @type {WorkerAnswer} */ answer) => {
         clearTimeout(timer);
         detach();
-        release(/** @type {import('node:child_process').ChildProcess} */ (child));
+        release(/** @type {ChildProcess} */ (child));
         if (answer.output) {
           const { data, codecs, kept } = answer.output;
           return resolve({ data: Buffer.from(data), codecs, ...(kept ? { kept } : {}) });
         }
-        reject(errorOf(answer.error || { status: 500, name: 'internal_error', info: {}, headers: {}, missing: false }));
+        reject(errorOf(answer.error || INTERNAL));
       };
       function detach() {
         child?.off('message', onMessage);
         child?.off('exit', onExit);
       }
-      take().then((worker) => {
-        // its time ran out while it waited: the worker goes on to the next job
-        if (over) return release(worker);
-        child = worker;
-        worker.on('message', onMessage);
-        worker.once('exit', onExit);
-        worker.send({ file, plan, options });
-      });
+      take().then(
+        (worker) => {
+          // its time ran out while it waited: the worker goes on to the next job
+          if (over) return release(worker);
+          child = worker;
+          worker.on('message', onMessage);
+          worker.once('exit', onExit);
+          worker.send({ file, plan, options });
+        },
+        // none could start
+        (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
     });
   }
 
