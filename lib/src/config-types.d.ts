@@ -217,6 +217,8 @@ export type OriginConfig = SharedConfig & {
   WARM_QUEUE_MAX: number;
   /** format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode */
   AUTO_AVIF_FIRST_ANSWER: boolean;
+  /** AVIF encodes behind first answers running at once, in the slots readers leave (one starts only while no reader waits); 0: half the cores the origin may use, at least one (one on 2 cores: the share of the machine the later AVIFs may take stays the same on a bigger one) */
+  BACKGROUND_ENCODES: number;
   /** AVIF encodes waiting for idle capacity; past it (or when the transform queue is full) they are dropped and asked again by the next request */
   BACKGROUND_ENCODES_MAX: number;
   /** whether the CDN in front keeps one copy per Accept (honours Vary: Accept, e.g. Cloudflare with "Vary for Images"); false: format=auto answers carry CDN-Cache-Control and Cloudflare-CDN-Cache-Control: no-store, so a CDN never serves an AVIF to a browser that cannot decode it (varnish still caches one per Accept class) */

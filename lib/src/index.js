@@ -45,6 +45,6 @@ export {
   createServedLog,
   SERVED_KEYS,
 } from './takedowns.js';
-export { RULES, checkRules, transformSlots, transformWorkers } from './rules.js';
+export { RULES, backgroundEncodes, checkRules, transformSlots, transformWorkers } from './rules.js';
 export { cgroupCpuLimit, usableCores } from './cores.js';
 export { countWarmBytes, warmBytesKey } from './warm-bytes.js';

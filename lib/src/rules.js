@@ -18,6 +18,14 @@ export const transformSlots = (config) => config.TRANSFORM_CONCURRENCY || usable
  */
 export const transformWorkers = (config) => config.TRANSFORM_WORKERS || usableCores();
 
+/**
+ * The AVIF encodes behind first answers that run at once, on idle capacity: BACKGROUND_ENCODES, or half the
+ * cores the origin may use, at least one, when it is 0 (one on the 2 cores it was tuned on: the same share of
+ * a bigger machine). @param {Record<string, any>} config @param {number} [cores]
+ */
+export const backgroundEncodes = (config, cores = usableCores()) =>
+  config.BACKGROUND_ENCODES || Math.max(1, Math.floor(cores / 2));
+
 /** @type {Rule[]} */
 export const RULES = [
   {

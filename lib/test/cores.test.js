@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { cgroupCpuLimit, usableCores } from '../src/cores.js';
-import { transformSlots, transformWorkers } from '../src/rules.js';
+import { backgroundEncodes, transformSlots, transformWorkers } from '../src/rules.js';
 
 /** A fake /proc/self/cgroup and cgroup mounts: `files` relative to the mounts' root. @param {string} self @param {Record<string, string>} files */
 function fakeCgroups(self, files) {
@@ -47,7 +47,7 @@ test('a cgroup v1 quota (cpu or cpu,cpuacct), -1 for none', () => {
   assert.equal(fakeCgroups('3:cpu:/\n', { 'cpu/cpu.cfs_quota_us': '50000', 'cpu/cpu.cfs_period_us': '100000' }), 0.5);
 });
 
-test('cores: the affinity within the quota, rounded up, at least one; the transform slots twice that, the workers one a core', () => {
+test('cores: the affinity within the quota, rounded up, at least one; the transform slots twice that, the workers one a core, the later AVIFs half', () => {
   assert.equal(usableCores({ affinity: 16, quota: null }), 16);
   assert.equal(usableCores({ affinity: 16, quota: 4 }), 4);
   assert.equal(usableCores({ affinity: 16, quota: 1.5 }), 2);
@@ -57,6 +57,10 @@ test('cores: the affinity within the quota, rounded up, at least one; the transf
   assert.equal(transformSlots({ TRANSFORM_CONCURRENCY: 5 }), 5);
   assert.equal(transformWorkers({ TRANSFORM_WORKERS: 0 }), usableCores());
   assert.equal(transformWorkers({ TRANSFORM_WORKERS: 3 }), 3);
+  const derived = (/** @type {number} */ cores) => backgroundEncodes({ BACKGROUND_ENCODES: 0 }, cores);
+  assert.deepEqual([1, 2, 3, 4, 16, 64].map(derived), [1, 1, 1, 2, 8, 32], 'later AVIFs: half the cores, at least one');
+  assert.equal(backgroundEncodes({ BACKGROUND_ENCODES: 0 }), derived(usableCores()));
+  assert.equal(backgroundEncodes({ BACKGROUND_ENCODES: 4 }, 16), 4);
 });
 
 test('this process: taskset -c 0 gives one core', { skip: process.platform !== 'linux' }, () => {

@@ -511,6 +511,13 @@ export const settings = [
     doc: 'format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode',
   },
   {
+    name: 'BACKGROUND_ENCODES',
+    type: 'int',
+    default: '0',
+    doc: 'AVIF encodes behind first answers running at once, in the slots readers leave (one starts only while no reader waits); 0: half the cores the origin may use, at least one (one on 2 cores: the share of the machine the later AVIFs may take stays the same on a bigger one)',
+    min: 0,
+  },
+  {
     name: 'BACKGROUND_ENCODES_MAX',
     type: 'int',
     default: '256',

@@ -2,7 +2,13 @@
 // however many ask (single flight), within each request's deadline, degraded under a deep queue, the AVIF
 // behind a first answer made in the background, a warmer's only on idle capacity. Each request is a job
 // (variant/job.js) made by variant/make.js; variant/warm.js admits the warmer's.
-import { resolveSource as resolveSourceOf, transformWorkers, unwrapOptions, usableCores } from '@stack/lib';
+import {
+  backgroundEncodes,
+  resolveSource as resolveSourceOf,
+  transformWorkers,
+  unwrapOptions,
+  usableCores,
+} from '@stack/lib';
 import { createBackground } from './background.js';
 import { byAnswerDeadline, newJob } from './variant/job.js';
 import { formatOfExt, variantKey } from './variant/keys.js';
@@ -29,6 +35,7 @@ export function createImages(deps) {
   // costly encodings nobody waits for: the AVIF behind a first answer in WebP
   const background = createBackground({
     queue,
+    concurrency: backgroundEncodes(config),
     maxPending: config.BACKGROUND_ENCODES_MAX,
     onResult: (result, err) => {
       metrics.background.inc({ result });

@@ -47,9 +47,9 @@ export class TransformQueue {
     return this.small.length + this.large.length;
   }
 
-  /** True when a slot is free and nothing waits or prepares for one: room for work nobody waits for. */
-  get idle() {
-    return this.running < this.concurrency && this.depth === 0 && this.reserved === 0;
+  /** Slots neither running a task nor held for one preparing (0 while any task waits): room for work nobody waits for. */
+  get freeSlots() {
+    return this.depth ? 0 : Math.max(0, this.concurrency - this.running - this.reserved);
   }
 
   /** Whether a later task may start now: no reader's task waits, keepFree slots are free, and fewer than laterConcurrency run. */
