@@ -10,6 +10,7 @@ import { sign } from '../purge-service/src/signature.js';
 import { hiveSignature, keyAuthority } from '../test/support/hive-keys.js';
 import { decode } from '../test/support/images.js';
 import { buildCorpus } from './corpus.js';
+import { mutate } from './fuzz.js';
 
 /** A server that must never be reached: it counts every request. */
 export async function startCanary() {
@@ -37,6 +38,23 @@ export async function startCorpusServer(cases, canaryPort) {
   await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(null)));
   const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
   return { base: `http://localhost:${port}`, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+/**
+ * A multipart/form-data body of `parts` (a file where it has a filename, else a field), as a browser sends it.
+ * @param {string} boundary @param {Array<{ name: string, filename?: string, type?: string, body: Buffer }>} parts
+ */
+function multipartBody(boundary, parts) {
+  return Buffer.concat([
+    ...parts.flatMap(({ name, filename, type, body }) => [
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="${name}"${filename ? `; filename="${filename}"\r\nContent-Type: ${type}` : ''}\r\n\r\n`,
+      ),
+      body,
+      Buffer.from('\r\n'),
+    ]),
+    Buffer.from(`--${boundary}--\r\n`),
+  ]);
 }
 
 /** Random text from an alphabet, deterministic per seed. @param {number} seed @param {number} length @param {string} alphabet */
@@ -196,6 +214,44 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
     '/healthz/../admin',
   ]) {
     await judge('fuzz routes', path, await get(path));
+  }
+
+  // the upload's form itself, mutated by seed and cut short inside each part, through the token upload and
+  // the signed Hive one (which reads the body before it can check the signature: anyone reaches the form's
+  // parser). Two forms: a text field then the image (taken whole), and a file the upload skips then the image
+  // (refused whole: one file a form; cut short in the skipped file, it once ended the origin)
+  const photo = corpus.find((entry) => entry.name === 'exif-orientation-1')?.body || Buffer.alloc(0);
+  const imagePart = { name: 'image_file', filename: 'photo.jpg', type: 'image/jpeg', body: photo };
+  const taken = multipartBody('fuzz', [{ name: 'note', body: Buffer.from('a caption') }, imagePart]);
+  const skipped = multipartBody('fuzz', [
+    { name: 'other', filename: 'notes.txt', type: 'text/plain', body: Buffer.from('not the image') },
+    imagePart,
+  ]);
+  const forms = [taken, skipped].flatMap((form, f) => [
+    ...Array.from({ length: 20 }, (_, i) => ({
+      label: `form ${f} mutation ${i + 1}`,
+      body: mutate(form, 7919 * (i + 1)),
+    })),
+    ...[60, 140, form.length - 40, form.length - 2].map((at) => ({
+      label: `form ${f} cut at ${at}`,
+      body: form.subarray(0, at),
+    })),
+  ]);
+  const post = (/** @type {Buffer} */ body, /** @type {boolean} */ hive) =>
+    get(hive ? `/${account}/${'ab'.repeat(65)}` : '/upload', {
+      method: 'POST',
+      headers: {
+        'content-type': 'multipart/form-data; boundary=fuzz',
+        ...(hive ? {} : { authorization: `Bearer ${uploadToken}` }),
+      },
+      body: new Uint8Array(body),
+    });
+  // the form whole is taken (a 200 with its URL; anything else is a problem), so the mutations start from one
+  const whole = await post(taken, false);
+  await judge('fuzz multipart', 'the form whole', whole, whole.status === 200 ? undefined : { expect: 'image' });
+  for (const [i, { label, body }] of forms.entries()) {
+    const hive = i % 2 === 1;
+    await judge('fuzz multipart', `${hive ? 'hive' : 'token'} ${label}`, await post(body, hive));
   }
 
   const port = canaryPort;

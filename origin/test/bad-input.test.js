@@ -234,3 +234,31 @@ test('uploads: 411 without a length, 413 before reading an oversized body, 401 w
   }
   await stillServing();
 });
+
+test('a form cut short in a part the upload skips is a 400 invalid_body, whoever sends it, and the origin serves on', async () => {
+  const pid = origin.pid();
+  // a first part that is not the image, its form never closed: busboy fails the skipped part's stream too
+  const body = [
+    '--cut',
+    'Content-Disposition: form-data; name="other"; filename="a.bin"',
+    'Content-Type: application/octet-stream',
+    '',
+    'x'.repeat(1000),
+  ].join('\r\n');
+  const headers = { 'content-type': 'multipart/form-data; boundary=cut' };
+  // the signed Hive upload reads the body before it can check the signature: anyone reaches the parser
+  for (const [path, authorization] of [
+    [`/hiveio/${'ab'.repeat(65)}`, ''],
+    ['/upload', 'Bearer test-token'],
+  ]) {
+    const answer = await fetch(`${origin.base}${path}`, {
+      method: 'POST',
+      headers: { ...headers, ...(authorization ? { authorization } : {}) },
+      body,
+    });
+    assert.equal(answer.status, 400, path);
+    assert.deepEqual(await jsonError(answer), { name: 'invalid_body', info: { reason: 'malformed multipart' } });
+  }
+  await stillServing();
+  assert.equal(origin.pid(), pid, 'the same origin process');
+});

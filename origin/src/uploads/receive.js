@@ -45,6 +45,9 @@ export function receiveFile(req, { maxBytes, tempPath, checksum, sha256 }) {
     }
     parser.on('file', (field, file, info) => {
       if (saving || (field !== 'image_file' && field !== 'file')) {
+        // a part skipped: drained, and its error heard (a form cut short in it fails it with one, which
+        // unheard ended the origin; the parser's own 'error' answers the upload)
+        file.on('error', () => {});
         file.resume();
         return;
       }
