@@ -135,6 +135,7 @@ export function createImages(deps) {
    */
   function forgetVariant(key) {
     variants.forget(key);
+    variants.replaceLostActive();
     logger.warn({ key }, 'cached variant missing on disk: made again');
   }
 

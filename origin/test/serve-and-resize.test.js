@@ -412,6 +412,57 @@ test('a cached variant whose bytes are gone from disk is made again, read whole 
   assert.ok(ranged.ok, String(ranged.status));
   assert.ok(Buffer.from(await ranged.arrayBuffer()).equals(first.body));
   assert.equal((await made()) - before, 1);
+  // made again into a file of its own: the next range is sent from it, not made once more
+  const part = async () => {
+    const answer = await fetch(target, { headers: { range: 'bytes=0-9' } });
+    return answer.status === 206 && Buffer.from(await answer.arrayBuffer()).equals(first.body.subarray(0, 10));
+  };
+  await waitFor(part, 10_000, 'a range of the variant made again');
+  assert.equal((await made()) - before, 1);
+});
+
+test('a range past a cached variant is a 416 naming its length, and its keep-alive connection answers the next request', async () => {
+  const http = await import('node:http');
+  // an origin of its own: the test before deleted the result cache's segments by hand
+  const own = await startOrigin();
+  const target = own.proxied(own.site.add('ranged.jpg', fs.readFileSync(photo('Path', '1280x800'))), {
+    width: 300,
+  });
+  const whole = Buffer.from(await (await fetch(target)).arrayBuffer());
+  // a range is sent from the result cache's file, once it is written there
+  const cached = async () => (await fetch(target, { headers: { range: 'bytes=0-0' } })).status === 206;
+  await waitFor(cached, 10_000, 'the variant in the result cache');
+  // one connection, kept alive: each request after the first goes on the same socket
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  /** @param {Record<string, string>} headers @returns {Promise<{ status: number, headers: import('node:http').IncomingHttpHeaders, body: Buffer }>} */
+  const get = (headers) =>
+    new Promise((resolve, reject) => {
+      const req = http.get(target, { agent, headers }, (res) => {
+        const chunks = /** @type {Buffer[]} */ ([]);
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({ status: Number(res.statusCode), headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+      });
+      req.setTimeout(10_000, () => req.destroy(new Error('no answer in 10 s on the kept-alive connection')));
+      req.on('error', reject);
+    });
+  try {
+    for (const range of ['bytes=999999-', 'bytes=-0']) {
+      const refused = await get({ range });
+      assert.equal(refused.status, 416, range);
+      assert.equal(refused.headers['content-range'], `bytes */${whole.length}`);
+      assert.equal(JSON.parse(refused.body.toString()).error.name, 'range_not_satisfiable');
+      const next = await get({});
+      assert.equal(next.status, 200);
+      assert.ok(next.body.equals(whole));
+    }
+    const part = await get({ range: 'bytes=0-9' });
+    assert.deepEqual([part.status, part.body], [206, whole.subarray(0, 10)]);
+  } finally {
+    agent.destroy();
+    await own.stop();
+  }
 });
 
 test('a cached original whose file was deleted by hand is fetched again, not taken for a bad image', async () => {

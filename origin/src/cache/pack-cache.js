@@ -496,6 +496,19 @@ export class PackCache {
     if (this.building || this.index.get(bytes)) this.index.set(bytes, 0, active.seq, active.size, 0, FORGOTTEN);
   }
 
+  /**
+   * After a cached variant's file was found gone (deleted by hand): when it is the segment taking appends, they
+   * go to a new file from now on. Else every variant made again went where a range, sent from the file by its
+   * name, cannot read it, and was made again at each range asked.
+   */
+  replaceLostActive() {
+    const active = this.segments[this.segments.length - 1];
+    if (!active || this.closed || fs.existsSync(active.file)) return;
+    // no index file for it: what it holds stays readable through its open descriptor until evicted
+    active.records = null;
+    this.open(active.seq + 1);
+  }
+
   /** Deletes the oldest segments (never the one taking appends) until the cache is within its bound. */
   evict() {
     while (this.totalBytes > this.maxBytes && this.segments.length > 1) {

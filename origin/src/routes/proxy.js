@@ -131,16 +131,20 @@ export function proxyHandler(deps) {
         );
         for (const [name, value] of Object.entries({ ...headers, 'X-Request-Id': reply.reqId }))
           res.setHeader(name, value);
-        res.once('finish', () => {
+        const sent = () => {
           countSent(metrics, variant);
           reply.done(res.statusCode);
-        });
+        };
+        res.once('finish', sent);
         send(req, encodeURI(file), { ...SEND_OPTIONS, start, end })
           .on('error', (/** @type {unknown} */ err) => {
-            // nothing was sent: the variant's headers go, the answer is made again or is the error
+            // nothing was sent: the variant's headers go, the answer is made again or is the error. Only our
+            // own listener leaves: the server's own on 'finish' reads the connection's next request (all of
+            // them removed, a 416 left its keep-alive connection answering nothing more)
             if (!res.headersSent) for (const name of res.getHeaderNames()) res.removeHeader(name);
-            res.removeAllListeners('finish');
-            if (!forgetIfMissing(deps, err, variant, retried, res)) return reply.fail(err);
+            res.off('finish', sent);
+            if (!forgetIfMissing(deps, err, variant, retried, res))
+              return reply.fail(unsatisfiable(err, end - start + 1));
             respond(true).catch(reply.fail);
           })
           .pipe(res);
@@ -148,6 +152,15 @@ export function proxyHandler(deps) {
       await respond();
     },
   );
+}
+
+/**
+ * A range past the variant's bytes: a 416 that says their length (`send` leaves it out of the error's answer).
+ * @param {unknown} err @param {number} bytes
+ */
+function unsatisfiable(err, bytes) {
+  if (/** @type {any} */ (err)?.status !== 416) return err;
+  return new HttpError(416, 'range_not_satisfiable', { bytes }, { 'Content-Range': `bytes */${bytes}` });
 }
 
 /**
