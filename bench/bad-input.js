@@ -57,6 +57,37 @@ function multipartBody(boundary, parts) {
   ]);
 }
 
+/** Request headers a variant's answer reads, one to three of them, with odd values; deterministic per seed. @param {number} seed */
+function oddHeaders(seed) {
+  const names = ['range', 'if-range', 'if-none-match', 'if-modified-since', 'accept', 'accept-encoding'];
+  const pieces = ['bytes=', '0', '-', '1', ',', '99999999999999999999', '-0', ' ', '=', 'x', '18446744073709551616'];
+  pieces.push(
+    'W/"',
+    '"',
+    '*',
+    ';q=',
+    'image/',
+    'avif',
+    'webp',
+    '*/*',
+    'q=0',
+    'q=1.5',
+    'gzip',
+    'NaN',
+    'Thu, 01 Jan 1970',
+  );
+  /** @type {Record<string, string>} */
+  const headers = {};
+  const count = 1 + (seed % 3);
+  for (let i = 0; i < count; i += 1) {
+    const words = randomText(seed * 31 + i * 7, 1 + ((seed + i) % 6), 'abcdefghijklmnopqrstuvwx');
+    headers[names[(seed * 5 + i * 3) % names.length]] = [...words]
+      .map((letter) => pieces[(letter.charCodeAt(0) - 97) % pieces.length])
+      .join('');
+  }
+  return headers;
+}
+
 /** Random text from an alphabet, deterministic per seed. @param {number} seed @param {number} length @param {string} alphabet */
 function randomText(seed, length, alphabet) {
   let state = seed;
@@ -70,9 +101,21 @@ function randomText(seed, length, alphabet) {
 
 /**
  * @param {{ base: string, corpus: import('./corpus.js').Case[], corpusBase: string, canaryPort: number, uploadToken: string,
- *   hmacKey: string, hiveKey: Uint8Array, account: string }} options
+ *   hmacKey: string, hiveKey: Uint8Array, account: string,
+ *   direct?: Record<string, (path: string, init?: RequestInit) => Promise<Response>> }} options direct: programs
+ *   behind the edge, asked straight (haproxy's images frontend, the origin)
  */
-export async function runCampaign({ base, corpus, corpusBase, canaryPort, uploadToken, hmacKey, hiveKey, account }) {
+export async function runCampaign({
+  base,
+  corpus,
+  corpusBase,
+  canaryPort,
+  uploadToken,
+  hmacKey,
+  hiveKey,
+  account,
+  direct,
+}) {
   /** @type {Record<string, { cases: number, images: number, errors4xx: number, problems: string[] }>} */
   const classes = {};
   /**
@@ -87,6 +130,11 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
     const type = response.headers.get('content-type') || '';
     if (response.status >= 500)
       return entry.problems.push(`${label}: ${response.status} ${body.toString().slice(0, 120)}`);
+    // a range past the end: a 416 that says the length (RFC 9110); varnish's, for a cached object, has no body
+    if (response.status === 416 && /^bytes \*\/\d+$/.test(response.headers.get('content-range') || '')) {
+      entry.errors4xx += 1;
+      return undefined;
+    }
     if (response.status >= 400) {
       let name;
       try {
@@ -114,6 +162,12 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
       entry.images += 1;
     }
     return undefined;
+  }
+  /** A request that got no answer at all. @param {string} klass @param {string} label @param {unknown} err */
+  function noAnswer(klass, label, err) {
+    const entry = classes[klass] || (classes[klass] = { cases: 0, images: 0, errors4xx: 0, problems: [] });
+    entry.cases += 1;
+    entry.problems.push(`${label}: no answer (${/** @type {Error} */ (err)?.message})`);
   }
   const get = (/** @type {string} */ path, /** @type {RequestInit} */ init = {}) =>
     fetch(base + path, { redirect: 'manual', ...init });
@@ -214,6 +268,35 @@ export async function runCampaign({ base, corpus, corpusBase, canaryPort, upload
     '/healthz/../admin',
   ]) {
     await judge('fuzz routes', path, await get(path));
+  }
+
+  // request headers a variant's answer reads (ranges, conditions, Accept, …), seeded combinations of odd
+  // values, on kept-alive connections to the edge, to haproxy's images frontend and to the origin itself: an
+  // answer that leaves its connection unable to answer the next (a 416 once did) shows as a request that
+  // gets no answer in 10 s
+  const variantPath = proxied(valid, 'width=300');
+  const targets = /** @type {Array<[string, (path: string, init?: RequestInit) => Promise<Response>]>} */ ([
+    ['edge', get],
+    ...(direct ? Object.entries(direct) : []),
+  ]);
+  for (const [target, ask] of targets) {
+    await ask(variantPath).then((response) => response.arrayBuffer());
+    const ranges = ['bytes=0-9', 'bytes=999999-', 'bytes=-0', 'bytes=5-1', 'bytes=0-1,5-6', 'items=0-5', 'x'];
+    // each range, then a plain request (on the connection it left, where it is kept alive)
+    /** @type {Record<string, string>} */
+    const plain = {};
+    const cases = [
+      ...ranges.flatMap((range) => [{ range }, plain]),
+      ...Array.from({ length: 120 }, (_, i) => oddHeaders(i + 1)),
+    ];
+    for (const headers of cases) {
+      const label = `${target} ${JSON.stringify(headers)}`;
+      const answer = await ask(variantPath, { headers, signal: AbortSignal.timeout(10_000) }).catch(
+        (/** @type {Error} */ err) => err,
+      );
+      if (answer instanceof Error) noAnswer('fuzz headers', label, answer);
+      else await judge('fuzz headers', label, answer);
+    }
   }
 
   // the upload's form itself, mutated by seed and cut short inside each part, through the token upload and
@@ -392,6 +475,11 @@ export async function startCampaign() {
         hmacKey: 'campaign-key',
         hiveKey: key.secretKey,
         account: 'campaign',
+        direct: {
+          // undici's own Response, read as the global one is
+          haproxy: (path, init) => /** @type {any} */ (stack.direct('images', path, /** @type {any} */ (init))),
+          origin: (path, init) => /** @type {any} */ (stack.direct('origin', path, /** @type {any} */ (init))),
+        },
       }),
     async stop() {
       await stack.stop();

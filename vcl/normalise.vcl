@@ -16,6 +16,11 @@ sub vcl_recv {
   # images are public: credentials and cookies must not split (or bypass) the cache
   unset req.http.Cookie;
   unset req.http.Authorization;
+  # a Range that is not one range of bytes (another unit, a list, junk) is ignored, as RFC 9110 asks: the
+  # whole image, where varnish answers a 416 with no body (a satisfiable one it answers from the object)
+  if (req.http.Range && req.http.Range !~ "^bytes=(\d+-\d*|-\d+)$") {
+    unset req.http.Range;
+  }
   # the origin only distinguishes avif, webp, or neither: three Accept values, three variants at most. A type
   # counts when it is listed with a q above 0 ("image/avif;q=0" refuses AVIF; origin/src/routes/proxy.js
   # acceptClass reads it the same way)
