@@ -103,6 +103,10 @@ export function errorHandler(errorCacheControl = 'no-store') {
     res.status(httpError.status);
     res.set(headers);
     res.removeHeader('ETag');
+    // answered before the request's body was read to the end (a refused token or length, a form the parser
+    // gave up on): the rest is read and dropped and the connection closed, for left unread it stalled the
+    // connection, and the next request on it (haproxy reuses them) waited for its timeout
+    if (!req.complete) res.set('Connection', 'close');
     if (String(res.getHeader('connection')).toLowerCase() === 'close') lingeringClose(req);
     res.json(httpError);
   };

@@ -262,3 +262,37 @@ test('a form cut short in a part the upload skips is a 400 invalid_body, whoever
   await stillServing();
   assert.equal(origin.pid(), pid, 'the same origin process');
 });
+
+test('an upload refused before its body is read (a form the parser gives up on, a wrong token): its kept-alive connection does not stall', async () => {
+  const http = await import('node:http');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  /** @param {string} method @param {string} path @param {Record<string, string | number>} headers @param {Buffer} [body] */
+  const ask = (method, path, headers, body) =>
+    new Promise((resolve, reject) => {
+      const req = http.request(`${origin.base}${path}`, { method, agent, headers }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+      });
+      req.setTimeout(10_000, () => req.destroy(new Error(`${method} ${path}: no answer in 10 s`)));
+      req.on('error', reject);
+      req.end(body);
+    });
+  // a part header the parser refuses, then 300 KB it never reads
+  const body = Buffer.concat([Buffer.from('--junk\r\nnot a header\r\n\r\n'), Buffer.alloc(300_000, 120)]);
+  const headers = {
+    authorization: 'Bearer test-token',
+    'content-type': 'multipart/form-data; boundary=junk',
+    'content-length': body.length,
+  };
+  try {
+    for (const path of ['/upload', `/hiveio/${'ab'.repeat(65)}`]) {
+      assert.equal(await ask('POST', path, headers, body), 400, path);
+      assert.equal(await ask('GET', '/healthz', {}), 200, `the request after ${path}`);
+    }
+    // refused before the form is read at all
+    assert.equal(await ask('POST', '/upload', { ...headers, authorization: 'Bearer wrong' }, body), 401);
+    assert.equal(await ask('GET', '/healthz', {}), 200, 'the request after the 401');
+  } finally {
+    agent.destroy();
+  }
+});
