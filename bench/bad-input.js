@@ -320,21 +320,48 @@ export async function runCampaign({
       body: form.subarray(0, at),
     })),
   ]);
-  const post = (/** @type {Buffer} */ body, /** @type {boolean} */ hive) =>
-    get(hive ? `/${account}/${'ab'.repeat(65)}` : '/upload', {
+  /**
+   * A form posted by `ask`, to the token upload or the Hive one; an Error when no answer came in 10 s.
+   * @param {(path: string, init?: RequestInit) => Promise<Response>} ask @param {Buffer} body @param {boolean} hive
+   */
+  const post = (ask, body, hive) =>
+    ask(hive ? `/${account}/${'ab'.repeat(65)}` : '/upload', {
       method: 'POST',
       headers: {
         'content-type': 'multipart/form-data; boundary=fuzz',
         ...(hive ? {} : { authorization: `Bearer ${uploadToken}` }),
       },
       body: new Uint8Array(body),
-    });
+      signal: AbortSignal.timeout(10_000),
+    }).catch((/** @type {Error} */ err) => err);
+  /** @param {string} label @param {Response | Error} answer @param {Parameters<typeof judge>[3]} [want] */
+  const judgeForm = (label, answer, want) =>
+    answer instanceof Error ? noAnswer('fuzz multipart', label, answer) : judge('fuzz multipart', label, answer, want);
   // the form whole is taken (a 200 with its URL; anything else is a problem), so the mutations start from one
-  const whole = await post(taken, false);
-  await judge('fuzz multipart', 'the form whole', whole, whole.status === 200 ? undefined : { expect: 'image' });
-  for (const [i, { label, body }] of forms.entries()) {
-    const hive = i % 2 === 1;
-    await judge('fuzz multipart', `${hive ? 'hive' : 'token'} ${label}`, await post(body, hive));
+  const whole = await post(get, taken, false);
+  await judgeForm(
+    'the form whole',
+    whole,
+    !(whole instanceof Error) && whole.status === 200 ? undefined : { expect: 'image' },
+  );
+  // a form refused at its first part header with 300 KB after it unread, then a plain request on the
+  // connection it leaves (left unread, that body once stalled it)
+  const early = Buffer.concat([Buffer.from('--fuzz\r\nnot a header\r\n\r\n'), Buffer.alloc(300_000, 120)]);
+  for (const [target, ask] of targets) {
+    for (const [i, { label, body }] of forms.entries()) {
+      const hive = i % 2 === 1;
+      await judgeForm(`${target} ${hive ? 'hive' : 'token'} ${label}`, await post(ask, body, hive));
+    }
+    for (const hive of [false, true]) {
+      await judgeForm(
+        `${target} ${hive ? 'hive' : 'token'} refused early, 300 KB unread`,
+        await post(ask, early, hive),
+      );
+      const next = await ask(variantPath, { signal: AbortSignal.timeout(10_000) }).catch(
+        (/** @type {Error} */ err) => err,
+      );
+      await judgeForm(`${target} the request after it`, next);
+    }
   }
 
   const port = canaryPort;
