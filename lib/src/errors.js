@@ -21,6 +21,17 @@ export class HttpError extends Error {
 }
 
 /**
+ * The disk full (ENOSPC) or the user's disk quota spent (EDQUOT): a 507 for the operator to answer, never the
+ * request's or the image's fault (not remembered as a source's failure); null for any other error.
+ * @param {unknown} err
+ */
+export function storageFull(err) {
+  const code = /** @type {any} */ (err)?.code;
+  if (code !== 'ENOSPC' && code !== 'EDQUOT') return null;
+  return new HttpError(507, 'insufficient_storage', {}, { 'Retry-After': '60' });
+}
+
+/**
  * Turns anything thrown into an HttpError; unknown errors become a 500 with no detail leaked.
  * @param {unknown} err
  * @returns {HttpError}
@@ -33,6 +44,8 @@ export function toHttpError(err) {
   if (anyErr && anyErr.type === 'entity.parse.failed') return new HttpError(400, 'invalid_json');
   // express marks what the client got wrong, e.g. a path segment that is not valid percent-encoding
   if (err instanceof URIError) return new HttpError(400, 'invalid_path', { reason: 'malformed percent-encoding' });
+  const full = storageFull(err);
+  if (full) return full;
   if (anyErr && Number.isInteger(anyErr.status) && anyErr.status >= 400 && anyErr.status < 500)
     return new HttpError(anyErr.status, 'bad_request');
   return new HttpError(500, 'internal_error');

@@ -8,7 +8,16 @@ export {
   takedownSettings,
   whitelistSettings,
 } from './config.js';
-export { HttpError, toHttpError, errorAnswer, errorHandler, StartupError, GoneError, isGone } from './errors.js';
+export {
+  HttpError,
+  toHttpError,
+  errorAnswer,
+  errorHandler,
+  StartupError,
+  GoneError,
+  isGone,
+  storageFull,
+} from './errors.js';
 export { createLogger, logRequest, redactUrl, requestIdOf, requestLogger } from './log.js';
 export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
 export { awaitReplicas, connectRedis, redisReady } from './redis.js';

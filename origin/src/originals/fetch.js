@@ -4,7 +4,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import ipaddr from 'ipaddr.js';
 import { Agent, request } from 'undici';
-import { HttpError } from '@stack/lib';
+import { HttpError, storageFull } from '@stack/lib';
 import { bareHost, isForbiddenAddress, safeLookup } from './ssrf.js';
 
 /**
@@ -139,6 +139,9 @@ async function saveBody(body, destination, maxBytes) {
 /** @param {unknown} err @returns {HttpError} */
 function classify(err) {
   if (err instanceof HttpError) return err;
+  // our own disk, not the upstream
+  const full = storageFull(err);
+  if (full) return full;
   const anyErr = /** @type {any} */ (err);
   const code = anyErr?.code || anyErr?.cause?.code || anyErr?.name;
   if (code === 'EFORBIDDEN') return fetchError(403, 'forbidden_target', true);

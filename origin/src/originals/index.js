@@ -4,7 +4,7 @@
 // (probed once per file), and how it is forgotten (a file gone from disk, a takedown).
 import fs from 'node:fs/promises';
 import { LRUCache } from 'lru-cache';
-import { HttpError } from '@stack/lib';
+import { HttpError, storageFull } from '@stack/lib';
 import { FetchError } from './fetch.js';
 import { probe } from '../pipeline/index.js';
 
@@ -73,10 +73,12 @@ export function createOriginals({
       return file;
     } catch (err) {
       await fs.rm(temp, { force: true });
-      const httpError = err instanceof HttpError ? err : new HttpError(502, 'upstream_error');
+      const httpError = err instanceof HttpError ? err : (storageFull(err) ?? new HttpError(502, 'upstream_error'));
       metrics.fetchErrors.inc({ reason: httpError.name });
-      // what the fetch calls transient (a timeout, a 5xx) is remembered briefly; the rest (a 404, not an image) long
-      await failures.set(source.id, httpError, !(err instanceof FetchError) || err.permanent);
+      // what the fetch calls transient (a timeout, a 5xx) is remembered briefly; the rest (a 404, not an image)
+      // long; our own disk full, not at all (the source is fine)
+      if (httpError.status !== 507)
+        await failures.set(source.id, httpError, !(err instanceof FetchError) || err.permanent);
       throw httpError;
     } finally {
       end();

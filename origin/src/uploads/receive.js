@@ -52,7 +52,9 @@ export function receiveFile(req, { maxBytes, tempPath, checksum, sha256 }) {
         return;
       }
       saving = saveFile(file, tempPath, maxBytes, info.filename || '', checksum, sha256);
-      saving.catch(() => {});
+      // a write that fails (the disk full) ends the upload at once: the form's parser, its file stream
+      // destroyed, never closes, and the upload waited for nothing
+      saving.catch(reject);
     });
     parser.on('error', () => reject(new HttpError(400, 'invalid_body', { reason: 'malformed multipart' })));
     parser.on('close', () => {
