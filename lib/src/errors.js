@@ -46,6 +46,8 @@ export function toHttpError(err) {
   if (err instanceof URIError) return new HttpError(400, 'invalid_path', { reason: 'malformed percent-encoding' });
   const full = storageFull(err);
   if (full) return full;
+  // a range past a file's end (Express's send; it sets the Content-Range saying the length itself)
+  if (anyErr?.status === 416) return new HttpError(416, 'range_not_satisfiable');
   if (anyErr && Number.isInteger(anyErr.status) && anyErr.status >= 400 && anyErr.status < 500)
     return new HttpError(anyErr.status, 'bad_request');
   return new HttpError(500, 'internal_error');
@@ -115,7 +117,9 @@ export function errorHandler(errorCacheControl = 'no-store') {
     }
     res.status(httpError.status);
     res.set(headers);
+    // the route's own (an image's type and tag, set before sending its file failed): the answer is JSON
     res.removeHeader('ETag');
+    res.removeHeader('Content-Type');
     // answered before the request's body was read to the end (a refused token or length, a form the parser
     // gave up on): the rest is read and dropped and the connection closed, for left unread it stalled the
     // connection, and the next request on it (haproxy reuses them) waited for its timeout

@@ -465,6 +465,38 @@ test('a range past a cached variant is a 416 naming its length, and its keep-ali
   }
 });
 
+test('a range past an upload is a JSON 416 naming its length, and its keep-alive connection answers the next request', async () => {
+  const http = await import('node:http');
+  const bytes = await solid(200, 100, 'png');
+  const { url } = /** @type {{ url: string }} */ (await (await tokenUpload(origin.base, bytes, 'ranged.png')).json());
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  /** @param {Record<string, string>} headers @returns {Promise<{ status: number, headers: import('node:http').IncomingHttpHeaders, body: Buffer }>} */
+  const get = (headers) =>
+    new Promise((resolve, reject) => {
+      const req = http.get(origin.base + new URL(url).pathname, { agent, headers }, (res) => {
+        const chunks = /** @type {Buffer[]} */ ([]);
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({ status: Number(res.statusCode), headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+      });
+      req.setTimeout(10_000, () => req.destroy(new Error('no answer in 10 s on the kept-alive connection')));
+      req.on('error', reject);
+    });
+  try {
+    const refused = await get({ range: 'bytes=999999-' });
+    assert.equal(refused.status, 416);
+    assert.equal(refused.headers['content-range'], `bytes */${bytes.length}`);
+    assert.match(String(refused.headers['content-type']), /^application\/json/);
+    assert.equal(JSON.parse(refused.body.toString()).error.name, 'range_not_satisfiable');
+    const next = await get({});
+    assert.deepEqual([next.status, next.headers['content-type']], [200, 'image/png']);
+    assert.ok(next.body.equals(bytes));
+  } finally {
+    agent.destroy();
+  }
+});
+
 test('a cached original whose file was deleted by hand is fetched again, not taken for a bad image', async () => {
   // without kept pixels, which would make the next variant without the file (kept-pixels.js)
   const alone = await startOrigin({ KEPT_PIXELS_BYTES: '0' });
