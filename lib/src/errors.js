@@ -70,6 +70,8 @@ export function errorAnswer(err, errorCacheControl = 'no-store') {
   return { httpError, headers: { ...httpError.headers, 'Cache-Control': cacheControl }, unhandled };
 }
 
+// the body of a request refused before it was read, read to its end and dropped (the connection kept) up to this
+const DRAIN_BYTES = 64 * 2 ** 20;
 // what a refused request's client may still send after the answer, read and dropped before its connection closes
 const LINGER_BYTES = 256 * 1024;
 const LINGER_MS = 2000;
@@ -120,11 +122,19 @@ export function errorHandler(errorCacheControl = 'no-store') {
     // the route's own (an image's type and tag, set before sending its file failed): the answer is JSON
     res.removeHeader('ETag');
     res.removeHeader('Content-Type');
-    // answered before the request's body was read to the end (a refused token or length, a form the parser
-    // gave up on): the rest is read and dropped and the connection closed, for left unread it stalled the
-    // connection, and the next request on it (haproxy reuses them) waited for its timeout
-    if (!req.complete) res.set('Connection', 'close');
-    if (String(res.getHeader('connection')).toLowerCase() === 'close') lingeringClose(req);
+    // answered before the request's body was read to the end (a refused token, a form the parser gave up on):
+    // left unread, it stalled the connection, and the next request on it (haproxy reuses them) waited for its
+    // timeout. The rest of a body of a sane length is read and dropped, the connection kept (closed after the
+    // first 256 KB, haproxy got a reset instead of the answer); one of no or a huge length is closed after
+    // what the client still sends, as a length refused (411, 413) is
+    const closing = String(res.getHeader('connection')).toLowerCase() === 'close';
+    if (!req.complete && !closing && Number(req.headers['content-length']) <= DRAIN_BYTES) {
+      req.unpipe();
+      req.resume();
+    } else if (!req.complete || closing) {
+      res.set('Connection', 'close');
+      lingeringClose(req);
+    }
     res.json(httpError);
   };
 }
