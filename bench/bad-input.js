@@ -57,7 +57,10 @@ function multipartBody(boundary, parts) {
   ]);
 }
 
-/** Request headers a variant's answer reads, one to three of them, with odd values; deterministic per seed. @param {number} seed */
+/**
+ * Request headers a variant's answer reads, one to three of them, with odd values; deterministic per seed.
+ * @param {number} seed
+ */
 function oddHeaders(seed) {
   const names = ['range', 'if-range', 'if-none-match', 'if-modified-since', 'accept', 'accept-encoding'];
   const pieces = ['bytes=', '0', '-', '1', ',', '99999999999999999999', '-0', ' ', '=', 'x', '18446744073709551616'];

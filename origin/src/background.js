@@ -1,9 +1,10 @@
 /**
  * Work nobody is waiting for (an AVIF made after its first visitor got a WebP): it runs only on idle
  * transform capacity, at most `concurrency` jobs at a time (one started only while no request waits and more
- * slots are free than jobs of its own run), and never ahead of a request. Jobs wait in a bounded list, one per key; past the bound a new one is dropped,
- * and when the transform queue is full every waiting job is dropped (under load the first answers stay as
- * they are). A dropped job is asked again by the next request that gets the fallback.
+ * slots are free than jobs of its own run), and never ahead of a request. Jobs wait in a bounded list, one
+ * per key; past the bound a new one is dropped, and when the transform queue is full every waiting job is
+ * dropped (under load the first answers stay as they are). A dropped job is asked again by the next request
+ * that gets the fallback.
  * @param {{ queue: import('./queue.js').TransformQueue, concurrency?: number, maxPending: number, pollMs?: number,
  *   onResult: (result: 'done' | 'dropped' | 'failed', err?: unknown) => void, onChange?: (jobs: number) => void }} options
  *   concurrency: jobs at once (BACKGROUND_ENCODES: half the cores by default); onChange: jobs waiting or

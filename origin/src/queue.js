@@ -47,7 +47,10 @@ export class TransformQueue {
     return this.small.length + this.large.length;
   }
 
-  /** Slots neither running a task nor held for one preparing (0 while any task waits): room for work nobody waits for. */
+  /**
+   * Slots neither running a task nor held for one preparing (0 while any task waits): room for work nobody
+   * waits for.
+   */
   get freeSlots() {
     return this.depth ? 0 : Math.max(0, this.concurrency - this.running - this.reserved);
   }

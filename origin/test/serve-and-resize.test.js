@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -421,23 +422,19 @@ test('a cached variant whose bytes are gone from disk is made again, read whole 
   assert.equal((await made()) - before, 1);
 });
 
-test('a range past a cached variant is a 416 naming its length, and its keep-alive connection answers the next request', async () => {
-  const http = await import('node:http');
-  // an origin of its own: the test before deleted the result cache's segments by hand
-  const own = await startOrigin();
-  const target = own.proxied(own.site.add('ranged.jpg', fs.readFileSync(photo('Path', '1280x800'))), {
-    width: 300,
-  });
-  const whole = Buffer.from(await (await fetch(target)).arrayBuffer());
-  // a range is sent from the result cache's file, once it is written there
-  const cached = async () => (await fetch(target, { headers: { range: 'bytes=0-0' } })).status === 206;
-  await waitFor(cached, 10_000, 'the variant in the result cache');
-  // one connection, kept alive: each request after the first goes on the same socket
+/**
+ * GETs of `url` on one connection, kept alive: each request after the first goes on the same socket (a request
+ * with no answer in 10 s fails). @param {string} url
+ */
+function keptAlive(url) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  /** @param {Record<string, string>} headers @returns {Promise<{ status: number, headers: import('node:http').IncomingHttpHeaders, body: Buffer }>} */
+  /**
+   * @param {Record<string, string>} headers
+   * @returns {Promise<{ status: number, headers: http.IncomingHttpHeaders, body: Buffer }>}
+   */
   const get = (headers) =>
     new Promise((resolve, reject) => {
-      const req = http.get(target, { agent, headers }, (res) => {
+      const req = http.get(url, { agent, headers }, (res) => {
         const chunks = /** @type {Buffer[]} */ ([]);
         res.on('data', (chunk) => chunks.push(chunk));
         res.on('end', () =>
@@ -447,6 +444,20 @@ test('a range past a cached variant is a 416 naming its length, and its keep-ali
       req.setTimeout(10_000, () => req.destroy(new Error('no answer in 10 s on the kept-alive connection')));
       req.on('error', reject);
     });
+  return { get, agent };
+}
+
+test('a range past a cached variant is a 416 naming its length, and its keep-alive connection answers the next request', async () => {
+  // an origin of its own: the test before deleted the result cache's segments by hand
+  const own = await startOrigin();
+  const target = own.proxied(own.site.add('ranged.jpg', fs.readFileSync(photo('Path', '1280x800'))), {
+    width: 300,
+  });
+  const whole = Buffer.from(await (await fetch(target)).arrayBuffer());
+  // a range is sent from the result cache's file, once it is written there
+  const cached = async () => (await fetch(target, { headers: { range: 'bytes=0-0' } })).status === 206;
+  await waitFor(cached, 10_000, 'the variant in the result cache');
+  const { get, agent } = keptAlive(target);
   try {
     for (const range of ['bytes=999999-', 'bytes=-0']) {
       const refused = await get({ range });
@@ -466,23 +477,9 @@ test('a range past a cached variant is a 416 naming its length, and its keep-ali
 });
 
 test('a range past an upload is a JSON 416 naming its length, and its keep-alive connection answers the next request', async () => {
-  const http = await import('node:http');
   const bytes = await solid(200, 100, 'png');
   const { url } = /** @type {{ url: string }} */ (await (await tokenUpload(origin.base, bytes, 'ranged.png')).json());
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  /** @param {Record<string, string>} headers @returns {Promise<{ status: number, headers: import('node:http').IncomingHttpHeaders, body: Buffer }>} */
-  const get = (headers) =>
-    new Promise((resolve, reject) => {
-      const req = http.get(origin.base + new URL(url).pathname, { agent, headers }, (res) => {
-        const chunks = /** @type {Buffer[]} */ ([]);
-        res.on('data', (chunk) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({ status: Number(res.statusCode), headers: res.headers, body: Buffer.concat(chunks) }),
-        );
-      });
-      req.setTimeout(10_000, () => req.destroy(new Error('no answer in 10 s on the kept-alive connection')));
-      req.on('error', reject);
-    });
+  const { get, agent } = keptAlive(origin.base + new URL(url).pathname);
   try {
     const refused = await get({ range: 'bytes=999999-' });
     assert.equal(refused.status, 416);
