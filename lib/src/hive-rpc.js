@@ -1,4 +1,8 @@
 import { request } from 'undici';
+import { jsonWithin } from './json-within.js';
+
+// a Hive API answer's bound: a batch of accounts with their metadata, a block's operations, is a few MB at most
+const MAX_ANSWER_BYTES = 32 * 2 ** 20;
 
 /**
  * JSON-RPC 2.0 to a list of Hive API nodes with failover: each call tries the nodes in turn, starting
@@ -43,7 +47,7 @@ export function createHiveClient({ urls, timeoutMs }) {
       await response.body.dump();
       throw new Error(`hive node ${url} answered ${response.statusCode}`);
     }
-    const reply = /** @type {any} */ (await response.body.json());
+    const reply = await jsonWithin(response.body, MAX_ANSWER_BYTES, `hive node ${url}`);
     if (reply.error)
       throw Object.assign(new Error(`hive rpc error: ${reply.error.message}`), { rpcError: reply.error });
     return reply.result;

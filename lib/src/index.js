@@ -57,3 +57,4 @@ export {
 export { RULES, backgroundEncodes, checkRules, transformSlots, transformWorkers } from './rules.js';
 export { cgroupCpuLimit, usableCores } from './cores.js';
 export { countWarmBytes, warmBytesKey } from './warm-bytes.js';
+export { jsonWithin } from './json-within.js';

@@ -5,7 +5,7 @@
 // before it is posted) pass; anything else is a 403 that no cache keeps, so the URL is served the moment a
 // block references it. A check that fails lets the image through (counted): the whitelist keeps the host from
 // being a free proxy, it must not take the images of the posts down with it.
-import { HttpError, WHITELIST_KEY } from '@stack/lib';
+import { HttpError, WHITELIST_KEY, jsonWithin } from '@stack/lib';
 import { LRUCache } from 'lru-cache';
 import { request } from 'undici';
 import { isPreviewToken, previewTokenKey } from './routes/proxy-auth.js';
@@ -118,7 +118,7 @@ function hafService(config) {
       await response.body.dump();
       throw new Error(`whitelist service answered ${response.statusCode}`);
     }
-    const answer = await response.body.json();
+    const answer = await jsonWithin(response.body, 64 * 1024, 'the whitelist service');
     if (answer === 'unknown') return 'unknown';
     const status = answer === 'blacklisted' ? 'blacklisted' : 'listed';
     known.set(source.id, status, status === 'blacklisted' ? { ttl: 600_000 } : {});

@@ -1,5 +1,8 @@
 import { request } from 'undici';
-import { atPath, imageUrl } from '@stack/lib';
+import { atPath, imageUrl, jsonWithin } from '@stack/lib';
+
+// one account's JSON from the operator's app
+const MAX_ANSWER_BYTES = 2 ** 20;
 
 /**
  * A generic JSON endpoint of the operator's app: GET url with {account} replaced; 404 means no such
@@ -23,7 +26,7 @@ export function httpSource({ url, avatarPath, coverPath, timeoutMs }) {
       await response.body.dump();
       throw new Error(`user endpoint answered ${response.statusCode}`);
     }
-    const body = await response.body.json();
+    const body = await jsonWithin(response.body, MAX_ANSWER_BYTES, 'the user endpoint');
     return { avatar: imageUrl(atPath(body, avatarPath)), cover: imageUrl(atPath(body, coverPath)) };
   }
   return {

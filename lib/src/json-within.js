@@ -1,0 +1,22 @@
+// An outside service's JSON answer read within a byte bound: a node that streams without end (broken, or not
+// what it claims to be) fails the call instead of filling the process's memory before its timeout.
+
+/**
+ * @param {AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => void }} body an undici answer's body
+ * @param {number} maxBytes @param {string} what who answered, for the error
+ * @returns {Promise<any>}
+ */
+export async function jsonWithin(body, maxBytes, what) {
+  /** @type {Uint8Array[]} */
+  const chunks = [];
+  let bytes = 0;
+  for await (const chunk of body) {
+    bytes += chunk.length;
+    if (bytes > maxBytes) {
+      body.destroy?.();
+      throw new Error(`${what} answered more than ${maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
