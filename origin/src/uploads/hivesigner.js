@@ -1,5 +1,5 @@
 import { request } from 'undici';
-import { HttpError } from '@stack/lib';
+import { HttpError, jsonWithin } from '@stack/lib';
 
 /** @param {string} reason @returns {never} */
 function invalidToken(reason) {
@@ -52,10 +52,11 @@ export function createHivesignerAuth({ apiUrl, app, timeoutMs }) {
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
       });
-      const text = await response.body.text();
+      if (response.statusCode !== 200) await response.body.dump();
       if (response.statusCode === 401 || response.statusCode === 403) invalidToken('Hivesigner refused it');
       if (response.statusCode !== 200) throw new Error(`status ${response.statusCode}`);
-      answer = JSON.parse(text);
+      // one account's profile and the token's scope
+      answer = await jsonWithin(response.body, 2 ** 20, 'Hivesigner');
     } catch (err) {
       if (err instanceof HttpError) throw err;
       throw new HttpError(503, 'upstream_unavailable', { reason: 'hivesigner' }, { 'Retry-After': '10' });
