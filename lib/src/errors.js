@@ -46,8 +46,11 @@ export function toHttpError(err) {
   if (err instanceof URIError) return new HttpError(400, 'invalid_path', { reason: 'malformed percent-encoding' });
   const full = storageFull(err);
   if (full) return full;
-  // a range past a file's end (Express's send; it sets the Content-Range saying the length itself)
-  if (anyErr?.status === 416) return new HttpError(416, 'range_not_satisfiable');
+  // a range past a file's end: `send` (Express's too) gives the Content-Range that says the length with it
+  if (anyErr?.status === 416) {
+    const range = anyErr.headers?.['Content-Range'];
+    return new HttpError(416, 'range_not_satisfiable', {}, range ? { 'Content-Range': String(range) } : {});
+  }
   if (anyErr && Number.isInteger(anyErr.status) && anyErr.status >= 400 && anyErr.status < 500)
     return new HttpError(anyErr.status, 'bad_request');
   return new HttpError(500, 'internal_error');

@@ -143,8 +143,7 @@ export function proxyHandler(deps) {
             // them removed, a 416 left its keep-alive connection answering nothing more)
             if (!res.headersSent) for (const name of res.getHeaderNames()) res.removeHeader(name);
             res.off('finish', sent);
-            if (!forgetIfMissing(deps, err, variant, retried, res))
-              return reply.fail(unsatisfiable(err, end - start + 1));
+            if (!forgetIfMissing(deps, err, variant, retried, res)) return reply.fail(err);
             respond(true).catch(reply.fail);
           })
           .pipe(res);
@@ -152,15 +151,6 @@ export function proxyHandler(deps) {
       await respond();
     },
   );
-}
-
-/**
- * A range past the variant's bytes: a 416 that says their length (`send` leaves it out of the error's answer).
- * @param {unknown} err @param {number} bytes
- */
-function unsatisfiable(err, bytes) {
-  if (/** @type {any} */ (err)?.status !== 416) return err;
-  return new HttpError(416, 'range_not_satisfiable', { bytes }, { 'Content-Range': `bytes */${bytes}` });
 }
 
 /**
