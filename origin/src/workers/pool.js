@@ -99,15 +99,10 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
       if (kept.connected) return Promise.resolve(kept);
       end(kept);
     }
-    if (all.size < size) {
-      try {
-        return Promise.resolve(spawn());
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    }
+    // (a spawn that throws rejects the promise)
     return new Promise((resolve, reject) => {
-      waiting.push({ resolve, reject });
+      if (all.size < size) resolve(spawn());
+      else waiting.push({ resolve, reject });
     });
   }
 
