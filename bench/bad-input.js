@@ -57,35 +57,25 @@ function multipartBody(boundary, parts) {
   ]);
 }
 
+/** What oddHeaders makes its values of: pieces of ranges, entity tags, dates, media types and q-values. */
+const ODD_PIECES = [
+  ...['bytes=', '0', '-', '1', ',', '99999999999999999999', '-0', ' ', '=', 'x', '18446744073709551616', 'W/"'],
+  ...['"', '*', ';q=', 'image/', 'avif', 'webp', '*/*', 'q=0', 'q=1.5', 'gzip', 'NaN', 'Thu, 01 Jan 1970'],
+];
+
 /**
  * Request headers a variant's answer reads, one to three of them, with odd values; deterministic per seed.
  * @param {number} seed
  */
 function oddHeaders(seed) {
   const names = ['range', 'if-range', 'if-none-match', 'if-modified-since', 'accept', 'accept-encoding'];
-  const pieces = ['bytes=', '0', '-', '1', ',', '99999999999999999999', '-0', ' ', '=', 'x', '18446744073709551616'];
-  pieces.push(
-    'W/"',
-    '"',
-    '*',
-    ';q=',
-    'image/',
-    'avif',
-    'webp',
-    '*/*',
-    'q=0',
-    'q=1.5',
-    'gzip',
-    'NaN',
-    'Thu, 01 Jan 1970',
-  );
   /** @type {Record<string, string>} */
   const headers = {};
   const count = 1 + (seed % 3);
   for (let i = 0; i < count; i += 1) {
     const words = randomText(seed * 31 + i * 7, 1 + ((seed + i) % 6), 'abcdefghijklmnopqrstuvwx');
     headers[names[(seed * 5 + i * 3) % names.length]] = [...words]
-      .map((letter) => pieces[(letter.charCodeAt(0) - 97) % pieces.length])
+      .map((letter) => ODD_PIECES[(letter.charCodeAt(0) - 97) % ODD_PIECES.length])
       .join('');
   }
   return headers;
@@ -127,7 +117,7 @@ export async function runCampaign({
    *   bytes: an image answer must be exactly these bytes (an original is served as it was uploaded)
    */
   async function judge(klass, label, response, want = { expect: 'any' }) {
-    const entry = classes[klass] || (classes[klass] = { cases: 0, images: 0, errors4xx: 0, problems: [] });
+    const entry = classOf(klass);
     entry.cases += 1;
     const body = Buffer.from(await response.arrayBuffer());
     const type = response.headers.get('content-type') || '';
@@ -166,12 +156,27 @@ export async function runCampaign({
     }
     return undefined;
   }
-  /** A request that got no answer at all. @param {string} klass @param {string} label @param {unknown} err */
-  function noAnswer(klass, label, err) {
-    const entry = classes[klass] || (classes[klass] = { cases: 0, images: 0, errors4xx: 0, problems: [] });
-    entry.cases += 1;
-    entry.problems.push(`${label}: no answer (${/** @type {Error} */ (err)?.message})`);
+  /** @param {string} klass */
+  function classOf(klass) {
+    return classes[klass] || (classes[klass] = { cases: 0, images: 0, errors4xx: 0, problems: [] });
   }
+  /**
+   * An answer judged, or no answer at all (a request that got none within its time) counted as a problem.
+   * @param {string} klass @param {string} label @param {Response | Error} answer @param {Parameters<typeof judge>[3]} [want]
+   */
+  async function judgeAnswer(klass, label, answer, want) {
+    if (!(answer instanceof Error)) return judge(klass, label, answer, want);
+    const entry = classOf(klass);
+    entry.cases += 1;
+    entry.problems.push(`${label}: no answer (${answer.message})`);
+    return undefined;
+  }
+  /**
+   * `ask`'s answer, or the Error of a request that got none in 10 s.
+   * @param {(path: string, init?: RequestInit) => Promise<Response>} ask @param {string} path @param {RequestInit} [init]
+   */
+  const within10s = (ask, path, init = {}) =>
+    ask(path, { ...init, signal: AbortSignal.timeout(10_000) }).catch((/** @type {Error} */ err) => err);
   const get = (/** @type {string} */ path, /** @type {RequestInit} */ init = {}) =>
     fetch(base + path, { redirect: 'manual', ...init });
   const proxied = (/** @type {string} */ url, query = 'width=1000&height=1000&mode=fit') =>
@@ -293,12 +298,11 @@ export async function runCampaign({
       ...Array.from({ length: 120 }, (_, i) => oddHeaders(i + 1)),
     ];
     for (const headers of cases) {
-      const label = `${target} ${JSON.stringify(headers)}`;
-      const answer = await ask(variantPath, { headers, signal: AbortSignal.timeout(10_000) }).catch(
-        (/** @type {Error} */ err) => err,
+      await judgeAnswer(
+        'fuzz headers',
+        `${target} ${JSON.stringify(headers)}`,
+        await within10s(ask, variantPath, { headers }),
       );
-      if (answer instanceof Error) noAnswer('fuzz headers', label, answer);
-      else await judge('fuzz headers', label, answer);
     }
   }
 
@@ -328,18 +332,16 @@ export async function runCampaign({
    * @param {(path: string, init?: RequestInit) => Promise<Response>} ask @param {Buffer} body @param {boolean} hive
    */
   const post = (ask, body, hive) =>
-    ask(hive ? `/${account}/${'ab'.repeat(65)}` : '/upload', {
+    within10s(ask, hive ? `/${account}/${'ab'.repeat(65)}` : '/upload', {
       method: 'POST',
       headers: {
         'content-type': 'multipart/form-data; boundary=fuzz',
         ...(hive ? {} : { authorization: `Bearer ${uploadToken}` }),
       },
       body: new Uint8Array(body),
-      signal: AbortSignal.timeout(10_000),
-    }).catch((/** @type {Error} */ err) => err);
+    });
   /** @param {string} label @param {Response | Error} answer @param {Parameters<typeof judge>[3]} [want] */
-  const judgeForm = (label, answer, want) =>
-    answer instanceof Error ? noAnswer('fuzz multipart', label, answer) : judge('fuzz multipart', label, answer, want);
+  const judgeForm = (label, answer, want) => judgeAnswer('fuzz multipart', label, answer, want);
   // the form whole is taken (a 200 with its URL; anything else is a problem), so the mutations start from one
   const whole = await post(get, taken, false);
   await judgeForm(
@@ -360,10 +362,7 @@ export async function runCampaign({
         `${target} ${hive ? 'hive' : 'token'} refused early, 300 KB unread`,
         await post(ask, early, hive),
       );
-      const next = await ask(variantPath, { signal: AbortSignal.timeout(10_000) }).catch(
-        (/** @type {Error} */ err) => err,
-      );
-      await judgeForm(`${target} the request after it`, next);
+      await judgeForm(`${target} the request after it`, await within10s(ask, variantPath));
     }
   }
 
