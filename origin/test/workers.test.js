@@ -165,7 +165,7 @@ test('no worker can start (no file descriptors left): a 503 unavailable, and the
     for (const fd of taken) fs.closeSync(fd);
     const made = await pool.run(file, p, TRANSFORM_OPTIONS, 60_000);
     pool.close();
-    process.stdout.write(JSON.stringify({ taken: taken.length, refused, bytes: made.data.length, size: pool.size }));`;
+    process.stdout.write(JSON.stringify({ taken: taken.length, refused, bytes: made.data.length }));`;
   // a file, not -e: a worker is forked with this process's options, and --input-type would fail it
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'no-fds-'));
   fs.writeFileSync(path.join(dir, 'pool.mjs'), script);
