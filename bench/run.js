@@ -4,6 +4,7 @@ import path from 'node:path';
 import { benchAvatar } from './avatar.js';
 import { benchBadInput } from './bad-input.js';
 import { benchCacheIndex } from './cache-index.js';
+import { benchCeiling } from './ceiling.js';
 import { benchDay } from './day.js';
 import { benchEdge } from './edge.js';
 import { benchEffort } from './effort.js';
@@ -40,6 +41,7 @@ const SCENARIOS = {
   heic: benchHeic,
   page: benchPage,
   scale: benchScale,
+  ceiling: benchCeiling,
   post: benchPost,
   // an hour (BENCH_MALLOC_MINUTES)
   malloc: benchMalloc,

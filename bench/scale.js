@@ -8,7 +8,8 @@
 //   node bench/scale.js [--quick]        BENCH_SCALE_CORES=1,2,4 to choose the counts, BENCH_SCALE_SERVERS=origin,sharp,
 //   BENCH_SCALE_FORMATS=jpeg,webp,avif, BENCH_SCALE_REPORT=scale (the report's name)
 //   BENCH_SCALE_ORIGINS='{"default": {}, "one-thread": {"TRANSFORM_THREADS": "1"}}' to compare origin settings;
-//   a setting BENCH_PROCESSES=K starts K origins on K slices of the cores, each asked by its own wrk
+//   a setting BENCH_PROCESSES=K starts K origins on K slices of the cores, each asked by its own wrk;
+//   BENCH_SCALE_CONNECTIONS=2 wrk's connections a core (each waits for its answer before it asks again)
 import '../lib/src/node-version.js';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -33,6 +34,7 @@ const CORES = (process.env.BENCH_SCALE_CORES || '1,2,4,8,16,32,64')
   .map(Number)
   .filter((count) => count <= TOTAL);
 const SERVERS = (process.env.BENCH_SCALE_SERVERS || 'origin,sharp').split(',');
+const CONNECTIONS = Number(process.env.BENCH_SCALE_CONNECTIONS || 2);
 /**
  * The origin's settings to compare, by name: `{"default": {}}` unless BENCH_SCALE_ORIGINS (JSON) names others,
  * e.g. `{"default": {}, "one-thread": {"TRANSFORM_THREADS": "1"}}`.
@@ -112,7 +114,7 @@ async function measure({ targets, template, count }) {
     targets.map(({ base, sources }) =>
       wrkAsync({
         url: base,
-        connections: Math.max(1, Math.round((2 * count) / targets.length)),
+        connections: Math.max(1, Math.round((CONNECTIONS * count) / targets.length)),
         threads,
         seconds: SECONDS,
         script: SCRIPT,
@@ -269,7 +271,7 @@ function summarise(runs) {
           `Cores measured: ${CORES.join(', ')} of ${TOTAL}. Efficiency: req/s per core against the same server's and format's ` +
           `run at ${CORES[0]} core(s), and at 2 cores (#47's target: at least 85 % at 16). ` +
           'CPU ms a variant: the server process tree (the origin with its transform workers). Peak RSS: the process tree as well (the transform workers make the AVIFs; before 2026-11-27 the main process alone), the RSS of each process counting the pages it shares with the others (the code of Node and libvips); peak PSS: each such page once, as the memory of a container counts it (read every 200 ms). ' +
-          'wrk runs on the cores the server is not pinned to; on the last step of a machine it shares them. ' +
+          `wrk runs on the cores the server is not pinned to (on the last step of a machine it shares them), ${CONNECTIONS} connections a core, each asking again as soon as it has its answer. ` +
           (settings.length ? `Origin settings compared: ${settings.join('; ')}. ` : '') +
           'imgproxy was not measured: the Go module proxy reachable here refuses github.com/imgproxy/imgproxy ' +
           '(v3 and v4, every version tried: 403 "This module version is not available").',

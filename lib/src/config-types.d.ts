@@ -167,6 +167,8 @@ export type OriginConfig = SharedConfig & {
   TRANSFORM_WORKER_PIXELS: number;
   /** transform worker processes at once (AVIFs, HEIC sources, variants past TRANSFORM_WORKER_PIXELS): a transform past them waits in its slot for one; 0: one a core the origin may use (an AVIF encode keeps its core busy: on 2 cores one a core made as many AVIFs a second as one a slot, at 38 % less memory, 2026-11-27) */
   TRANSFORM_WORKERS: number;
+  /** glibc malloc arenas (MALLOC_ARENA_MAX) of each transform worker process: it makes one transform at a time, so two; 0: the origin's own (one a core). At 16 cores two held 26–28 % less memory (PSS) than one a core for as many AVIFs a second (bench/FINDINGS.md, 2026-11-27) */
+  TRANSFORM_WORKER_ARENAS: number;
   /** a transform worker process idle this long ends, unless it is the last one alive (each holds the memory of its largest encode, ~170 MB after a 2000-px AVIF; starting one costs ~120 ms); 0: kept until the origin stops */
   TRANSFORM_WORKER_IDLE_S: number;
   /** libvips threads per transform; 0: cores ÷ transforms running (a lone transform gets every core, a full house one each) */

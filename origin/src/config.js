@@ -344,6 +344,13 @@ export const settings = [
     min: 0,
   },
   {
+    name: 'TRANSFORM_WORKER_ARENAS',
+    type: 'int',
+    default: '2',
+    doc: "glibc malloc arenas (MALLOC_ARENA_MAX) of each transform worker process: it makes one transform at a time, so two; 0: the origin's own (one a core). At 16 cores two held 26–28 % less memory (PSS) than one a core for as many AVIFs a second (bench/FINDINGS.md, 2026-11-27)",
+    min: 0,
+  },
+  {
     name: 'TRANSFORM_WORKER_IDLE_S',
     type: 'int',
     default: '60',

@@ -48,12 +48,19 @@ export function createImages(deps) {
   const workers = createWorkerPool({
     size: transformWorkers(config),
     nice: config.TRANSFORM_NICE,
+    arenas: config.TRANSFORM_WORKER_ARENAS,
     idleMs,
     onKill,
   });
   // a warmer's transforms run in processes of their own at the lowest CPU priority (WARM_NICE, 19): the kernel
   // gives a reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
-  const warmWorkers = createWorkerPool({ size: config.WARM_TRANSFORMS, nice: config.WARM_NICE, idleMs, onKill });
+  const warmWorkers = createWorkerPool({
+    size: config.WARM_TRANSFORMS,
+    nice: config.WARM_NICE,
+    arenas: config.TRANSFORM_WORKER_ARENAS,
+    idleMs,
+    onKill,
+  });
   metrics.watchWorkers({ readers: workers, warm: warmWorkers });
   const loops = transformLoops(config.TRANSFORM_LOOPS, usableCores());
   const transformThreads =

@@ -17,7 +17,13 @@ import { startOrigin } from './harness.js';
 let origin;
 
 before(async () => {
-  origin = await startOrigin({ TRANSFORM_WORKER_IDLE_S: '1', TRANSFORM_WORKERS: '2', TRANSFORM_CONCURRENCY: '3' });
+  origin = await startOrigin({
+    TRANSFORM_WORKER_IDLE_S: '1',
+    TRANSFORM_WORKERS: '2',
+    TRANSFORM_CONCURRENCY: '3',
+    // an operator's, for the origin's own threads (origin/bin/origin: one a core by default)
+    MALLOC_ARENA_MAX: '8',
+  });
 });
 after(() => origin?.stop());
 
@@ -39,7 +45,7 @@ const MEMORY = 'origin_transform_workers_resident_memory_bytes';
 const alive = () => metricValue(origin.metricsUrl, 'origin_transform_workers', readers);
 
 test(
-  'three AVIFs at once in two workers (TRANSFORM_WORKERS); idle ones end after TRANSFORM_WORKER_IDLE_S but the last one, which the next AVIF reuses',
+  'three AVIFs at once in two workers (TRANSFORM_WORKERS); idle ones end after TRANSFORM_WORKER_IDLE_S but the last one, which the next AVIF reuses; two malloc arenas each',
   { skip: process.platform !== 'linux' ? 'reads /proc' : false },
   async () => {
     const source = origin.site.add('path.jpg', fs.readFileSync(photo('Path', '1280x800')));
@@ -82,8 +88,22 @@ test(
     assert.equal(next.status, 200);
     assert.equal((await decode(Buffer.from(await next.arrayBuffer()))).width, 320);
     assert.deepEqual(workerPids(), [last]);
+
+    // it allocates in two malloc arenas (TRANSFORM_WORKER_ARENAS), whatever the origin's own threads have
+    assert.equal(environ(origin.pid()).MALLOC_ARENA_MAX, '8');
+    assert.equal(environ(last).MALLOC_ARENA_MAX, '2');
   },
 );
+
+/** A process's environment as the kernel holds it. @param {number} pid @returns {Record<string, string>} */
+const environ = (pid) =>
+  Object.fromEntries(
+    fs
+      .readFileSync(`/proc/${pid}/environ`, 'latin1')
+      .split('\0')
+      .filter(Boolean)
+      .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+  );
 
 /** A pool of this process's own, and the plans of a photograph's variants for it. */
 async function poolJobs() {

@@ -33,10 +33,11 @@ const workerUnavailable = () =>
  * burst of AVIFs each holds the memory of its largest encode (~170 MB on 2026-11-27), while starting one again
  * costs ~120 ms (its Node, sharp and the pipeline), which the last one alive spares the next AVIF after a quiet
  * hour.
- * @param {{ size: number, nice: number, idleMs?: number, onKill?: () => void }} options idleMs: 0 or Infinity
- *   keeps them until the origin stops
+ * @param {{ size: number, nice: number, arenas?: number, idleMs?: number, onKill?: () => void }} options arenas:
+ *   each worker's glibc malloc arenas (MALLOC_ARENA_MAX; 0: the origin's own); idleMs: 0 or Infinity keeps them
+ *   until the origin stops
  */
-export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () => {} }) {
+export function createWorkerPool({ size, nice, arenas = 0, idleMs = Infinity, onKill = () => {} }) {
   /** the kept workers, the most recently used last: the next job takes it, the first ones idle out */
   /** @type {ChildProcess[]} */
   const idle = [];
@@ -56,6 +57,10 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
   // V8's helpers) is born at it, where lowering them once they run lost a race on a busy machine
   const niced =
     nice > 0 && NICE ? { execPath: NICE, execArgv: ['-n', String(nice), process.execPath, ...process.execArgv] } : {};
+  // one transform at a time needs few arenas: glibc gives a thread that first allocates a new arena up to the
+  // limit, and a worker's libuv and libvips threads would each hold one of the origin's one-a-core, their
+  // freed memory kept apart
+  const workerArenas = arenas > 0 ? { MALLOC_ARENA_MAX: String(arenas) } : {};
 
   /**
    * A new worker, or a 503 where none can start: out of file descriptors or processes, fork fails, and the
@@ -69,7 +74,7 @@ export function createWorkerPool({ size, nice, idleMs = Infinity, onKill = () =>
         ...niced,
         serialization: 'advanced',
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-        env: { ...process.env, TRANSFORM_NICE: String(nice) },
+        env: { ...process.env, TRANSFORM_NICE: String(nice), ...workerArenas },
       });
     } catch {
       throw workerUnavailable();
