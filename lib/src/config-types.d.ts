@@ -211,7 +211,7 @@ export type OriginConfig = SharedConfig & {
   WARM_FREE_SLOTS: number;
   /** CPU priority (niceness) of the warmer's transform worker: 19, the lowest, takes only what readers and every other program leave; lower it (never below TRANSFORM_NICE) where the machine is never idle and warming must still progress */
   WARM_NICE: number;
-  /** warmer's transforms running at once, each on one thread: the share of the CPU warming may take from readers */
+  /** warmer's transforms running at once, each on one thread in a worker process of its own: the share of the CPU warming may take from readers; 0: a quarter of the cores the origin may use, at least one (one on 2 cores, four on 16) */
   WARM_TRANSFORMS: number;
   /** a warmer's transform starts only while the share of the last second in which some task waited for a CPU (Linux PSI, /proc/pressure/cpu) is at most this many percent; 0: no such gate */
   WARM_MAX_CPU_PRESSURE: number;
@@ -375,7 +375,7 @@ export type PurgeServiceConfig = SharedConfig & {
   WARM_PATHS: string[];
   /** the URLs the feeds ask for a post's first image (its thumbnail): condenser's 256x512 */
   WARM_THUMBNAIL_PATHS: string[];
-  /** images warmed at once (the origin still makes their variants behind every reader's) */
+  /** images warmed at once, of one post or of the newest few (the origin still makes their variants behind every reader's, WARM_TRANSFORMS at once); 0: two for each of the origins' warm transforms (ORIGIN_SERVERS at render; else from this machine's cores, as an origin here would have them: two on 2 cores, eight on 16). Set it where the origins run on other machines than the purge service */
   WARM_CONCURRENCY: number;
   /** a post older than this when the warmer reaches it (a backlog after downtime, a burst) is left to its readers */
   WARM_MAX_AGE_S: number;

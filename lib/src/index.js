@@ -54,7 +54,15 @@ export {
   createServedLog,
   SERVED_KEYS,
 } from './takedowns.js';
-export { RULES, backgroundEncodes, checkRules, transformSlots, transformWorkers } from './rules.js';
+export {
+  RULES,
+  backgroundEncodes,
+  checkRules,
+  transformSlots,
+  transformWorkers,
+  warmConcurrency,
+  warmTransforms,
+} from './rules.js';
 export { cgroupCpuLimit, usableCores } from './cores.js';
 export { countWarmBytes, warmBytesKey } from './warm-bytes.js';
 export { jsonWithin } from './json-within.js';

@@ -26,6 +26,26 @@ export const transformWorkers = (config) => config.TRANSFORM_WORKERS || usableCo
 export const backgroundEncodes = (config, cores = usableCores()) =>
   config.BACKGROUND_ENCODES || Math.max(1, Math.floor(cores / 2));
 
+/**
+ * The warmer's transforms an origin runs at once, each on one thread at the lowest priority (its warm lane):
+ * WARM_TRANSFORMS, or a quarter of the cores it may use, at least one, when it is 0 (one on 2 cores, where
+ * bench/day measured the warmer; four on 16). What there is to warm is Hive's posts, the same for every
+ * operator; a bigger machine has more idle cores to make them on, and each warm transform holds a worker
+ * process of its own. @param {Record<string, any>} config @param {number} [cores]
+ */
+export const warmTransforms = (config, cores = usableCores()) =>
+  config.WARM_TRANSFORMS || Math.max(1, Math.floor(cores / 4));
+
+/**
+ * The images the warmer asks for at once: WARM_CONCURRENCY, or two for each warm transform of the origins when
+ * it is 0 (one fetching its original while the other is made: two for the one of a 2-core origin). The purge
+ * service derives it from its own cores where nothing else told it (one machine: the origin's); the render
+ * (infra/resolve.js) from the origins' count. @param {Record<string, any>} config @param {number} [cores]
+ * @param {number} [origins]
+ */
+export const warmConcurrency = (config, cores = usableCores(), origins = 1) =>
+  config.WARM_CONCURRENCY || 2 * warmTransforms({ WARM_TRANSFORMS: config.WARM_TRANSFORMS }, cores) * origins;
+
 /** @type {Rule[]} */
 export const RULES = [
   {

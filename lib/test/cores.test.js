@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { cgroupCpuLimit, usableCores } from '../src/cores.js';
-import { backgroundEncodes, transformSlots, transformWorkers } from '../src/rules.js';
+import { backgroundEncodes, transformSlots, transformWorkers, warmConcurrency, warmTransforms } from '../src/rules.js';
 
 /** A fake /proc/self/cgroup and cgroup mounts: `files` relative to the mounts' root. @param {string} self @param {Record<string, string>} files */
 function fakeCgroups(self, files) {
@@ -61,6 +61,21 @@ test('cores: the affinity within the quota, rounded up, at least one; the transf
   assert.deepEqual([1, 2, 3, 4, 16, 64].map(derived), [1, 1, 1, 2, 8, 32], 'later AVIFs: half the cores, at least one');
   assert.equal(backgroundEncodes({ BACKGROUND_ENCODES: 0 }), derived(usableCores()));
   assert.equal(backgroundEncodes({ BACKGROUND_ENCODES: 4 }, 16), 4);
+});
+
+test('the warm lane: a quarter of the cores, at least one; the warmer asks two images for each, of every origin', () => {
+  const lane = (/** @type {number} */ cores) => warmTransforms({ WARM_TRANSFORMS: 0 }, cores);
+  assert.deepEqual([1, 2, 3, 4, 8, 16, 64].map(lane), [1, 1, 1, 1, 2, 4, 16]);
+  assert.equal(warmTransforms({ WARM_TRANSFORMS: 0 }), lane(usableCores()));
+  assert.equal(warmTransforms({ WARM_TRANSFORMS: 3 }, 16), 3);
+  const asked = (/** @type {number} */ cores, origins = 1) => warmConcurrency({ WARM_CONCURRENCY: 0 }, cores, origins);
+  assert.deepEqual(
+    [1, 2, 8, 16, 64].map((cores) => asked(cores)),
+    [2, 2, 4, 8, 32],
+  );
+  assert.equal(asked(16, 3), 24, 'three origins of 16 cores');
+  assert.equal(warmConcurrency({ WARM_CONCURRENCY: 0, WARM_TRANSFORMS: 2 }, 2), 4, 'the origins told their lane');
+  assert.equal(warmConcurrency({ WARM_CONCURRENCY: 5 }, 16, 3), 5);
 });
 
 test('this process: taskset -c 0 gives one core', { skip: process.platform !== 'linux' }, () => {

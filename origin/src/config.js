@@ -492,9 +492,9 @@ export const settings = [
   {
     name: 'WARM_TRANSFORMS',
     type: 'int',
-    default: '1',
-    doc: "warmer's transforms running at once, each on one thread: the share of the CPU warming may take from readers",
-    min: 1,
+    default: '0',
+    doc: "warmer's transforms running at once, each on one thread in a worker process of its own: the share of the CPU warming may take from readers; 0: a quarter of the cores the origin may use, at least one (one on 2 cores, four on 16)",
+    min: 0,
   },
   {
     name: 'WARM_MAX_CPU_PRESSURE',

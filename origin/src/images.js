@@ -8,6 +8,7 @@ import {
   transformWorkers,
   unwrapOptions,
   usableCores,
+  warmTransforms,
 } from '@stack/lib';
 import { createBackground } from './background.js';
 import { byAnswerDeadline, newJob } from './variant/job.js';
@@ -55,7 +56,7 @@ export function createImages(deps) {
   // a warmer's transforms run in processes of their own at the lowest CPU priority (WARM_NICE, 19): the kernel
   // gives a reader's transform (TRANSFORM_NICE) the CPU first, so warming takes what readers leave
   const warmWorkers = createWorkerPool({
-    size: config.WARM_TRANSFORMS,
+    size: warmTransforms(config),
     nice: config.WARM_NICE,
     arenas: config.TRANSFORM_WORKER_ARENAS,
     idleMs,

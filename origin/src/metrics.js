@@ -142,7 +142,7 @@ export function createOriginMetrics(registry) {
     }),
     workers: new client.Gauge({
       name: 'origin_transform_workers',
-      help: 'Transform worker processes alive, by pool (readers: TRANSFORM_WORKERS at most, one a core by default; warm: WARM_TRANSFORMS); one idle for TRANSFORM_WORKER_IDLE_S ends, but the last',
+      help: 'Transform worker processes alive, by pool (readers: TRANSFORM_WORKERS at most, one a core by default; warm: WARM_TRANSFORMS, a quarter of the cores by default); one idle for TRANSFORM_WORKER_IDLE_S ends, but the last',
       labelNames: ['pool'],
       registers,
       collect() {

@@ -10,6 +10,7 @@ import {
   countWarmBytes,
   transformSlots,
   usableCores,
+  warmTransforms,
 } from '@stack/lib';
 import { createApp } from './app.js';
 import { DiskLru } from './cache/disk-lru.js';
@@ -78,7 +79,7 @@ function createQueues(config, metrics) {
     maxQueued: config.TRANSFORM_QUEUE_MAX,
     keepFree: config.WARM_FREE_SLOTS,
     laterMax: config.WARM_QUEUE_MAX,
-    laterConcurrency: config.WARM_TRANSFORMS,
+    laterConcurrency: warmTransforms(config),
     onChange: (q) => {
       metrics.queueDepth.set(q.depth);
       metrics.inFlight.set(q.running);

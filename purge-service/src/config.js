@@ -242,9 +242,9 @@ export const settings = [
   {
     name: 'WARM_CONCURRENCY',
     type: 'int',
-    default: '2',
-    doc: "images warmed at once (the origin still makes their variants behind every reader's)",
-    min: 1,
+    default: '0',
+    doc: "images warmed at once, of one post or of the newest few (the origin still makes their variants behind every reader's, WARM_TRANSFORMS at once); 0: two for each of the origins' warm transforms (ORIGIN_SERVERS at render; else from this machine's cores, as an origin here would have them: two on 2 cores, eight on 16). Set it where the origins run on other machines than the purge service",
+    min: 0,
   },
   {
     name: 'WARM_MAX_AGE_S',

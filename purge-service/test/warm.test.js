@@ -97,3 +97,57 @@ test('the warmer takes a queued post off its stream, asks the edge for every pat
   );
   assert.equal(warmed?.value, 1);
 });
+
+test("the warmer asks for WARM_CONCURRENCY images at once across posts of one image, the newest post's first", async (t) => {
+  const redis = await startRedis();
+  /** @type {string[]} */
+  const asked = [];
+  let inFlight = 0;
+  let most = 0;
+  // each answer takes 300 ms: long enough for every hand to be asking at once
+  const edge = http.createServer((req, res) => {
+    asked.push(String(req.url));
+    most = Math.max(most, ++inFlight);
+    setTimeout(() => {
+      inFlight -= 1;
+      res.writeHead(200, { 'content-type': 'image/webp' }).end('pixels');
+    }, 300);
+  });
+  await new Promise((resolve) => edge.listen(0, '127.0.0.1', () => resolve(undefined)));
+  const address = /** @type {import('node:net').AddressInfo} */ (edge.address());
+  const config = /** @type {import('@stack/lib/src/config-types.js').PurgeServiceConfig} */ (
+    loadConfig(settings, {
+      WARM_EDGE_URL: `http://127.0.0.1:${address.port}`,
+      WARM_CONCURRENCY: '3',
+      WARM_ACCEPTS: 'image/webp',
+      WARM_PATHS: '/768x0/{url}',
+      WARM_THUMBNAIL_PATHS: '',
+    })
+  );
+  const metrics = createPurgeMetrics(createRegistry('purge-service'), {
+    redis: redis.client,
+    stream: config.PURGE_STREAM,
+    group: config.PURGE_GROUP,
+    deadStream: config.PURGE_DEAD_STREAM,
+  });
+  const logger = /** @type {any} */ ({ warn() {}, debug() {}, error() {}, info() {} });
+  const warmer = createWarmer({ redis: redis.client, config, logger, metrics });
+  t.after(async () => {
+    await warmer.stop();
+    edge.close();
+    await redis.stop();
+  });
+  // five posts of one image each, queued before the warmer starts: read together, the newest taken first
+  const images = Array.from({ length: 5 }, (_, i) => `https://img.example/post-${i}.jpg`);
+  for (const [i, image] of images.entries())
+    await warmPost(redis.client, config, { author: `writer${i}`, permlink: 'p', body: `![](${image})` });
+  warmer.start();
+  await waitFor(
+    async () => asked.length === 5 && (await redis.client.xpending(config.WARM_STREAM, config.WARM_GROUP))[0] === 0,
+    10_000,
+    'every post warmed and acknowledged',
+  );
+  assert.equal(most, 3, 'images asked for at once');
+  assert.equal(asked[0], warmUrl('', '/768x0/{url}', images[4]), 'the newest post first');
+  assert.deepEqual([...asked].sort(), images.map((image) => warmUrl('', '/768x0/{url}', image)).sort());
+});

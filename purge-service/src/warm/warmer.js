@@ -9,17 +9,18 @@
 // images per post, per author an hour, all authors a minute, bytes a day, authors and domains skipped
 // (WARM_SKIP_*), each URL once a day, posts older than WARM_MAX_AGE_S left to their readers.
 import os from 'node:os';
-import { countWarmBytes } from '@stack/lib';
+import { countWarmBytes, warmConcurrency } from '@stack/lib';
 import { ensureGroup, fieldsOf } from '../purge/stream.js';
 import { askEdge } from './ask.js';
 import { warmUrl } from './posts.js';
 import { warmRefusal } from './refusal.js';
 
 /** @typedef {Array<[string, string[]]>} WarmEntries  stream entries: [id, [field, value, …]] */
+/** @typedef {{ id: string, author: string, images: Array<{ url: string, first: boolean }>, left: number }} Post */
 
 /**
  * The warmer: reads the stream in a consumer group (a crash leaves its entry pending, taken up again at
- * start), one post at a time, the newest first.
+ * start), the newest post first, several images at once.
  * @param {{ redis: import('ioredis').Redis, config: import('@stack/lib/src/config-types.js').PurgeServiceConfig, logger: import('pino').Logger,
  *   metrics: ReturnType<typeof import('../metrics.js').createPurgeMetrics> }} deps
  */
@@ -61,63 +62,103 @@ export function createWarmer({ redis, config, logger, metrics }) {
   }
 
   /**
-   * One post's images, WARM_CONCURRENCY at a time; none of a post older than WARM_MAX_AGE_S (its readers
-   * came already). @param {string} author @param {string[]} urls @param {number} publishedAt ms
+   * A post taken off the stream: its images to warm, in order, or none (counted as skipped: its author is
+   * skipped, or it is older than WARM_MAX_AGE_S, its readers came already; images past WARM_MAX_IMAGES_PER_POST).
+   * @param {string} id @param {string[]} fields @returns {Post}
    */
-  async function warmEntry(author, urls, publishedAt) {
-    const skipAll = config.WARM_SKIP_AUTHORS.includes(author)
+  function takePost(id, fields = []) {
+    const entry = fieldsOf(fields);
+    /** @type {string[]} */
+    let urls = [];
+    try {
+      urls = JSON.parse(entry.urls || '[]');
+    } catch {
+      logger.warn({ author: entry.author }, 'post not warmed: its entry is not JSON');
+    }
+    const skipAll = config.WARM_SKIP_AUTHORS.includes(entry.author)
       ? 'author'
-      : Date.now() - publishedAt > config.WARM_MAX_AGE_S * 1000
+      : Date.now() - Number(id.split('-')[0]) > config.WARM_MAX_AGE_S * 1000
         ? 'stale'
         : '';
     if (skipAll) {
       for (const _url of urls) count('skipped', skipAll);
-      return;
+      urls = [];
     }
     for (const _url of urls.slice(config.WARM_MAX_IMAGES_PER_POST)) count('skipped', 'post_cap');
-    const todo = urls.slice(0, config.WARM_MAX_IMAGES_PER_POST).map((url, i) => ({ url, first: i === 0 }));
-    const worker = async () => {
-      for (let next = todo.shift(); next && running; next = todo.shift()) await warmImage(author, next.url, next.first);
-    };
-    await Promise.all(Array.from({ length: config.WARM_CONCURRENCY }, worker));
+    const images = urls.slice(0, config.WARM_MAX_IMAGES_PER_POST).map((url, i) => ({ url, first: i === 0 }));
+    return { id, author: entry.author, images, left: images.length };
   }
 
-  /** One stream entry warmed (or skipped), then acknowledged. @param {string} id @param {string[]} fields */
-  async function warmOne(id, fields = []) {
-    const entry = fieldsOf(fields);
+  /** A post's every image done (warmed, skipped or failed): acknowledged. @param {Post} post */
+  async function finish(post) {
     try {
-      await warmEntry(entry.author, JSON.parse(entry.urls || '[]'), Number(id.split('-')[0]));
+      if (running) await redis.xack(config.WARM_STREAM, config.WARM_GROUP, post.id);
     } catch (err) {
-      logger.warn({ err: /** @type {Error} */ (err).message, author: entry.author }, 'post not warmed');
+      // left pending: taken up again at the next start
+      logger.warn({ err: /** @type {Error} */ (err).message, author: post.author }, 'warmed post not acknowledged');
     }
-    if (running) await redis.xack(config.WARM_STREAM, config.WARM_GROUP, id);
     metrics.warmPosts.inc();
   }
 
   /**
-   * Newest post first: its readers come soonest, while a backlog's (a burst of posts, a restart) came
-   * already or come later; every entry read stays pending in the group until it is done, so a crash
-   * hands it over again at start.
+   * WARM_CONCURRENCY images at once (two for each warm transform of the origins by default), the newest
+   * post's first: its readers come soonest, while a backlog's (a burst of posts, a restart) came already or
+   * come later. An image goes to the next free hand, so posts of one image keep every hand busy as a post of
+   * many does; a post is acknowledged once each of its images is done, and every entry read stays pending in
+   * the group until then, so a crash hands it over again at start.
    */
   async function run() {
     await ensureGroup(redis, config.WARM_STREAM, config.WARM_GROUP);
-    let from = '0';
-    /** @type {WarmEntries} */
-    const backlog = [];
-    while (running) {
-      try {
-        const entries = await readEntries(reader, config, consumer, from, backlog.length === 0);
-        // this consumer's pending entries are read once, from past the last of them read; then new ones
-        if (from !== '>') from = entries.length ? entries[entries.length - 1][0] : '>';
-        backlog.push(...entries);
-      } catch (err) {
-        if (running) logger.warn({ err: /** @type {Error} */ (err).message }, 'warm stream not read');
-        await new Promise((resolve) => setTimeout(resolve, 1000));
-        continue;
+    const feed = { from: '0', backlog: /** @type {WarmEntries} */ ([]) };
+    /** @type {Array<{ post: Post, url: string, first: boolean }>} */
+    const images = [];
+    /** @type {Promise<void> | null} */
+    let reading = null;
+
+    /** New entries on the backlog (one read at a time, whoever asks). */
+    const read = () => {
+      reading ??= readInto(reader, config, consumer, feed)
+        .catch(async (err) => {
+          if (running) logger.warn({ err: /** @type {Error} */ (err).message }, 'warm stream not read');
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+        })
+        .finally(() => {
+          reading = null;
+        });
+      return reading;
+    };
+
+    /** The next image to warm: the posts' taken first, else the newest post's; null when none came. */
+    const next = async () => {
+      while (!images.length && running) {
+        // what came meanwhile first, so a newer post goes before a backlog's (waits up to a second only when
+        // there is no backlog)
+        await read();
+        if (images.length) break;
+        const entry = feed.backlog.pop();
+        if (!entry) return null;
+        const post = takePost(...entry);
+        if (!post.images.length) await finish(post);
+        images.push(...post.images.map((image) => ({ post, ...image })));
       }
-      const newest = backlog.pop();
-      if (newest && running) await warmOne(...newest);
-    }
+      return images.shift() ?? null;
+    };
+
+    const hand = async () => {
+      while (running) {
+        const image = await next();
+        if (!image) continue;
+        try {
+          await warmImage(image.post.author, image.url, image.first);
+        } catch (err) {
+          logger.warn({ err: /** @type {Error} */ (err).message, author: image.post.author }, 'image not warmed');
+          count('failed', 'error');
+        }
+        image.post.left -= 1;
+        if (image.post.left === 0) await finish(image.post);
+      }
+    };
+    await Promise.all(Array.from({ length: warmConcurrency(config) }, hand));
   }
 
   return {
@@ -140,18 +181,22 @@ function failureReason(status) {
 }
 
 /**
- * Entries of the warm stream for `consumer`: its own pending ones first (a crash's, from `from`), then new
- * ones (`from` '>'), waiting up to a second for one when `wait`.
+ * Entries of the warm stream for `consumer` onto `feed.backlog`: its own pending ones first (a crash's, from
+ * `feed.from`), then new ones (`from` '>'), waiting up to a second for one when the backlog is empty.
  * @param {import('ioredis').Redis} reader @param {import('@stack/lib/src/config-types.js').PurgeServiceConfig} config
- * @param {string} consumer @param {string} from @param {boolean} wait
- * @returns {Promise<WarmEntries>}
+ * @param {string} consumer @param {{ from: string, backlog: WarmEntries }} feed
  */
-async function readEntries(reader, config, consumer, from, wait) {
+async function readInto(reader, config, consumer, feed) {
   const { WARM_GROUP: group, WARM_STREAM: stream } = config;
+  const { from } = feed;
   const answer = /** @type {any} */ (
-    from === '>' && wait
+    from === '>' && feed.backlog.length === 0
       ? await reader.xreadgroup('GROUP', group, consumer, 'COUNT', 100, 'BLOCK', 1000, 'STREAMS', stream, from)
       : await reader.xreadgroup('GROUP', group, consumer, 'COUNT', 100, 'STREAMS', stream, from)
   );
-  return answer?.[0]?.[1] || [];
+  /** @type {WarmEntries} */
+  const entries = answer?.[0]?.[1] || [];
+  // this consumer's pending entries are read once, from past the last of them read; then new ones
+  if (from !== '>') feed.from = entries.length ? entries[entries.length - 1][0] : '>';
+  feed.backlog.push(...entries);
 }
