@@ -65,4 +65,4 @@ export {
 } from './rules.js';
 export { cgroupCpuLimit, usableCores } from './cores.js';
 export { countWarmBytes, warmBytesKey } from './warm-bytes.js';
-export { jsonWithin } from './json-within.js';
+export { jsonWithin, textWithin } from './json-within.js';

@@ -7,6 +7,15 @@
  * @returns {Promise<any>}
  */
 export async function jsonWithin(body, maxBytes, what) {
+  return JSON.parse(await textWithin(body, maxBytes, what));
+}
+
+/**
+ * The answer as text, within `maxBytes` (past it the body is let go and the call fails).
+ * @param {AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => void }} body @param {number} maxBytes
+ * @param {string} what @returns {Promise<string>}
+ */
+export async function textWithin(body, maxBytes, what) {
   /** @type {Uint8Array[]} */
   const chunks = [];
   let bytes = 0;
@@ -18,5 +27,5 @@ export async function jsonWithin(body, maxBytes, what) {
     }
     chunks.push(chunk);
   }
-  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  return Buffer.concat(chunks).toString('utf8');
 }

@@ -1,4 +1,8 @@
+import { textWithin } from '@stack/lib';
 import { request } from 'undici';
+
+/** Cloudflare's answer to a purge is a few hundred bytes of JSON: anything past this is not it. */
+const MAX_ANSWER_BYTES = 1024 * 1024;
 
 /**
  * A token bucket: `rate` tokens a second, at most `burst` saved up; take() waits for one.
@@ -23,7 +27,8 @@ export function tokenBucket(rate, burst) {
 
 /**
  * Cloudflare purge by URL: POST <base>/zones/<zone>/purge_cache {"files": [...]} with a Bearer token,
- * `perCall` URLs a call, within the plan's rate; a 429's Retry-After is honoured by the caller's retry.
+ * `perCall` URLs a call, within the plan's rate; a 429's Retry-After is honoured by the caller's retry. Each
+ * call within `timeoutMs` and its answer within a megabyte.
  * @param {{ base: string, zone: string, token: string, perCall: number, callsPerSecond: number, burst: number, timeoutMs: number }} options
  */
 export function createCloudflareTarget(options) {
@@ -37,8 +42,10 @@ export function createCloudflareTarget(options) {
       body: JSON.stringify({ files }),
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
+      // the whole call, not each chunk: an answer that trickles in never ends otherwise
+      signal: AbortSignal.timeout(options.timeoutMs),
     });
-    const text = await response.body.text();
+    const text = await textWithin(response.body, MAX_ANSWER_BYTES, 'cloudflare');
     if (response.statusCode === 429) {
       const seconds = Number(response.headers['retry-after']) || 1;
       throw Object.assign(new Error('cloudflare rate limited the purge'), { retryAfterMs: seconds * 1000 });
