@@ -21,6 +21,12 @@ sub vcl_recv {
   if (req.http.Range && req.http.Range !~ "^bytes=(\d+-\d*|-\d+)$") {
     unset req.http.Range;
   }
+  # so is one whose last byte comes before its first (invalid, not unsatisfiable: RFC 9110 14.1.1)
+  if (req.http.Range ~ "^bytes=\d+-\d+$" &&
+      std.integer(regsub(req.http.Range, "^bytes=(\d+)-\d+$", "\1"), 0) >
+      std.integer(regsub(req.http.Range, "^bytes=\d+-(\d+)$", "\1"), 0)) {
+    unset req.http.Range;
+  }
   # the origin only distinguishes avif, webp, or neither: three Accept values, three variants at most. A type
   # counts when it is listed with a q above 0 ("image/avif;q=0" refuses AVIF; origin/src/routes/proxy.js
   # acceptClass reads it the same way)
