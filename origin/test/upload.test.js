@@ -63,6 +63,23 @@ test('a Hive upload signed with a posting or active key is stored and served und
   assert.deepEqual(call?.params, [['alice']]);
 });
 
+test('a form with another file input before image_file: the image is stored, the other part read past', async () => {
+  origin.hive.setAccount(account('dave'));
+  const bytes = await solid(41, 23, 'png');
+  const form = new FormData();
+  form.append('thumbnail', new Blob([new Uint8Array(await solid(9, 9, 'png'))]), 'other.png');
+  form.append('image_file', new Blob([new Uint8Array(bytes)]), 'avatar.png');
+  clients += 1;
+  const response = await fetch(`${origin.base}/dave/${sign(bytes, posting.secretKey)}`, {
+    method: 'POST',
+    body: form,
+    headers: { 'x-forwarded-for': `198.51.100.${clients}` },
+  });
+  assert.equal(response.status, 200, JSON.stringify(await response.clone().json()));
+  const { url } = /** @type {any} */ (await response.json());
+  assert.deepEqual(Buffer.from(await (await fetch(url)).arrayBuffer()), bytes);
+});
+
 // A fixed vector signed by a real Hive client library (@hiveio/dhive 1.3.6: PrivateKey.fromLogin('image-cdn-test',
 // 'not a real password', 'posting').sign(sha256("ImageSigningChallenge" + bytes))), not by the code under test:
 // a wrong challenge would sign and verify consistently in the tests above, but not this.

@@ -38,7 +38,8 @@ export function receiveFile(req, { maxBytes, tempPath, checksum, sha256 }) {
     let saving = null;
     let parser;
     try {
-      parser = busboy({ headers: req.headers, limits: { files: 1, fileSize: maxBytes, fields: 20, parts: 30 } });
+      // a browser form may hold other file inputs before image_file: those parts are read past, not kept
+      parser = busboy({ headers: req.headers, limits: { files: 4, fileSize: maxBytes, fields: 20, parts: 30 } });
     } catch {
       reject(new HttpError(400, 'invalid_body', { reason: 'malformed multipart' }));
       return;
