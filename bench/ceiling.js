@@ -11,7 +11,7 @@ import '../lib/src/node-version.js';
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import sharp from 'sharp';
-import { machine, round, writeReport } from './lib.js';
+import { benchSettings, machine, round, writeReport } from './lib.js';
 import { photoFiles } from './quality.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 4);
@@ -114,13 +114,9 @@ if (process.argv[2] === '--child') {
   process.stdout.write(String(await work(kind, Number(start) + SECONDS * 1000)));
 } else if (import.meta.main) {
   const result = await benchCeiling();
-  const settings = Object.entries(process.env)
-    .filter(([key]) => key.startsWith('BENCH_'))
-    .map(([key, value]) => `${key}='${value}' `)
-    .join('');
   const file = writeReport(process.env.BENCH_CEILING_REPORT || 'ceiling', {
     title: "bench/ceiling: the machine's own per-core throughput as cores fill",
-    command: `${settings}node bench/ceiling.js`,
+    command: `${benchSettings()}node bench/ceiling.js`,
     machine: await machine(),
     sections: result.sections,
     data: result.runs,

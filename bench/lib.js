@@ -316,6 +316,13 @@ function bytesOf(text) {
   return Number(number) * ({ B: 1, KB: 2 ** 10, MB: 2 ** 20, GB: 2 ** 30 }[unit] || 1);
 }
 
+/** The BENCH_* settings of this run as a command line writes them, for a report's command. */
+export const benchSettings = () =>
+  Object.entries(process.env)
+    .filter(([key]) => key.startsWith('BENCH_'))
+    .map(([key, value]) => `${key}='${value}' `)
+    .join('');
+
 /**
  * Writes bench/reports/<date>-<name>.md and .json.
  * @param {string} name @param {{ title: string, command: string, machine: any, sections: Array<{ heading: string, text?: string, table?: { columns: string[], rows: Array<Array<string | number>> } }>, data: any }} report

@@ -17,7 +17,7 @@ import os from 'node:os';
 import { base58Url } from '@stack/lib';
 import { startOrigin } from '../origin/test/harness.js';
 import { freePort, waitFor } from '../test/support/ports.js';
-import { machine, processTree, statCpuMs, round, sampleRss, wrkAsync, writeReport } from './lib.js';
+import { benchSettings, machine, processTree, statCpuMs, round, sampleRss, wrkAsync, writeReport } from './lib.js';
 import { SCRIPT } from './origin.js';
 import { photoFiles } from './quality.js';
 
@@ -321,13 +321,9 @@ function topology() {
 
 if (import.meta.main) {
   const result = await benchScale();
-  const settings = Object.entries(process.env)
-    .filter(([key]) => key.startsWith('BENCH_'))
-    .map(([key, value]) => `${key}='${value}' `)
-    .join('');
   const file = writeReport(process.env.BENCH_SCALE_REPORT || 'scale', {
     title: 'bench/scale: throughput by cores',
-    command: `${settings}node bench/scale.js${quick ? ' --quick' : ''}`,
+    command: `${benchSettings()}node bench/scale.js${quick ? ' --quick' : ''}`,
     machine: { ...(await machine()), topology: topology() },
     sections: result.sections,
     data: result.runs,

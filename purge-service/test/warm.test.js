@@ -51,6 +51,29 @@ test("the warm URLs are the frontends': the legacy path with the URL as it is, /
   );
 });
 
+/**
+ * A warmer (not started) on `redis`, asking the stand-in `edge`; all three stopped after the test.
+ * @param {import('node:test').TestContext} t @param {Awaited<ReturnType<typeof startRedis>>} redis
+ * @param {http.Server} edge @param {import('@stack/lib/src/config-types.js').PurgeServiceConfig} config
+ */
+function warmerOf(t, redis, edge, config) {
+  const registry = createRegistry('purge-service');
+  const metrics = createPurgeMetrics(registry, {
+    redis: redis.client,
+    stream: config.PURGE_STREAM,
+    group: config.PURGE_GROUP,
+    deadStream: config.PURGE_DEAD_STREAM,
+  });
+  const logger = /** @type {any} */ ({ warn() {}, debug() {}, error() {}, info() {} });
+  const warmer = createWarmer({ redis: redis.client, config, logger, metrics });
+  t.after(async () => {
+    await warmer.stop();
+    edge.close();
+    await redis.stop();
+  });
+  return { warmer, registry };
+}
+
 test('the warmer takes a queued post off its stream, asks the edge for every path and Accept, and acknowledges it', async (t) => {
   const redis = await startRedis();
   /** @type {string[]} */
@@ -66,21 +89,7 @@ test('the warmer takes a queued post off its stream, asks the edge for every pat
   const config = /** @type {import('@stack/lib/src/config-types.js').PurgeServiceConfig} */ (
     loadConfig(settings, { WARM_EDGE_URL: `http://127.0.0.1:${address.port}`, WARM_CONCURRENCY: '1' })
   );
-  const registry = createRegistry('purge-service');
-  const queue = {
-    redis: redis.client,
-    stream: config.PURGE_STREAM,
-    group: config.PURGE_GROUP,
-    deadStream: config.PURGE_DEAD_STREAM,
-  };
-  const metrics = createPurgeMetrics(registry, queue);
-  const logger = /** @type {any} */ ({ warn() {}, debug() {}, error() {}, info() {} });
-  const warmer = createWarmer({ redis: redis.client, config, logger, metrics });
-  t.after(async () => {
-    await warmer.stop();
-    edge.close();
-    await redis.stop();
-  });
+  const { warmer, registry } = warmerOf(t, redis, edge, config);
   warmer.start();
   const image = 'https://img.example/first.jpg';
   await warmPost(redis.client, config, { author: 'alice', permlink: 'p', body: `![](${image})` });
@@ -124,19 +133,7 @@ test("the warmer asks for WARM_CONCURRENCY images at once across posts of one im
       WARM_THUMBNAIL_PATHS: '',
     })
   );
-  const metrics = createPurgeMetrics(createRegistry('purge-service'), {
-    redis: redis.client,
-    stream: config.PURGE_STREAM,
-    group: config.PURGE_GROUP,
-    deadStream: config.PURGE_DEAD_STREAM,
-  });
-  const logger = /** @type {any} */ ({ warn() {}, debug() {}, error() {}, info() {} });
-  const warmer = createWarmer({ redis: redis.client, config, logger, metrics });
-  t.after(async () => {
-    await warmer.stop();
-    edge.close();
-    await redis.stop();
-  });
+  const { warmer } = warmerOf(t, redis, edge, config);
   // five posts of one image each, queued before the warmer starts: read together, the newest taken first
   const images = Array.from({ length: 5 }, (_, i) => `https://img.example/post-${i}.jpg`);
   for (const [i, image] of images.entries())
