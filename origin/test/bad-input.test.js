@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
 import { animated, decode, pngBomb, solid } from '../../test/support/images.js';
+import { keptAlive } from '../../test/support/kept-alive.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { jsonError, startOrigin, tokenUpload } from './harness.js';
 
@@ -264,19 +265,10 @@ test('a form cut short in a part the upload skips is a 400 invalid_body, whoever
 });
 
 test('an upload refused before its body is read (a form the parser gives up on, a wrong token): its kept-alive connection does not stall', async () => {
-  const http = await import('node:http');
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const connection = keptAlive();
   /** @param {string} method @param {string} path @param {Record<string, string | number>} headers @param {Buffer} [body] */
-  const ask = (method, path, headers, body) =>
-    new Promise((resolve, reject) => {
-      const req = http.request(`${origin.base}${path}`, { method, agent, headers }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode));
-      });
-      req.setTimeout(10_000, () => req.destroy(new Error(`${method} ${path}: no answer in 10 s`)));
-      req.on('error', reject);
-      req.end(body);
-    });
+  const ask = async (method, path, headers, body) =>
+    (await connection.ask(method, `${origin.base}${path}`, headers, body)).status;
   // a part header the parser refuses, then 300 KB it never reads
   const body = Buffer.concat([Buffer.from('--junk\r\nnot a header\r\n\r\n'), Buffer.alloc(300_000, 120)]);
   const headers = {
@@ -293,6 +285,6 @@ test('an upload refused before its body is read (a form the parser gives up on, 
     assert.equal(await ask('POST', '/upload', { ...headers, authorization: 'Bearer wrong' }, body), 401);
     assert.equal(await ask('GET', '/healthz', {}), 200, 'the request after the 401');
   } finally {
-    agent.destroy();
+    connection.agent.destroy();
   }
 });

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { animated, decode, meanDifference, oriented, photo, solid } from '../../test/support/images.js';
+import { keptAlive } from '../../test/support/kept-alive.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { waitFor } from '../../test/support/ports.js';
 import { startOrigin, tokenUpload } from './harness.js';
@@ -422,31 +422,6 @@ test('a cached variant whose bytes are gone from disk is made again, read whole 
   assert.equal((await made()) - before, 1);
 });
 
-/**
- * GETs of `url` on one connection, kept alive: each request after the first goes on the same socket (a request
- * with no answer in 10 s fails). @param {string} url
- */
-function keptAlive(url) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  /**
-   * @param {Record<string, string>} headers
-   * @returns {Promise<{ status: number, headers: http.IncomingHttpHeaders, body: Buffer }>}
-   */
-  const get = (headers) =>
-    new Promise((resolve, reject) => {
-      const req = http.get(url, { agent, headers }, (res) => {
-        const chunks = /** @type {Buffer[]} */ ([]);
-        res.on('data', (chunk) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({ status: Number(res.statusCode), headers: res.headers, body: Buffer.concat(chunks) }),
-        );
-      });
-      req.setTimeout(10_000, () => req.destroy(new Error('no answer in 10 s on the kept-alive connection')));
-      req.on('error', reject);
-    });
-  return { get, agent };
-}
-
 test('a range past a cached variant is a 416 naming its length, and its keep-alive connection answers the next request', async () => {
   // an origin of its own: the test before deleted the result cache's segments by hand
   const own = await startOrigin();
@@ -457,7 +432,8 @@ test('a range past a cached variant is a 416 naming its length, and its keep-ali
   // a range is sent from the result cache's file, once it is written there
   const cached = async () => (await fetch(target, { headers: { range: 'bytes=0-0' } })).status === 206;
   await waitFor(cached, 10_000, 'the variant in the result cache');
-  const { get, agent } = keptAlive(target);
+  const { ask, agent } = keptAlive();
+  const get = (/** @type {Record<string, string>} */ headers) => ask('GET', target, headers);
   try {
     for (const range of ['bytes=999999-', 'bytes=-0']) {
       const refused = await get({ range });
@@ -479,7 +455,9 @@ test('a range past a cached variant is a 416 naming its length, and its keep-ali
 test('a range past an upload is a JSON 416 naming its length, and its keep-alive connection answers the next request', async () => {
   const bytes = await solid(200, 100, 'png');
   const { url } = /** @type {{ url: string }} */ (await (await tokenUpload(origin.base, bytes, 'ranged.png')).json());
-  const { get, agent } = keptAlive(origin.base + new URL(url).pathname);
+  const { ask, agent } = keptAlive();
+  const get = (/** @type {Record<string, string>} */ headers) =>
+    ask('GET', origin.base + new URL(url).pathname, headers);
   try {
     const refused = await get({ range: 'bytes=999999-' });
     assert.equal(refused.status, 416);
