@@ -143,6 +143,28 @@ test('a job waiting for a worker past its time is a 503, and the worker goes on 
   }
 });
 
+test('a job given to a worker that died idle (its end not yet heard) is made by another, not a 500', async () => {
+  const { createWorkerPool, file, want, options: TRANSFORM_OPTIONS } = await poolJobs();
+  const pool = createWorkerPool({ size: 1, nice: 0 });
+  try {
+    await pool.run(file, want(200, 'jpeg'), TRANSFORM_OPTIONS, 120_000);
+    // this process's own worker (not the shared origin's, a child of a child)
+    const [kept] = fs
+      .readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8')
+      .trim()
+      .split(' ')
+      .map(Number)
+      .filter((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('transform-worker'));
+    // killed, and the next job taken in the same turn of the event loop: the pool still holds it as kept
+    process.kill(kept, 'SIGKILL');
+    const made = await pool.run(file, want(240, 'jpeg'), TRANSFORM_OPTIONS, 120_000);
+    assert.deepEqual([(await decode(made.data)).format, (await decode(made.data)).width], ['jpeg', 240]);
+    assert.equal(pool.size, 1);
+  } finally {
+    pool.close();
+  }
+});
+
 test("a transform worker loads the pipeline and sharp, not the services' library (45 MB and 100 ms a worker)", async () => {
   const { execFileSync } = await import('node:child_process');
   // every module the worker's imports resolve to, as the module loader sees them

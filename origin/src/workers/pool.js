@@ -184,6 +184,8 @@ export function createWorkerPool({ size, nice, arenas = 0, idleMs = Infinity, on
       /** @type {ChildProcess | null} */
       let child = null;
       let over = false;
+      let started = false;
+      let resent = false;
       const timer = setTimeout(() => {
         over = true;
         if (child) {
@@ -194,11 +196,22 @@ export function createWorkerPool({ size, nice, arenas = 0, idleMs = Infinity, on
         reject(transformTimeout());
       }, timeoutMs);
       const onExit = () => {
-        clearTimeout(timer);
         detach();
+        // a worker that died idle, its end not yet heard when it was taken: the job never reached it (writing
+        // to its socket reports no error), so it goes to another worker, once
+        if (!started && !resent) {
+          resent = true;
+          child = null;
+          return send();
+        }
+        clearTimeout(timer);
         reject(new HttpError(500, 'internal_error', { reason: 'transform worker ended' }));
       };
-      const onMessage = (/** @type {WorkerAnswer} */ answer) => {
+      const onMessage = (/** @type {WorkerAnswer & { started?: boolean }} */ answer) => {
+        if (answer.started) {
+          started = true;
+          return;
+        }
         clearTimeout(timer);
         detach();
         release(/** @type {ChildProcess} */ (child));
@@ -212,21 +225,24 @@ export function createWorkerPool({ size, nice, arenas = 0, idleMs = Infinity, on
         child?.off('message', onMessage);
         child?.off('exit', onExit);
       }
-      take().then(
-        (worker) => {
-          // its time ran out while it waited: the worker goes on to the next job
-          if (over) return release(worker);
-          child = worker;
-          worker.on('message', onMessage);
-          worker.once('exit', onExit);
-          worker.send({ file, plan, options });
-        },
-        // none could start
-        (err) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      );
+      function send() {
+        take().then(
+          (worker) => {
+            // its time ran out while it waited: the worker goes on to the next job
+            if (over) return release(worker);
+            child = worker;
+            worker.on('message', onMessage);
+            worker.once('exit', onExit);
+            worker.send({ file, plan, options });
+          },
+          // none could start
+          (err) => {
+            clearTimeout(timer);
+            reject(err);
+          },
+        );
+      }
+      send();
     });
   }
 

@@ -30,6 +30,9 @@ const keptHere = new LRUCache({ max: 2, ttl: 60_000 });
 process.on(
   'message',
   async (/** @type {{ file: string, plan: import('../pipeline/index.js').Plan, options: any }} */ job) => {
+    // the parent hears that this job reached a live worker (pool.js: one sent to a worker that had died idle
+    // is sent again, once)
+    process.send?.({ started: true });
     priority.scan();
     try {
       const { keepPlan, keepHere, ...options } = job.options;
