@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, refuseUnknown } from '../lib/src/config.js';
-import { checkRules, transformSlots, warmConcurrency } from '../lib/src/rules.js';
+import { checkRules, transformQueueMax, transformSlots, warmConcurrency } from '../lib/src/rules.js';
 import { repairSharedRoot } from './dirs.js';
 import { allSettings } from './settings.js';
 
@@ -84,7 +84,7 @@ export async function resolveSettings(env = process.env) {
   // origin's queue decides: small requests first, degraded encodings, and an immediate 503 past it
   checkRules(config);
   if (!config.HAPROXY_ORIGIN_MAXCONN)
-    config.HAPROXY_ORIGIN_MAXCONN = transformSlots(config) + config.TRANSFORM_QUEUE_MAX + 32;
+    config.HAPROXY_ORIGIN_MAXCONN = transformSlots(config) + transformQueueMax(config) + 32;
   // the warmer keeps every origin's warm lane busy: two images for each of their warm transforms
   if (!config.WARM_CONCURRENCY)
     config.WARM_CONCURRENCY = warmConcurrency(config, undefined, config.ORIGIN_SERVERS.length);

@@ -268,7 +268,7 @@ export const stackSettings = [
     name: 'HAPROXY_ORIGIN_MAXCONN',
     type: 'int',
     default: '0',
-    doc: "connections per origin server; 0: transform slots + TRANSFORM_QUEUE_MAX + 32 (the origin's own queue decides: small first, degrade, fast 503)",
+    doc: "connections per origin server; 0: transform slots + the transforms that may wait (TRANSFORM_QUEUE_MAX) + 32 (the origin's own queue decides: small first, degrade, fast 503)",
     min: 0,
   },
   {

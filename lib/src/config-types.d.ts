@@ -151,9 +151,9 @@ export type OriginConfig = SharedConfig & {
   DEFAULT_HEIGHT: number;
   /** transforms at once; 0: 2 × the cores the origin may use (its CPU affinity, within its cgroup CPU quota: a container or pod limit) */
   TRANSFORM_CONCURRENCY: number;
-  /** transforms waiting; past it an immediate 503 with Retry-After */
+  /** transforms waiting; past it an immediate 503 with Retry-After; 0: sixteen for each transform slot (64 on 2 cores, 512 on 16: the same wait in time on any machine) */
   TRANSFORM_QUEUE_MAX: number;
-  /** queue depth from which avif/auto are encoded as cheaper WebP with a short Cache-Control */
+  /** queue depth from which avif/auto are encoded as cheaper WebP with a short Cache-Control; 0: two for each transform slot (8 on 2 cores) */
   TRANSFORM_DEGRADE_DEPTH: number;
   /** longest a variant not yet cached takes (/p/), fetch, queue and transform included: then a JSON 503 request_timeout (the work goes on and is cached); keep it under HAPROXY_SERVER_TIMEOUT_S so the origin answers first */
   REQUEST_TIMEOUT_S: number;

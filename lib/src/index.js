@@ -58,6 +58,8 @@ export {
   RULES,
   backgroundEncodes,
   checkRules,
+  degradeDepth,
+  transformQueueMax,
   transformSlots,
   transformWorkers,
   warmConcurrency,

@@ -12,6 +12,20 @@ import { usableCores } from './cores.js';
 export const transformSlots = (config) => config.TRANSFORM_CONCURRENCY || usableCores() * 2;
 
 /**
+ * Transforms that may wait for a slot before an immediate 503: TRANSFORM_QUEUE_MAX, or sixteen for each slot when
+ * it is 0 (64 on 2 cores, where bench/overload measured it): the same wait in time on any machine, where a fixed
+ * 64 waiting would be half a second of work on 2 cores and a sixth of one on 16. @param {Record<string, any>} config
+ * @param {number} [slots]
+ */
+export const transformQueueMax = (config, slots = transformSlots(config)) => config.TRANSFORM_QUEUE_MAX || 16 * slots;
+
+/**
+ * The queue depth from which an AVIF is made as the cheaper WebP: TRANSFORM_DEGRADE_DEPTH, or two for each slot
+ * when it is 0 (8 on 2 cores). @param {Record<string, any>} config @param {number} [slots]
+ */
+export const degradeDepth = (config, slots = transformSlots(config)) => config.TRANSFORM_DEGRADE_DEPTH || 2 * slots;
+
+/**
  * The transform worker processes an origin has at once (AVIFs, HEIC sources, large variants): TRANSFORM_WORKERS,
  * or one a core it may use when it is 0 (an AVIF keeps its core busy; one a slot cost 60 % more memory for no
  * more AVIFs a second, bench/scale 2026-11-27). @param {Record<string, any>} config

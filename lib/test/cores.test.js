@@ -7,7 +7,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { cgroupCpuLimit, usableCores } from '../src/cores.js';
-import { backgroundEncodes, transformSlots, transformWorkers, warmConcurrency, warmTransforms } from '../src/rules.js';
+import {
+  backgroundEncodes,
+  degradeDepth,
+  transformQueueMax,
+  transformSlots,
+  transformWorkers,
+  warmConcurrency,
+  warmTransforms,
+} from '../src/rules.js';
 
 /** A fake /proc/self/cgroup and cgroup mounts: `files` relative to the mounts' root. @param {string} self @param {Record<string, string>} files */
 function fakeCgroups(self, files) {

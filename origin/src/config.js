@@ -290,15 +290,15 @@ export const settings = [
   {
     name: 'TRANSFORM_QUEUE_MAX',
     type: 'int',
-    default: '64',
-    doc: 'transforms waiting; past it an immediate 503 with Retry-After',
+    default: '0',
+    doc: 'transforms waiting; past it an immediate 503 with Retry-After; 0: sixteen for each transform slot (64 on 2 cores, 512 on 16: the same wait in time on any machine)',
     min: 0,
   },
   {
     name: 'TRANSFORM_DEGRADE_DEPTH',
     type: 'int',
-    default: '8',
-    doc: 'queue depth from which avif/auto are encoded as cheaper WebP with a short Cache-Control',
+    default: '0',
+    doc: 'queue depth from which avif/auto are encoded as cheaper WebP with a short Cache-Control; 0: two for each transform slot (8 on 2 cores)',
     min: 0,
   },
   {

@@ -8,6 +8,7 @@ import {
   redisReady,
   runService,
   countWarmBytes,
+  transformQueueMax,
   transformSlots,
   usableCores,
   warmTransforms,
@@ -73,10 +74,11 @@ async function openCaches(config, logger, metrics) {
 function createQueues(config, metrics) {
   const concurrency = transformSlots(config);
   metrics.concurrency.set(concurrency);
-  metrics.queueMax.set(config.TRANSFORM_QUEUE_MAX);
+  const maxQueued = transformQueueMax(config, concurrency);
+  metrics.queueMax.set(maxQueued);
   const queue = new TransformQueue({
     concurrency,
-    maxQueued: config.TRANSFORM_QUEUE_MAX,
+    maxQueued,
     keepFree: config.WARM_FREE_SLOTS,
     laterMax: config.WARM_QUEUE_MAX,
     laterConcurrency: warmTransforms(config),

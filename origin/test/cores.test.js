@@ -1,6 +1,6 @@
 // The origin's machine-dependent defaults come from the cores it may use (#47): started on one core
-// (taskset -c 0) it has two transform slots and serves; on a 16-core affinity mask, where the machine has
-// them, thirty-two.
+// (taskset -c 0) it has two transform slots, sixteen waiting for each, and serves; on a 16-core affinity mask,
+// where the machine has them, thirty-two.
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import { test } from 'node:test';
@@ -22,24 +22,27 @@ async function onCpus(cpus) {
     const response = await fetch(origin.proxied(url, { width: 120 }));
     assert.equal(response.status, 200);
     assert.equal((await decode(Buffer.from(await response.arrayBuffer()))).width, 120);
-    return await metricValue(origin.metricsUrl, 'origin_transform_concurrency');
+    return [
+      await metricValue(origin.metricsUrl, 'origin_transform_concurrency'),
+      await metricValue(origin.metricsUrl, 'origin_queue_max'),
+    ];
   } finally {
     await origin.stop();
   }
 }
 
 test(
-  'on one core (taskset -c 0): two transform slots, and it serves',
+  'on one core (taskset -c 0): two transform slots, 32 may wait, and it serves',
   { skip: process.platform !== 'linux' },
   async () => {
-    assert.equal(await onCpus('0'), 2);
+    assert.deepEqual(await onCpus('0'), [2, 32]);
   },
 );
 
 test(
-  'on a 16-core affinity mask: thirty-two slots',
+  'on a 16-core affinity mask: thirty-two slots, 512 may wait',
   { skip: os.availableParallelism() < 16 ? 'fewer than 16 cores here' : process.platform !== 'linux' },
   async () => {
-    assert.equal(await onCpus('0-15'), 32);
+    assert.deepEqual(await onCpus('0-15'), [32, 512]);
   },
 );

@@ -2,7 +2,7 @@
 // the pipeline in this process or in a worker, and the answer kept in the result cache. In order:
 // prepare → (the original as it is | a degraded answer already cached | transform in a slot) → keep.
 import fs from 'node:fs/promises';
-import { isGone, usableCores } from '@stack/lib';
+import { degradeDepth, isGone, usableCores } from '@stack/lib';
 import { createKeptPixels } from '../kept-pixels.js';
 import {
   originalAnswers,
@@ -71,6 +71,7 @@ function makerContext(deps) {
   return {
     ...deps,
     cores: usableCores(),
+    degradeDepth: degradeDepth(config),
     budgets: {
       maxPixels: config.MAX_OUTPUT_PIXELS,
       avifPixels: config.AVIF_MAX_PIXELS,
@@ -158,8 +159,8 @@ async function prepare(m, job) {
  * Why the cheaper encoding answers instead of AVIF: a deep queue (degraded), or format=auto's first answer
  * (AUTO_AVIF_FIRST_ANSWER), which never waits for an AVIF encode. @param {Maker} m @param {VariantJob} job
  */
-function fallbackReason({ queue, config }, { want, mode }) {
-  if (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH) return 'queue';
+function fallbackReason({ queue, config, degradeDepth }, { want, mode }) {
+  if (queue.depth >= degradeDepth) return 'queue';
   if (mode === 'reader' && want.accept === 'avif' && config.AUTO_AVIF_FIRST_ANSWER) return 'first_answer';
   return '';
 }

@@ -1,7 +1,7 @@
 // A warmer's variants (X-Warm: 1): made before any reader asks, only on what readers leave. The queue's later
 // lane (behind every reader's transform, beside their slots), a worker at the lowest CPU priority, and, with
 // WARM_MAX_CPU_PRESSURE, only while the machine's CPU is that idle; otherwise a 429 the warmer retries after.
-import { HttpError } from '@stack/lib';
+import { HttpError, degradeDepth } from '@stack/lib';
 import { watchCpuPressure } from '../pressure.js';
 
 /**
@@ -10,10 +10,11 @@ import { watchCpuPressure } from '../pressure.js';
  */
 export function createWarmGate({ config, queue, metrics }) {
   const pressure = config.WARM_MAX_CPU_PRESSURE > 0 ? watchCpuPressure() : { share: () => 0, stop: () => {} };
+  const deep = degradeDepth(config);
 
   /** Why a warm transform may not start now (null when it may): readers' queue, the warm lane, the CPU. */
   function busy() {
-    if (queue.depth >= config.TRANSFORM_DEGRADE_DEPTH || !queue.laterHasRoom)
+    if (queue.depth >= deep || !queue.laterHasRoom)
       return { reason: 'the transform queue is busy with readers', retryAfter: '2' };
     // the pressure reads 0 without WARM_MAX_CPU_PRESSURE (no gate)
     if (pressure.share() * 100 > config.WARM_MAX_CPU_PRESSURE)
