@@ -215,7 +215,7 @@ export type OriginConfig = SharedConfig & {
   WARM_TRANSFORMS: number;
   /** a warmer's transform starts only while the share of the last second in which some task waited for a CPU (Linux PSI, /proc/pressure/cpu) is at most this many percent; 0: no such gate */
   WARM_MAX_CPU_PRESSURE: number;
-  /** warmer's transforms waiting at once; past it, or while the queue is deep (TRANSFORM_DEGRADE_DEPTH), a 429 warm_deferred the warmer retries later */
+  /** warmer's transforms waiting at once; past it, or while the queue is deep (TRANSFORM_DEGRADE_DEPTH), a 429 warm_deferred the warmer retries later; 0: two for each warm transform, at least 8 (the warmer sends two for each) */
   WARM_QUEUE_MAX: number;
   /** format=auto for an AVIF browser: while its AVIF is not made yet, answer at once in WebP (CACHE_CONTROL_FIRST_ANSWER) and make the AVIF in the background on idle capacity; false: the first visitor waits for the AVIF encode */
   AUTO_AVIF_FIRST_ANSWER: boolean;

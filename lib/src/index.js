@@ -63,6 +63,7 @@ export {
   transformSlots,
   transformWorkers,
   warmConcurrency,
+  warmQueueMax,
   warmTransforms,
 } from './rules.js';
 export { cgroupCpuLimit, usableCores } from './cores.js';

@@ -51,6 +51,14 @@ export const warmTransforms = (config, cores = usableCores()) =>
   config.WARM_TRANSFORMS || Math.max(1, Math.floor(cores / 4));
 
 /**
+ * The warmer's transforms that may wait in an origin's warm lane: WARM_QUEUE_MAX, or two for each of its warm
+ * transforms, at least 8, when it is 0 (the warmer sends two for each: none turned away while the lane keeps up).
+ * @param {Record<string, any>} config @param {number} [cores]
+ */
+export const warmQueueMax = (config, cores = usableCores()) =>
+  config.WARM_QUEUE_MAX || Math.max(8, 2 * warmTransforms(config, cores));
+
+/**
  * The images the warmer asks for at once: WARM_CONCURRENCY, or two for each warm transform of the origins when
  * it is 0 (one fetching its original while the other is made: two for the one of a 2-core origin). The purge
  * service derives it from its own cores where nothing else told it (one machine: the origin's); the render

@@ -14,6 +14,7 @@ import {
   transformSlots,
   transformWorkers,
   warmConcurrency,
+  warmQueueMax,
   warmTransforms,
 } from '../src/rules.js';
 
@@ -84,6 +85,9 @@ test('the warm lane: a quarter of the cores, at least one; the warmer asks two i
   assert.equal(asked(16, 3), 24, 'three origins of 16 cores');
   assert.equal(warmConcurrency({ WARM_CONCURRENCY: 0, WARM_TRANSFORMS: 2 }, 2), 4, 'the origins told their lane');
   assert.equal(warmConcurrency({ WARM_CONCURRENCY: 5 }, 16, 3), 5);
+  const waiting = (/** @type {number} */ cores) => warmQueueMax({ WARM_QUEUE_MAX: 0 }, cores);
+  assert.deepEqual([2, 16, 32, 64].map(waiting), [8, 8, 16, 32], 'room for what the warmer sends past the lane');
+  assert.equal(warmQueueMax({ WARM_QUEUE_MAX: 3 }, 64), 3);
 });
 
 test('this process: taskset -c 0 gives one core', { skip: process.platform !== 'linux' }, () => {

@@ -507,8 +507,8 @@ export const settings = [
   {
     name: 'WARM_QUEUE_MAX',
     type: 'int',
-    default: '8',
-    doc: "warmer's transforms waiting at once; past it, or while the queue is deep (TRANSFORM_DEGRADE_DEPTH), a 429 warm_deferred the warmer retries later",
+    default: '0',
+    doc: "warmer's transforms waiting at once; past it, or while the queue is deep (TRANSFORM_DEGRADE_DEPTH), a 429 warm_deferred the warmer retries later; 0: two for each warm transform, at least 8 (the warmer sends two for each)",
     min: 0,
   },
   {

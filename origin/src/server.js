@@ -11,6 +11,7 @@ import {
   transformQueueMax,
   transformSlots,
   usableCores,
+  warmQueueMax,
   warmTransforms,
 } from '@stack/lib';
 import { createApp } from './app.js';
@@ -80,7 +81,7 @@ function createQueues(config, metrics) {
     concurrency,
     maxQueued,
     keepFree: config.WARM_FREE_SLOTS,
-    laterMax: config.WARM_QUEUE_MAX,
+    laterMax: warmQueueMax(config),
     laterConcurrency: warmTransforms(config),
     onChange: (q) => {
       metrics.queueDepth.set(q.depth);
