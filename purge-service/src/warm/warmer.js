@@ -147,7 +147,7 @@ export function createWarmer({ redis, config, logger, metrics }) {
     const hand = async () => {
       while (running) {
         const image = await next();
-        if (!image) continue;
+        if (!image || !running) continue;
         try {
           await warmImage(image.post.author, image.url, image.first);
         } catch (err) {
