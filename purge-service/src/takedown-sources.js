@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { textWithin } from '@stack/lib';
 import { request } from 'undici';
 import { entriesOfDocument } from './takedowns.js';
 
@@ -46,24 +47,24 @@ export function createListSync({ store, config, logger }) {
     }
   }
 
+  // a list's whole fetch, not each chunk: one that trickled in held its sync for good (the next never started,
+  // so new entries of that list were never applied); within its poll interval, 5 s to a minute
+  const deadlineMs = Math.max(5_000, Math.min(60_000, config.TAKEDOWN_LIST_POLL_S * 1000));
+
   /** @param {string} url */
   async function syncUrl(url) {
     const source = `list:${url}`;
     try {
-      const response = await request(url, { headersTimeout: 10000, bodyTimeout: 10000 });
+      const response = await request(url, {
+        headersTimeout: 10000,
+        bodyTimeout: 10000,
+        signal: AbortSignal.timeout(deadlineMs),
+      });
       if (response.statusCode !== 200) {
         await response.body.dump();
         throw new Error(`answered ${response.statusCode}`);
       }
-      const chunks = [];
-      let bytes = 0;
-      for await (const chunk of response.body) {
-        bytes += chunk.length;
-        if (bytes > config.TAKEDOWN_LIST_MAX_BYTES)
-          throw new Error(`larger than ${config.TAKEDOWN_LIST_MAX_BYTES} bytes`);
-        chunks.push(chunk);
-      }
-      await applyText(source, Buffer.concat(chunks).toString('utf8'));
+      await applyText(source, await textWithin(response.body, config.TAKEDOWN_LIST_MAX_BYTES, 'the list'));
     } catch (err) {
       logger.warn(
         { source, err: /** @type {Error} */ (err).message },
