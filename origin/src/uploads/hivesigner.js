@@ -51,6 +51,8 @@ export function createHivesignerAuth({ apiUrl, app, timeoutMs }) {
         body: '{}',
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
+        // the whole call: undici's timeouts run between chunks, and an answer that trickles in never ends
+        signal: AbortSignal.timeout(timeoutMs),
       });
       if (response.statusCode !== 200) await response.body.dump();
       if (response.statusCode === 401 || response.statusCode === 403) invalidToken('Hivesigner refused it');
