@@ -39,8 +39,8 @@ export function redisTarget(config) {
 }
 
 /**
- * A Redis client that fails fast while Redis is down (no offline queue), so callers can degrade
- * instead of hanging; it reconnects by itself, to the new master after a Sentinel failover.
+ * A Redis client that fails fast while Redis is down (no offline queue) or stalled (a command's timeout), so
+ * callers can degrade instead of hanging; it reconnects by itself, to the new master after a Sentinel failover.
  * @param {Record<string, any>} config REDIS_URL, REDIS_SENTINELS, REDIS_MASTER_NAME
  * @param {import('pino').Logger} logger
  */
@@ -50,6 +50,10 @@ export function connectRedis(config, logger) {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
+    // Redis that stops answering without going away (stopped, a network dropping packets: the connection looks
+    // alive for minutes) fails a command as Redis down does, so its caller degrades instead of hanging; past
+    // the longest wait a command asks for (blocking stream reads: 1 s; WAIT: REDIS_ACK_TIMEOUT_MS)
+    commandTimeout: Math.max(2000, (config.REDIS_ACK_TIMEOUT_MS || 1000) + 1000),
     retryStrategy: (/** @type {number} */ times) => Math.min(times * 100, 2000),
     ...target,
   };
