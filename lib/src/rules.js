@@ -66,7 +66,7 @@ export const warmQueueMax = (config, cores = usableCores()) =>
  * @param {number} [origins]
  */
 export const warmConcurrency = (config, cores = usableCores(), origins = 1) =>
-  config.WARM_CONCURRENCY || 2 * warmTransforms({ WARM_TRANSFORMS: config.WARM_TRANSFORMS }, cores) * origins;
+  config.WARM_CONCURRENCY || 2 * warmTransforms(config, cores) * origins;
 
 /** @type {Rule[]} */
 export const RULES = [

@@ -7,7 +7,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { processTree } from '../../bench/lib.js';
 import { decode, photo } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { waitFor } from '../../test/support/ports.js';
@@ -27,17 +26,24 @@ before(async () => {
 });
 after(() => origin?.stop());
 
-/** The origin's transform worker processes, as the kernel lists them. @returns {number[]} */
-function workerPids() {
-  return processTree(origin.pid())
-    .slice(1)
-    .filter((child) => {
-      try {
-        return fs.readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('transform-worker');
-      } catch {
-        return false;
-      }
-    });
+/**
+ * The transform worker processes `pid` started (its own children, not theirs: this test process's pool beside
+ * the shared origin's), as the kernel lists them. @param {number} [pid] the origin's by default @returns {number[]}
+ */
+function workerPids(pid = origin.pid()) {
+  let children = '';
+  try {
+    children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  } catch {
+    return [];
+  }
+  return (children ? children.split(' ') : []).map(Number).filter((child) => {
+    try {
+      return fs.readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('transform-worker');
+    } catch {
+      return false;
+    }
+  });
 }
 
 const readers = { pool: 'readers' };
@@ -148,17 +154,12 @@ test('a job given to a worker that died idle (its end not yet heard) is made by 
   const pool = createWorkerPool({ size: 1, nice: 0 });
   try {
     await pool.run(file, want(200, 'jpeg'), TRANSFORM_OPTIONS, 120_000);
-    // this process's own worker (not the shared origin's, a child of a child)
-    const [kept] = fs
-      .readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8')
-      .trim()
-      .split(' ')
-      .map(Number)
-      .filter((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('transform-worker'));
+    const [kept] = workerPids(process.pid);
     // killed, and the next job taken in the same turn of the event loop: the pool still holds it as kept
     process.kill(kept, 'SIGKILL');
     const made = await pool.run(file, want(240, 'jpeg'), TRANSFORM_OPTIONS, 120_000);
-    assert.deepEqual([(await decode(made.data)).format, (await decode(made.data)).width], ['jpeg', 240]);
+    const image = await decode(made.data);
+    assert.deepEqual([image.format, image.width], ['jpeg', 240]);
     assert.equal(pool.size, 1);
   } finally {
     pool.close();

@@ -80,7 +80,7 @@ export function createWorkerPool({ size, nice, arenas = 0, idleMs = Infinity, on
       throw workerUnavailable();
     }
     // what it would say is heard where it happens: a spawn that failed has no pid (below); a worker gone, by
-    // its 'exit' (a job sent to it meanwhile ends there with a 500)
+    // its 'exit' (a job sent to it meanwhile goes to another once, unless it had begun: run())
     child.on('error', () => {});
     if (child.pid === undefined) throw workerUnavailable();
     all.add(child);
