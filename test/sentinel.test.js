@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
+import { connectRedis, createLogger, subscribe } from '../lib/src/index.js';
 import { sign } from '../purge-service/src/signature.js';
 import { startCloudflare } from './support/cloudflare.js';
 import { freePort, waitFor } from './support/ports.js';
@@ -241,4 +242,55 @@ test('with the replica gone, a webhook is refused (503) rather than acknowledged
     servers[replica].proc = startProcess('redis-server', servers[replica].args);
   }
   await waitFor(async () => (await webhook(`again-${n++}`)) === 202, 60_000, '202 once the replica is back');
+});
+
+test('the master stalled (SIGSTOP, as a network cut leaves it): the sentinels fail over and the clients follow', async (t) => {
+  const redis = connectRedis(
+    {
+      REDIS_URL: 'redis://ignored:1/0',
+      REDIS_SENTINELS: sentinelPorts.map((port) => `127.0.0.1:${port}`),
+      REDIS_MASTER_NAME: MASTER,
+    },
+    createLogger('sentinel-test', 'silent'),
+  );
+  /** @type {string[]} */
+  const heard = [];
+  const listener = subscribe(redis, 'sentinel-test', (message) => heard.push(message), 500);
+  t.after(() => {
+    listener.disconnect();
+    redis.disconnect();
+  });
+  /** Published on the master until the subscriber hears it. @param {string} message */
+  const heardOnce = async (message) => {
+    await redis.publish('sentinel-test', message).catch(() => 0);
+    return heard.includes(message);
+  };
+  await waitFor(() => heardOnce('before'), 20_000, 'the subscriber hears the master');
+  const at = /** @type {string[]} */ (await ask(sentinelPorts[0], ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', MASTER]));
+  const stalled = Number(at[1]) === servers.a.port ? 'a' : 'b';
+  const promoted = stalled === 'a' ? 'b' : 'a';
+  servers[stalled].proc.child.kill('SIGSTOP');
+  try {
+    await waitFor(
+      async () => String(await ask(servers[promoted].port, ['INFO', 'replication'])).includes('role:master'),
+      60_000,
+      'the replica promoted',
+    );
+    // the client's connection to the stalled master stays open: without a new connection after a timed-out
+    // command it never asked the sentinels again while the stall lasted
+    await waitFor(
+      async () => (await redis.set('after-the-stall', '1').catch(() => null)) === 'OK',
+      30_000,
+      'the client writing to the new master while the old one is stalled',
+    );
+    await waitFor(() => heardOnce('after'), 30_000, 'the subscriber hearing the new master');
+    assert.equal(await ask(servers[promoted].port, ['GET', 'after-the-stall']), '1');
+  } finally {
+    servers[stalled].proc.child.kill('SIGCONT');
+  }
+  await waitFor(
+    async () => String(await ask(servers[stalled].port, ['INFO', 'replication'])).includes('master_link_status:up'),
+    60_000,
+    'the old master back as a replica',
+  );
 });

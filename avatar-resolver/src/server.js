@@ -6,6 +6,7 @@ import {
   createServedLog,
   createTakedownList,
   redisReady,
+  subscribe,
   runService,
 } from '@stack/lib';
 import { createApp } from './app.js';
@@ -43,12 +44,7 @@ await runService({
     await redisReady(redis, 2000);
     const resolver = createResolver({ source: chooseSource(config, redis), redis, config, metrics });
     // purges evict the in-process copy at once (the LRU's own TTL is only the safety net)
-    const subscriber = redis.duplicate({ enableOfflineQueue: true });
-    subscriber.on('error', () => {});
-    subscriber.on('message', (_channel, account) => resolver.forget(account));
-    subscriber
-      .subscribe(AVATAR_INVALIDATE_CHANNEL)
-      .catch((err) => logger.warn({ err: err.message }, 'invalidation channel'));
+    const subscriber = subscribe(redis, AVATAR_INVALIDATE_CHANNEL, (account) => resolver.forget(account));
     const takedowns = createTakedownList({
       redis,
       logger,

@@ -20,7 +20,7 @@ export {
 } from './errors.js';
 export { createLogger, logRequest, redactUrl, requestIdOf, requestLogger } from './log.js';
 export { createRegistry, serveMetrics, requestMetrics, client } from './metrics.js';
-export { awaitReplicas, connectRedis, redisReady } from './redis.js';
+export { awaitReplicas, connectRedis, redisReady, subscribe } from './redis.js';
 export { runService } from './service.js';
 export { base58Url } from './base58-url.js';
 export { allowedSizeList } from './sizes.js';

@@ -38,9 +38,38 @@ export function redisTarget(config) {
   ];
 }
 
+const TIMED_OUT = 'Command timed out'; // ioredis' message when commandTimeout passes
+
 /**
- * A Redis client that fails fast while Redis is down (no offline queue) or stalled (a command's timeout), so
- * callers can degrade instead of hanging; it reconnects by itself, to the new master after a Sentinel failover.
+ * A client that drops its connection when a command times out and connects again. A Redis that stops
+ * answering without closing its connections (stopped, or cut off by a network that drops packets) would
+ * otherwise cost every later command its whole timeout, for as long as the stall lasts; and after a Sentinel
+ * failover away from it, the client would keep talking to the old master. While it connects again, commands
+ * fail at once (no offline queue) and callers degrade as with Redis down; a new connection asks the sentinels
+ * where the master is now. Its duplicates (blocking readers, subscribers) behave the same.
+ */
+export class StallAwareRedis extends Redis {
+  /** @param {import('ioredis').Command} command @param {import('ioredis/built/types.js').WriteableStream} [stream] */
+  sendCommand(command, stream) {
+    const sent = super.sendCommand(command, stream);
+    command.promise.catch((/** @type {Error} */ err) => {
+      if (err?.message !== TIMED_OUT || this.status !== 'ready') return;
+      this.emit('stalled', command.name);
+      this.disconnect(true);
+    });
+    return sent;
+  }
+
+  /** @param {Partial<import('ioredis').RedisOptions>} [override] @returns {any} */
+  duplicate(override) {
+    return new StallAwareRedis(/** @type {any} */ ({ ...this.options, ...override }));
+  }
+}
+
+/**
+ * A Redis client that fails fast while Redis is down (no offline queue) or stalled (a command's timeout, then
+ * a new connection), so callers can degrade instead of hanging; it reconnects by itself, to the new master
+ * after a Sentinel failover.
  * @param {Record<string, any>} config REDIS_URL, REDIS_SENTINELS, REDIS_MASTER_NAME
  * @param {import('pino').Logger} logger
  */
@@ -57,7 +86,10 @@ export function connectRedis(config, logger) {
     retryStrategy: (/** @type {number} */ times) => Math.min(times * 100, 2000),
     ...target,
   };
-  const redis = url ? new Redis(url, options) : new Redis(options);
+  // (typed as the constructor's overloads take it: ioredis' own options type allows a reply mapping they refuse)
+  const typed = /** @type {any} */ (options);
+  const redis = url ? new StallAwareRedis(url, typed) : new StallAwareRedis(typed);
+  redis.on('stalled', (command) => logger.warn({ command }, 'redis stopped answering: connecting again'));
   let lastError = '';
   redis.on('error', (err) => {
     if (err.message !== lastError) logger.warn({ err: err.message }, 'redis error');
@@ -92,4 +124,29 @@ export async function awaitReplicas(redis, config) {
   if (!replicas) return;
   const held = Number(await redis.wait(replicas, config.REDIS_ACK_TIMEOUT_MS || 1000));
   if (held < replicas) throw new Error(`held by ${held} of ${replicas} replicas`);
+}
+
+/**
+ * Listens on a pub/sub channel on a connection of its own, which resubscribes after every reconnect and is
+ * pinged every `pingMs`: a subscriber waits for messages and sends nothing, so without the ping it would never
+ * notice a Redis that stalled (or a failover away from it) and would miss every message from then on.
+ * @param {Redis} redis the client to duplicate
+ * @param {string} channel
+ * @param {(message: string) => void} onMessage
+ * @param {number} [pingMs]
+ * @returns {{ disconnect(): void }}
+ */
+export function subscribe(redis, channel, onMessage, pingMs = 5000) {
+  const subscriber = redis.duplicate({ enableOfflineQueue: true });
+  subscriber.on('error', () => {});
+  subscriber.on('message', (/** @type {string} */ _channel, /** @type {string} */ message) => onMessage(message));
+  subscriber.subscribe(channel).catch(() => {});
+  const pinging = setInterval(() => subscriber.ping().catch(() => {}), pingMs);
+  pinging.unref();
+  return {
+    disconnect() {
+      clearInterval(pinging);
+      subscriber.disconnect();
+    },
+  };
 }

@@ -5,6 +5,7 @@ import { LRUCache } from 'lru-cache';
 import { HttpError } from './errors.js';
 import { isAccountName } from './account-name.js';
 import { isUploadKey, resolveSource } from './sources.js';
+import { subscribe } from './redis.js';
 
 export const TAKEDOWN_KINDS = /** @type {const} */ (['key', 'url', 'domain', 'pattern', 'account']);
 /** @typedef {typeof TAKEDOWN_KINDS[number]} TakedownKind */
@@ -170,10 +171,7 @@ export function createTakedownList({ redis, logger, service, pollMs }) {
   let version = -1;
   /** @type {Promise<void> | null} */
   let loading = null;
-  const subscriber = redis.duplicate({ enableOfflineQueue: true });
-  subscriber.on('error', () => {});
-  subscriber.subscribe(TAKEDOWN_CHANNEL).catch(() => {});
-  subscriber.on('message', () => reload());
+  const subscriber = subscribe(redis, TAKEDOWN_CHANNEL, () => reload());
 
   async function load() {
     // the poll reads one counter; the list only when it moved (a change landing between the two reads is

@@ -56,3 +56,43 @@ test("the Redis password comes from REDIS_PASSWORD, else from REDIS_URL; REDIS_P
     'without one: refused',
   );
 });
+
+/** How a command ended and after how long. @param {() => Promise<unknown>} command */
+async function timed(command) {
+  const started = performance.now();
+  const error = await command().then(
+    () => '',
+    (/** @type {Error} */ err) => err.message,
+  );
+  return { error, ms: performance.now() - started };
+}
+
+test('a stalled Redis (SIGSTOP) costs one command its timeout, the next fail at once, and all is well after', async (t) => {
+  const stalledPort = await freePort();
+  const stalled = startProcess('redis-server', [
+    ...['--port', String(stalledPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+  ]);
+  const redis = connectRedis(
+    { REDIS_SENTINELS: [], REDIS_URL: `redis://127.0.0.1:${stalledPort}/0` },
+    createLogger('redis-test', 'silent'),
+  );
+  t.after(async () => {
+    redis.disconnect();
+    stalled.child.kill('SIGCONT');
+    await stalled.stop();
+  });
+  await waitFor(async () => (await redis.set('k', 'v').catch(() => null)) === 'OK', 10_000, 'redis');
+  stalled.child.kill('SIGSTOP');
+  const first = await timed(() => redis.get('k'));
+  assert.match(first.error, /timed out/);
+  assert.ok(first.ms > 1500, `the first command waited its timeout (${first.ms} ms)`);
+  // without a new connection each of these waited its 2 s too, for as long as the stall lasted
+  for (let i = 0; i < 5; i += 1) {
+    const next = await timed(() => redis.get('k'));
+    assert.notEqual(next.error, '', 'Redis is stopped: no answer');
+    assert.ok(next.ms < 500, `command ${i + 2} failed in ${next.ms} ms, not after a timeout`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  stalled.child.kill('SIGCONT');
+  await waitFor(async () => (await redis.get('k').catch(() => null)) === 'v', 15_000, 'answers once Redis runs');
+});

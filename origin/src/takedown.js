@@ -1,5 +1,5 @@
 import querystring from 'node:querystring';
-import { TAKEDOWN_EVICT_CHANNEL, TAKEDOWN_KEYS, createServedLog, takedownError } from '@stack/lib';
+import { TAKEDOWN_EVICT_CHANNEL, TAKEDOWN_KEYS, createServedLog, subscribe, takedownError } from '@stack/lib';
 import { parseWant } from './options.js';
 
 /**
@@ -68,10 +68,7 @@ function wantsOf(path, config) {
  *   store: import('./store/index.js').Store, config: import('@stack/lib/src/config-types.js').OriginConfig, logger: import('pino').Logger }} deps
  */
 export function listenForEvictions({ redis, images, store, config, logger }) {
-  const subscriber = redis.duplicate({ enableOfflineQueue: true });
-  subscriber.on('error', () => {});
-  subscriber.subscribe(TAKEDOWN_EVICT_CHANNEL).catch(() => {});
-  subscriber.on('message', async (_channel, message) => {
+  const subscriber = subscribe(redis, TAKEDOWN_EVICT_CHANNEL, async (message) => {
     try {
       const { sources, changed = [] } = JSON.parse(message);
       for (const [id, paths] of Object.entries(/** @type {Record<string, string[]>} */ (sources))) {
