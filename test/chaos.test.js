@@ -112,6 +112,32 @@ test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200
   await stack.settled();
 });
 
+test('origin stopped (SIGSTOP, a hung process): a miss waiting on it ends in a clean 503 once haproxy marks it down, not at its 60 s timeout', async () => {
+  const cached = await upload(await solid(100, 70, 'jpeg'), 'stopped-cached.jpg');
+  assert.equal((await get(cached)).status, 200);
+  const source = await upload(await solid(800, 500, 'jpeg'), 'stopped-source.jpg');
+  const pid = await stack.pid('origin');
+  process.kill(pid, 'SIGSTOP');
+  /** @type {Awaited<ReturnType<typeof get>>} */
+  let waiting;
+  let cachedMeanwhile = 0;
+  try {
+    // its health checks fail from now: marked down after two of them (2 s apart, 2 s each)
+    waiting = await get(variant(source, 'width=321'), { signal: AbortSignal.timeout(90_000) });
+    cachedMeanwhile = (await get(cached)).status;
+  } finally {
+    process.kill(pid, 'SIGCONT');
+    // (the stack healthy again whatever happened above: the tests after this one need it)
+    await waitFor(async () => (await get(variant(source, 'width=322'))).status === 200, 30_000, 'misses served again');
+  }
+  assert.equal(waiting.status, 503, Buffer.from(waiting.body).toString());
+  assert.equal(JSON.parse(Buffer.from(waiting.body).toString()).error.name, 'service_unavailable');
+  assert.ok(waiting.ms < 30_000, `the miss waited ${waiting.ms} ms (haproxy's server timeout: 60 s)`);
+  assert.equal(cachedMeanwhile, 200, 'a cached image is served meanwhile');
+  process.stdout.write(`# origin SIGSTOP: the waiting miss answered 503 after ${(waiting.ms / 1000).toFixed(1)} s\n`);
+  await stack.settled();
+});
+
 test('Redis killed: images keep serving, avatars degrade, webhooks answer 503, and nothing acknowledged is lost', async () => {
   const image = await upload(await solid(70, 70, 'png'), 'redis.png');
   await get(image);
