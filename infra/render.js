@@ -15,7 +15,7 @@ import { copyTls, nginxValues } from './render/nginx.js';
 import { checkPrometheus, prometheusValues, writePrometheusSecrets } from './render/prometheus.js';
 import { redisValues, writeSentinelConfig } from './render/redis.js';
 import { keepPrograms, supervisorValues } from './render/supervisor.js';
-import { retryWithin, varnishSizes, varnishValues } from './render/varnish.js';
+import { varnishSizes, varnishValues } from './render/varnish.js';
 import { ROOT, reachable, resolveSettings } from './resolve.js';
 import {
   embeddedS3Credentials,
@@ -198,7 +198,6 @@ async function main() {
       VARNISH_MISS_PERIOD_S: String(config.VARNISH_MISS_PERIOD_S),
       VARNISH_GRACE_HEALTHY_S: String(config.VARNISH_GRACE_HEALTHY_S),
       VARNISH_GRACE_SICK_S: String(config.VARNISH_GRACE_SICK_S),
-      VARNISH_RETRY_WITHIN_S: retryWithin(config),
     };
     for (const part of ['sizes', 'limits', 'policy'])
       fs.writeFileSync(

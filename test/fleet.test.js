@@ -185,6 +185,48 @@ test(
   },
 );
 
+test('fleet: an origin hung (SIGSTOP): the misses already waiting on it are made by the other origin', async () => {
+  // haproxy sends every variant of one source to one origin (the path's hash): several sources, so some
+  // land on the origin that is about to hang
+  const sources = [];
+  for (let i = 0; i < 8; i += 1) {
+    const form = new FormData();
+    form.append('image_file', new Blob([new Uint8Array(await solid(300 + i, 200, 'jpeg'))]), `hung-${i}.jpg`);
+    const uploaded = await fetch(`http://${A}:8080/upload`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer fleet-token' },
+      body: form,
+    });
+    assert.equal(uploaded.status, 200, await uploaded.clone().text());
+    sources.push(/** @type {{ url: string }} */ (await uploaded.json()).url);
+  }
+  const pid = Number((await ctl('b', 'pid', 'origin')).stdout.trim());
+  assert.ok(pid > 0);
+  process.kill(pid, 'SIGSTOP');
+  /** @type {Array<{ status: number, width: number, ms: number }>} */
+  let answers = [];
+  try {
+    answers = await Promise.all(
+      sources.map(async (url) => {
+        const started = performance.now();
+        const answer = await get(`http://${A}:8080/p/${base58Url.encode(url)}?width=120`);
+        const width = answer.status === 200 ? Number((await decode(answer.body)).width) : 0;
+        return { status: answer.status, width, ms: performance.now() - started };
+      }),
+    );
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+  const waited = answers.filter((answer) => answer.ms > 3000);
+  assert.ok(waited.length > 0, `some misses went to the hung origin first: ${JSON.stringify(answers)}`);
+  assert.deepEqual(
+    answers.map((answer) => [answer.status, answer.width]),
+    sources.map(() => [200, 120]),
+    `every miss made, those on the hung origin by the other: ${JSON.stringify(answers)}`,
+  );
+  for (const answer of waited) assert.ok(answer.ms < 30_000, `${answer.ms} ms, not haproxy's 60 s server timeout`);
+});
+
 /**
  * An account's avatar changed on a resolver's admin API (its own port, never the public path), then a
  * signed webhook through `edge`: each change reaches both varnish nodes, straight to each (the edges would

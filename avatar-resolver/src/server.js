@@ -6,8 +6,8 @@ import {
   createServedLog,
   createTakedownList,
   redisReady,
-  subscribe,
   runService,
+  subscribe,
 } from '@stack/lib';
 import { createApp } from './app.js';
 import { settings } from './config.js';

@@ -15,7 +15,6 @@ export function varnishValues(config) {
     VARNISH_PURGERS_ACL: config.VARNISH_PURGERS.map((/** @type {string} */ address) => `  "${address}";`).join('\n'),
     // each layer waits a little longer than the one inside it, which so answers first, cleanly
     VARNISH_FIRST_BYTE_TIMEOUT_S: String(config.HAPROXY_SERVER_TIMEOUT_S + 2),
-    VARNISH_RETRY_WITHIN_S: retryWithin(config),
     ...varnishSocket(config),
     // the management port on loopback only; on the machine's own loopback address where it has one (the
     // fleet's machines on 127.0.x.y), so stacks on one host never compete for one port of 127.0.0.1
@@ -23,15 +22,6 @@ export function varnishValues(config) {
     VARNISH_SIZE_LINES: varnishSizes(config),
     ...haproxyAddresses(config),
   };
-}
-
-/**
- * How soon an image fetch must have failed for varnish to ask it once more (a connection closed without an
- * answer): never after its first-byte timeout (haproxy's server timeout + 2 s), at most 20 s.
- * @param {Record<string, any>} config
- */
-export function retryWithin(config) {
-  return String(Math.min(20, config.HAPROXY_SERVER_TIMEOUT_S));
 }
 
 /**
