@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import sharp from 'sharp';
+import { usableCores } from '@stack/lib';
 import { metricValue } from '../../test/support/metrics.js';
 import { jsonError, startOrigin, tokenUpload } from './harness.js';
 
@@ -204,8 +205,10 @@ test('TIFF sources are served as JPEG, or PNG when they have alpha', async () =>
 test('uploads waiting for their check decode are bounded: past UPLOAD_CHECKS_QUEUE_MAX a JSON 503, and the rest stored', async () => {
   const bounded = await startOrigin({ UPLOAD_CHECKS_QUEUE_MAX: '0' });
   try {
-    // one decode per core at once and none waiting: a burst of large uploads cannot all be checked at once
-    const photos = await Promise.all(Array.from({ length: 8 }, (_, i) => noise(2400 + i, 1800)));
+    // one decode per core at once and none waiting: a burst of large uploads, four for each core the origin
+    // may use (it inherits this process's; 8 on 2 cores, 64 on 16), cannot all be checked at once
+    const burst = 4 * usableCores();
+    const photos = await Promise.all(Array.from({ length: burst }, (_, i) => noise(2400 + i, 1800)));
     const answers = await Promise.all(
       photos.map(async (photo) => {
         const response = await tokenUpload(bounded.base, photo);
