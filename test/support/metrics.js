@@ -9,9 +9,10 @@ export const metricsAuth = (password = TEST_METRICS_PASSWORD) => ({
 /**
  * Reads one metric's value from a Prometheus text endpoint (sum over series whose labels include `labels`),
  * as the metrics user. @param {string} url @param {string} name @param {Record<string, string>} [labels]
+ * @param {string} [password] the metrics user's, when not the test stacks' own
  */
-export async function metricValue(url, name, labels = {}) {
-  const response = await fetch(url, { headers: metricsAuth() });
+export async function metricValue(url, name, labels = {}, password = TEST_METRICS_PASSWORD) {
+  const response = await fetch(url, { headers: metricsAuth(password) });
   if (response.status !== 200) throw new Error(`${url}: ${response.status}`);
   const text = await response.text();
   let total = 0;
