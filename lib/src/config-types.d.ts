@@ -20,7 +20,7 @@ export type SharedConfig = {
   REDIS_ACK_REPLICAS: number;
   /** longest wait for those replicas; then a 503 (the event may still be applied: purges are idempotent) */
   REDIS_ACK_TIMEOUT_MS: number;
-  /** seconds a Node service keeps serving after SIGTERM while its /healthz answers 503, so haproxy's health checks (2 s apart, down after 2) and a Service's endpoints leave it before it stops listening (the chart sets 10: a deleted pod costs no request); 0: it stops listening at once (one box: `down` stops everything) */
+  /** seconds a Node service keeps serving after SIGTERM while its /healthz answers 404 (haproxy's soft stop: no new requests, those in flight finish), so haproxy and a Service's endpoints leave it before it stops listening (the chart sets 10: a deleted pod costs no request); 0: it stops listening at once (one box: `down` stops everything) */
   SHUTDOWN_DRAIN_S: number;
   /** the public base URL users reach (nginx or the CDN in front of it) */
   PUBLIC_URL: string;

@@ -226,7 +226,7 @@ export const sharedSettings = /** @type {Setting[]} */ ([
     name: 'SHUTDOWN_DRAIN_S',
     type: 'int',
     default: '0',
-    doc: "seconds a Node service keeps serving after SIGTERM while its /healthz answers 503, so haproxy's health checks (2 s apart, down after 2) and a Service's endpoints leave it before it stops listening (the chart sets 10: a deleted pod costs no request); 0: it stops listening at once (one box: `down` stops everything)",
+    doc: "seconds a Node service keeps serving after SIGTERM while its /healthz answers 404 (haproxy's soft stop: no new requests, those in flight finish), so haproxy and a Service's endpoints leave it before it stops listening (the chart sets 10: a deleted pod costs no request); 0: it stops listening at once (one box: `down` stops everything)",
     min: 0,
   },
   {

@@ -17,8 +17,10 @@ export function healthRoute({ version, ready }) {
 export const HEALTH_PATHS = ['/healthz', '/.well-known/healthcheck.json'];
 
 /**
- * A service's requests while it drains before stopping: health checks answer 503 (haproxy and Kubernetes
- * take it out), every other request is served as before.
+ * A service's requests while it drains before stopping: health checks answer 404, every other request is
+ * served as before. 404 is haproxy's soft stop (`http-check disable-on-404`): no new requests, and those in
+ * flight finish here (a server marked down has them ended and sent elsewhere); to Kubernetes' readiness probe
+ * and any other balancer it is a failed check like any non-2xx.
  * @param {import('node:http').RequestListener} app @param {() => boolean} draining
  * @returns {import('node:http').RequestListener}
  */
@@ -26,7 +28,7 @@ export function drainable(app, draining) {
   return (req, res) => {
     if (!draining() || !HEALTH_PATHS.includes(String(req.url).split('?')[0])) return app(req, res);
     const body = JSON.stringify({ ok: false, draining: true, date: new Date().toISOString() });
-    res.writeHead(503, {
+    res.writeHead(404, {
       'content-type': 'application/json; charset=utf-8',
       'cache-control': 'no-store',
       'retry-after': '5',

@@ -14,7 +14,7 @@ import { checkRules } from './rules.js';
 /**
  * Starts a service: validated config (exit 2 naming the bad variable or the broken rule, lib/src/rules.js; exit 1 on a build error marked
  * `startup`, in one log line), logger, metrics port, HTTP port,
- * and a graceful stop on SIGTERM/SIGINT: SHUTDOWN_DRAIN_S of serving with /healthz at 503 first, then no new
+ * and a graceful stop on SIGTERM/SIGINT: SHUTDOWN_DRAIN_S of serving with /healthz at 404 first (lib/src/health.js), then no new
  * connections, the service's own close (requests in flight finish), exit 0. A second signal ends it at once.
  * @param {{ name: string, settings: import('./config.js').Setting[], build: (ctx: ServiceContext) => Promise<ServiceParts> }} spec
  */
@@ -70,7 +70,7 @@ export async function runService(spec) {
     const drainS = config.SHUTDOWN_DRAIN_S;
     if (drainS > 0) {
       draining = true;
-      logger.info({ drainS }, 'draining: health checks answer 503, requests are still served');
+      logger.info({ drainS }, 'draining: health checks answer 404, requests are still served');
       await new Promise((resolve) => setTimeout(resolve, drainS * 1000));
     }
     logger.info('stopping');

@@ -1,5 +1,5 @@
 // A Node service stopped by SIGTERM (a pod deleted, a rolling update): with SHUTDOWN_DRAIN_S it first keeps
-// serving while its health checks answer 503, so haproxy and a Service's endpoints leave it before it stops
+// serving while its health checks answer 404 (haproxy's soft stop), so haproxy and a Service's endpoints leave it before it stops
 // listening (#50: a deleted origin pod cost requests that haproxy still sent it).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -50,7 +50,7 @@ async function withService(drainS, use) {
   }
 }
 
-test('SIGTERM with a drain: health checks answer 503 at once, requests are served, then it exits 0', async () => {
+test('SIGTERM with a drain: health checks answer 404 at once, requests are served, then it exits 0', async () => {
   await withService(2, async (socket, child) => {
     assert.deepEqual(await get(socket, '/healthz'), { status: 200, body: 'served' });
     const exited = once(child, 'exit');
@@ -58,9 +58,9 @@ test('SIGTERM with a drain: health checks answer 503 at once, requests are serve
     child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 300));
     const health = /** @type {{ status: number, body: string }} */ (await get(socket, '/healthz'));
-    assert.equal(health.status, 503);
+    assert.equal(health.status, 404);
     assert.equal(JSON.parse(health.body).draining, true);
-    assert.equal(/** @type {any} */ (await get(socket, '/.well-known/healthcheck.json?x=1')).status, 503);
+    assert.equal(/** @type {any} */ (await get(socket, '/.well-known/healthcheck.json?x=1')).status, 404);
     assert.deepEqual(await get(socket, '/p/anything'), { status: 200, body: 'served' });
     const [code] = await exited;
     assert.equal(code, 0);
