@@ -112,7 +112,7 @@ test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200
   await stack.settled();
 });
 
-test('origin stopped (SIGSTOP, a hung process): a miss waiting on it ends in a clean 503 once haproxy marks it down, not at its 60 s timeout', async () => {
+test('origin stopped (SIGSTOP, a hung process): a miss and an upload waiting on it end in a clean 503 once haproxy marks it down, not at its 60 s timeout', async () => {
   const cached = await upload(await solid(100, 70, 'jpeg'), 'stopped-cached.jpg');
   assert.equal((await get(cached)).status, 200);
   const source = await upload(await solid(800, 500, 'jpeg'), 'stopped-source.jpg');
@@ -120,10 +120,18 @@ test('origin stopped (SIGSTOP, a hung process): a miss waiting on it ends in a c
   process.kill(pid, 'SIGSTOP');
   /** @type {Awaited<ReturnType<typeof get>>} */
   let waiting;
+  /** @type {Awaited<ReturnType<typeof get>>} */
+  let uploading;
   let cachedMeanwhile = 0;
   try {
     // its health checks fail from now: marked down after two of them (2 s apart, 2 s each)
-    waiting = await get(variant(source, 'width=321'), { signal: AbortSignal.timeout(90_000) });
+    const form = new FormData();
+    form.append('image_file', new Blob([new Uint8Array(await solid(90, 60, 'jpeg'))]), 'stopped-upload.jpg');
+    const init = { method: 'POST', headers: { authorization: 'Bearer chaos' }, body: form };
+    [waiting, uploading] = await Promise.all([
+      get(variant(source, 'width=321'), { signal: AbortSignal.timeout(90_000) }),
+      get(`${stack.base}/upload`, { ...init, signal: AbortSignal.timeout(90_000) }),
+    ]);
     cachedMeanwhile = (await get(cached)).status;
   } finally {
     process.kill(pid, 'SIGCONT');
@@ -133,8 +141,12 @@ test('origin stopped (SIGSTOP, a hung process): a miss waiting on it ends in a c
   assert.equal(waiting.status, 503, Buffer.from(waiting.body).toString());
   assert.equal(JSON.parse(Buffer.from(waiting.body).toString()).error.name, 'service_unavailable');
   assert.ok(waiting.ms < 30_000, `the miss waited ${waiting.ms} ms (haproxy's server timeout: 60 s)`);
+  assert.equal(uploading.status, 503, Buffer.from(uploading.body).toString());
+  assert.ok(uploading.ms < 30_000, `the upload waited ${uploading.ms} ms (haproxy's server timeout: 60 s)`);
   assert.equal(cachedMeanwhile, 200, 'a cached image is served meanwhile');
-  process.stdout.write(`# origin SIGSTOP: the waiting miss answered 503 after ${(waiting.ms / 1000).toFixed(1)} s\n`);
+  process.stdout.write(
+    `# origin SIGSTOP: the waiting miss answered 503 after ${(waiting.ms / 1000).toFixed(1)} s, the upload after ${(uploading.ms / 1000).toFixed(1)} s\n`,
+  );
   await stack.settled();
 });
 
