@@ -56,17 +56,22 @@ async function get(url) {
   };
 }
 
-test('fleet: an upload through one edge is served by the other; URLs spread over both varnish nodes, each made once', async () => {
-  const original = await solid(400, 300, 'png');
+/** An upload through an edge: its URL. @param {string} edge @param {Buffer} body @param {string} name */
+async function upload(edge, body, name) {
   const form = new FormData();
-  form.append('image_file', new Blob([new Uint8Array(original)]), 'fleet.png');
-  const uploaded = await fetch(`http://${B}:8080/upload`, {
+  form.append('image_file', new Blob([new Uint8Array(body)]), name);
+  const uploaded = await fetch(`http://${edge}:8080/upload`, {
     method: 'POST',
     headers: { authorization: 'Bearer fleet-token' },
     body: form,
   });
   assert.equal(uploaded.status, 200, await uploaded.clone().text());
-  const { url } = /** @type {{ url: string }} */ (await uploaded.json());
+  return /** @type {{ url: string }} */ (await uploaded.json()).url;
+}
+
+test('fleet: an upload through one edge is served by the other; URLs spread over both varnish nodes, each made once', async () => {
+  const original = await solid(400, 300, 'png');
+  const url = await upload(B, original, 'fleet.png');
   const key = new URL(url).pathname;
   assert.deepEqual(
     (await get(`http://${A}:8080${key}`)).body,
@@ -191,15 +196,7 @@ test('fleet: an origin hung (SIGSTOP): the misses already waiting on it are made
   /** @type {string[]} */
   const onB = [];
   for (let i = 0; i < 40 && onB.length < 3; i += 1) {
-    const form = new FormData();
-    form.append('image_file', new Blob([new Uint8Array(await solid(300 + i, 200, 'jpeg'))]), `hung-${i}.jpg`);
-    const uploaded = await fetch(`http://${A}:8080/upload`, {
-      method: 'POST',
-      headers: { authorization: 'Bearer fleet-token' },
-      body: form,
-    });
-    assert.equal(uploaded.status, 200, await uploaded.clone().text());
-    const { url } = /** @type {{ url: string }} */ (await uploaded.json());
+    const url = await upload(A, await solid(300 + i, 200, 'jpeg'), `hung-${i}.jpg`);
     const before = await madeByB();
     assert.equal((await get(`http://${A}:8080/p/${base58Url.encode(url)}?width=60`)).status, 200);
     if ((await madeByB()) > before) onB.push(url);
