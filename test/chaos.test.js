@@ -9,6 +9,7 @@ import { solid } from './support/images.js';
 import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
+import { tokenUpload } from './support/upload.js';
 
 /** @type {Awaited<ReturnType<typeof startStack>>} */
 let stack;
@@ -27,13 +28,7 @@ after(() => stack?.stop());
 
 /** @param {Buffer} body @param {string} name */
 async function upload(body, name) {
-  const form = new FormData();
-  form.append('image_file', new Blob([new Uint8Array(body)]), name);
-  const response = await fetch(`${stack.base}/upload`, {
-    method: 'POST',
-    headers: { authorization: 'Bearer chaos' },
-    body: form,
-  });
+  const response = await tokenUpload(stack.base, body, name, 'chaos');
   assert.equal(response.status, 200, await response.clone().text());
   return /** @type {{ url: string }} */ (await response.json()).url;
 }

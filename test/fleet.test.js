@@ -15,6 +15,7 @@ import { decode, solid } from './support/images.js';
 import { fleetOn } from './support/fleet.js';
 import { metricValue, metricsAuth } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
+import { tokenUpload } from './support/upload.js';
 
 const run = promisify(execFile);
 // not 127.0.1.x, which `./infra/stack fleet up` uses by default: a person's fleet keeps running
@@ -58,13 +59,7 @@ async function get(url) {
 
 /** An upload through an edge: its URL. @param {string} edge @param {Buffer} body @param {string} name */
 async function upload(edge, body, name) {
-  const form = new FormData();
-  form.append('image_file', new Blob([new Uint8Array(body)]), name);
-  const uploaded = await fetch(`http://${edge}:8080/upload`, {
-    method: 'POST',
-    headers: { authorization: 'Bearer fleet-token' },
-    body: form,
-  });
+  const uploaded = await tokenUpload(`http://${edge}:8080`, body, name, 'fleet-token');
   assert.equal(uploaded.status, 200, await uploaded.clone().text());
   return /** @type {{ url: string }} */ (await uploaded.json()).url;
 }

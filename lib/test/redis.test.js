@@ -90,7 +90,9 @@ test('a stalled Redis (SIGSTOP) costs one command its timeout, the next fail at 
   for (let i = 0; i < 5; i += 1) {
     const next = await timed(() => redis.get('k'));
     assert.notEqual(next.error, '', 'Redis is stopped: no answer');
-    assert.ok(next.ms < 500, `command ${i + 2} failed in ${next.ms} ms, not after a timeout`);
+    // refused while the client connects again, not left to time out (the time: a sanity bound, under it)
+    assert.doesNotMatch(next.error, /timed out/, `command ${i + 2}`);
+    assert.ok(next.ms < 1500, `command ${i + 2} failed in ${next.ms} ms, not after its 2 s timeout`);
     await new Promise((resolve) => setTimeout(resolve, 300));
   }
   stalled.child.kill('SIGCONT');
