@@ -33,6 +33,8 @@ let second;
 const origins = { first: { port: '', metrics: '' }, second: { port: '', metrics: '' } };
 /** @type {Record<string, string>} */
 let secondEnv;
+/** how long an origin waits on S3 (the default is 10 s): a hung S3 below costs each answer this long */
+const s3TimeoutMs = 4000;
 
 before(async () => {
   origins.first = { port: String(await freePort()), metrics: String(await freePort()) };
@@ -47,6 +49,7 @@ before(async () => {
     // answer, so at the default of 4 the next upload of a worker could meet the limit (a 429 seen once)
     NGINX_UPLOADS_PER_CLIENT: '8',
     VARNISH_MISS_LIMIT: '0',
+    S3_TIMEOUT_MS: String(s3TimeoutMs),
     ORIGIN_PORT: origins.first.port,
     ORIGIN_METRICS_PORT: origins.first.metrics,
     ORIGIN_SERVERS: `127.0.0.1:${origins.first.port},127.0.0.1:${origins.second.port}`,
@@ -94,11 +97,14 @@ function noise(width = 600) {
     .toBuffer();
 }
 
-/** Uploads through a base URL (the edge or one origin). @param {string} base @param {Buffer} body @returns {Promise<Response>} */
-function postUpload(base, body) {
+/**
+ * Uploads through a base URL (the edge or one origin).
+ * @param {string} base @param {Buffer} body @param {AbortSignal} [signal] @returns {Promise<Response>}
+ */
+function postUpload(base, body, signal) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(body)]), 'photo.png');
-  return fetch(`${base}/upload`, { method: 'POST', headers: { authorization: 'Bearer s3-token' }, body: form });
+  return fetch(`${base}/upload`, { method: 'POST', headers: { authorization: 'Bearer s3-token' }, body: form, signal });
 }
 
 /** @param {string} base @param {Buffer} body @returns {Promise<string>} the key */
@@ -287,6 +293,44 @@ test('S3 stopped: cached uploads 200, uncached and uploads a JSON 503; S3 back: 
   );
   assert.equal((await postUpload(stack.base, await noise())).status, 200);
   assert.deepEqual([await stack.pid('origin'), second.child.pid], pids, 'no origin restarted');
+});
+
+test('S3 hung (SIGSTOP: its connections open, nothing answered): an uncached upload and an upload are a JSON 503 within S3_TIMEOUT_MS, not a wait for ever; once it runs again all is served', async () => {
+  const uncachedKey = await upload(originBase('first'), await noise()); // the second origin never read this one
+  const body = await noise();
+  const pid = await stack.pid('versitygw');
+  process.kill(pid, 'SIGSTOP');
+  /** @type {Array<{ status: number, name: string, ms: number }>} */
+  let answers;
+  try {
+    const started = Date.now();
+    /** @param {Promise<Response>} pending */
+    const answered = async (pending) => {
+      const response = await pending;
+      const text = await response.text();
+      return { status: response.status, name: JSON.parse(text).error?.name, ms: Date.now() - started };
+    };
+    // a bound of its own, so the old behaviour (waiting for ever) fails here instead of at the file's timeout
+    const signal = AbortSignal.timeout(30_000);
+    answers = await Promise.all([
+      answered(fetch(`${originBase('second')}/${uncachedKey}/a.png`, { signal })),
+      answered(postUpload(originBase('second'), body, signal)),
+    ]);
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+  for (const answer of answers) {
+    assert.equal(answer.status, 503, JSON.stringify(answer));
+    assert.equal(answer.name, 'store_unavailable');
+    // the deadline, plus a generous allowance for a busy machine
+    assert.ok(answer.ms < s3TimeoutMs + 10_000, `answered after ${answer.ms} ms`);
+  }
+  await waitFor(
+    async () => (await fetch(`${originBase('second')}/${uncachedKey}/a.png`)).status === 200,
+    20_000,
+    'the uncached upload served once S3 runs again',
+  );
+  assert.equal((await postUpload(originBase('second'), body)).status, 200);
 });
 
 test('wrong S3 credentials or a missing bucket: the origin refuses to start with one clear log line', async () => {

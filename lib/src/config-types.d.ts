@@ -73,7 +73,7 @@ export type OriginConfig = SharedConfig & {
   S3_ACCESS_KEY_ID: string;
   /** S3 secret key */
   S3_SECRET_ACCESS_KEY: string;
-  /** longest S3 request (connect at most 3 s of it); then a 503 store_unavailable */
+  /** longest S3 operation, retries and a download's body included (connect at most 3 s of it); then a 503 store_unavailable */
   S3_TIMEOUT_MS: number;
   /** tries of an S3 request (the SDK's retries with backoff) */
   S3_MAX_ATTEMPTS: number;

@@ -65,7 +65,7 @@ export const settings = [
     name: 'S3_TIMEOUT_MS',
     type: 'int',
     default: '10000',
-    doc: 'longest S3 request (connect at most 3 s of it); then a 503 store_unavailable',
+    doc: "longest S3 operation, retries and a download's body included (connect at most 3 s of it); then a 503 store_unavailable",
     min: 1,
   },
   {

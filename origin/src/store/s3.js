@@ -34,9 +34,23 @@ export function s3Client(config) {
       ? { accessKeyId: config.S3_ACCESS_KEY_ID, secretAccessKey: config.S3_SECRET_ACCESS_KEY }
       : undefined,
     maxAttempts: config.S3_MAX_ATTEMPTS,
-    requestHandler: { connectionTimeout: Math.min(config.S3_TIMEOUT_MS, 3000), requestTimeout: config.S3_TIMEOUT_MS },
+    // the SDK's requestTimeout alone only logs a warning: a server that stops answering would hold a request
+    // (and every reader of that key) for ever; socketTimeout ends a request whose socket is quiet that long
+    requestHandler: {
+      connectionTimeout: Math.min(config.S3_TIMEOUT_MS, 3000),
+      requestTimeout: config.S3_TIMEOUT_MS,
+      throwOnRequestTimeout: true,
+      socketTimeout: config.S3_TIMEOUT_MS,
+    },
   });
 }
+
+/**
+ * One S3 operation, retries included, ended after S3_TIMEOUT_MS whatever the server does (a stopped or
+ * unreachable S3 keeps its sockets open and quiet); the signal also bounds reading a GET's body.
+ * @param {{ S3_TIMEOUT_MS: number }} config
+ */
+const deadline = (config) => ({ abortSignal: AbortSignal.timeout(config.S3_TIMEOUT_MS) });
 
 /** The HTTP status S3 answered, or 0 when it did not answer (unreachable, timed out). @param {unknown} err */
 function s3Status(err) {
@@ -48,6 +62,12 @@ const missing = (err) =>
   s3Status(err) === 404 ||
   /** @type {any} */ (err)?.name === 'NoSuchKey' ||
   /** @type {any} */ (err)?.name === 'NotFound';
+
+/** Why an S3 operation failed, for the log: a timeout says how long it waited. @param {unknown} err @param {number} ms */
+function s3Failure(err, ms) {
+  const quiet = /abort|timeout|timed out/i.test(`${/** @type {any} */ (err)?.name} ${String(err)}`);
+  return quiet ? `S3 quiet for S3_TIMEOUT_MS (${ms} ms): stopped, overloaded or unreachable` : String(err);
+}
 
 /** S3 down, slow or refusing: a clean 503 the client may retry, never a "not found" anyone remembers. */
 function storeUnavailable() {
@@ -61,7 +81,7 @@ function storeUnavailable() {
  */
 export async function bucketProblem(client, config) {
   try {
-    await client.send(new HeadBucketCommand({ Bucket: config.S3_BUCKET }));
+    await client.send(new HeadBucketCommand({ Bucket: config.S3_BUCKET }), deadline(config));
     return '';
   } catch (err) {
     const where = `bucket "${config.S3_BUCKET}" at ${config.S3_ENDPOINT || `AWS S3 (${config.S3_REGION})`}`;
@@ -83,7 +103,10 @@ const objectKey = (config, key) => `${config.S3_PREFIX}${key}`;
  */
 export async function objectSize(client, config, key) {
   try {
-    const head = await client.send(new HeadObjectCommand({ Bucket: config.S3_BUCKET, Key: objectKey(config, key) }));
+    const head = await client.send(
+      new HeadObjectCommand({ Bucket: config.S3_BUCKET, Key: objectKey(config, key) }),
+      deadline(config),
+    );
     return head.ContentLength ?? 0;
   } catch (err) {
     if (missing(err)) return null;
@@ -113,13 +136,17 @@ export async function putObject(
       CacheControl: 'public, max-age=31536000, immutable',
       ...(record ? { Metadata: recordMetadata(record) } : {}),
     }),
+    deadline(config),
   );
 }
 
 /** The record stored with an object (its metadata), or null. @param {S3Client} client @param {S3Settings} config @param {string} key */
 export async function objectRecord(client, config, key) {
   try {
-    const head = await client.send(new HeadObjectCommand({ Bucket: config.S3_BUCKET, Key: objectKey(config, key) }));
+    const head = await client.send(
+      new HeadObjectCommand({ Bucket: config.S3_BUCKET, Key: objectKey(config, key) }),
+      deadline(config),
+    );
     return recordFromMetadata(key, head.Metadata);
   } catch (err) {
     if (missing(err)) return null;
@@ -183,9 +210,11 @@ export class S3Store {
   /** @param {string} key @returns {Promise<{ path: string, size: number } | null>} */
   async download(key) {
     const temp = this.cache.tempPath();
+    const within = deadline(this.config);
     try {
       const answer = await this.client.send(
         new GetObjectCommand({ Bucket: this.config.S3_BUCKET, Key: this.objectKey(key) }),
+        within,
       );
       const hash = challengeHash();
       const plain = createHash('sha256');
@@ -198,7 +227,9 @@ export class S3Store {
           done(null, chunk);
         },
       });
-      await pipeline(/** @type {import('node:stream').Readable} */ (answer.Body), tap, createWriteStream(temp));
+      await pipeline(/** @type {import('node:stream').Readable} */ (answer.Body), tap, createWriteStream(temp), {
+        signal: within.abortSignal,
+      });
       // content-addressed: an object whose bytes are neither its key's nor (a scrubbed upload) those its record
       // names is damaged, and never served
       const record = recordFromMetadata(key, answer.Metadata);
@@ -220,7 +251,7 @@ export class S3Store {
         return local ? { path: local.path, size: local.size } : null;
       }
       this.count('get', 'error');
-      this.logger.warn({ err: String(err), key }, 'S3 read failed');
+      this.logger.warn({ err: s3Failure(err, this.config.S3_TIMEOUT_MS), key }, 'S3 read failed');
       throw storeUnavailable();
     }
   }
@@ -240,7 +271,7 @@ export class S3Store {
       }
     } catch (err) {
       this.count('put', 'error');
-      this.logger.warn({ err: String(err), key }, 'S3 write failed');
+      this.logger.warn({ err: s3Failure(err, this.config.S3_TIMEOUT_MS), key }, 'S3 write failed');
       throw storeUnavailable();
     }
     await this.cache.putFile(key, 'bin', tempFile);
@@ -253,7 +284,10 @@ export class S3Store {
 
   /** Deletes an upload (a takedown with TAKEDOWN_DELETE_UPLOADS) from the bucket and this origin's disk. @param {string} key */
   async remove(key) {
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.config.S3_BUCKET, Key: this.objectKey(key) }));
+    await this.client.send(
+      new DeleteObjectCommand({ Bucket: this.config.S3_BUCKET, Key: this.objectKey(key) }),
+      deadline(this.config),
+    );
     await this.cache.remove(key);
     await this.previous?.remove(key);
   }
