@@ -25,7 +25,7 @@ import {
   shellLines,
   writeSecrets,
 } from './secrets.js';
-import { allSettings } from './settings.js';
+import { allSections, allSettings } from './settings.js';
 import { ROLES, giveToStackUsers, programDirs, settingsGroup, stackUsers } from './users.js';
 
 /**
@@ -103,8 +103,9 @@ function searchable(dir) {
 /**
  * Renders everything into config.STACK_DIR. @param {Record<string, any>} config
  * @param {import('../lib/src/config.js').Setting[]} [settings] every declared setting (which are secrets)
+ * @param {Array<[string, import('../lib/src/config.js').Setting[]]>} [sections] each service's own settings
  */
-export function renderAll(config, settings = []) {
+export function renderAll(config, settings = [], sections = []) {
   embeddedS3Credentials(config);
   config.REDIS_PASSWORD = redisPassword(config);
   config.METRICS_PASSWORD = metricsPassword(config);
@@ -165,7 +166,10 @@ export function renderAll(config, settings = []) {
     fs.chownSync(path.join(config.STACK_DIR, 'env'), 0, readers);
     fs.chmodSync(path.join(config.STACK_DIR, 'env'), 0o640);
   }
-  writeSecrets(config, secrets, stackUsers(config), values.CONF_DIR, values.REDIS_EXPORTER_ADDR);
+  const serviceSettings = Object.fromEntries(
+    sections.map(([name, list]) => [name, list.map((setting) => setting.name)]),
+  );
+  writeSecrets(config, secrets, stackUsers(config), values.CONF_DIR, values.REDIS_EXPORTER_ADDR, serviceSettings);
   return values;
 }
 
@@ -213,7 +217,7 @@ async function main() {
     fs.rmSync(config.STACK_DIR, { recursive: true, force: true });
     return;
   }
-  renderAll(config, await allSettings());
+  renderAll(config, await allSettings(), await allSections());
   process.stdout.write(`${config.STACK_DIR}\n`);
 }
 

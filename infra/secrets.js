@@ -2,7 +2,8 @@
 // apart, so that a program holds its own secrets only (a libvips exploit in the origin yields the upload
 // tokens and the origin's Redis user, not the webhook keys, the admin tokens or Redis' own password).
 //   STACK_DIR/secrets/all.env        every secret (root's: the launcher and the operator's tools)
-//   STACK_DIR/secrets/<program>.env  one program's (its user's alone; the directory lets it in by name only)
+//   STACK_DIR/secrets/<program>.env  one program's, and the settings it declares, which a restart by
+//                                    `reload` reads (its user's alone; the directory lets it in by name only)
 // Each service reaches the stack's Redis as its own ACL user, whose password is derived from Redis' one, so
 // every machine of a fleet knows it without another shared secret; the exporter's user reads INFO only.
 import { createHash, createHmac, randomBytes } from 'node:crypto';
@@ -164,8 +165,10 @@ function write(file, text, owner) {
  * @param {Record<string, any>} config the resolved settings @param {string[]} names every secret's name
  * @param {Record<string, { uid: number, gid: number }> | null} users the stack's users by role
  * @param {string} confDir @param {string} exporterAddress the Redis address the exporter scrapes
+ * @param {Record<string, string[]>} [serviceSettings] the settings each service declares: written into its file
+ *   too, so a service restarted by `reload` reads the new values (supervisord's environment keeps those of `up`)
  */
-export function writeSecrets(config, names, users, confDir, exporterAddress) {
+export function writeSecrets(config, names, users, confDir, exporterAddress, serviceSettings = {}) {
   const dir = makeDir(path.join(config.STACK_DIR, 'secrets'), 0o711);
   fs.chmodSync(dir, 0o711);
   write(
@@ -177,9 +180,14 @@ export function writeSecrets(config, names, users, confDir, exporterAddress) {
   const own = ownsRedis(config) && config.REDIS_PASSWORD;
   for (const [program, { settings, redisUser, role }] of Object.entries(PROGRAM_SECRETS)) {
     /** @type {Array<[string, unknown]>} */
-    const entries = settings
-      .filter((name) => config[name] !== undefined && config[name] !== '')
-      .map((name) => [name, config[name]]);
+    const entries = [
+      ...(serviceSettings[program] || [])
+        .filter((name) => !names.includes(name) && config[name] !== undefined)
+        .map((name) => /** @type {[string, unknown]} */ ([name, config[name]])),
+      ...settings
+        .filter((name) => config[name] !== undefined && config[name] !== '')
+        .map((name) => /** @type {[string, unknown]} */ ([name, config[name]])),
+    ];
     if (program === 'origin')
       for (const name of AWS_CREDENTIALS) if (process.env[name]) entries.push([name, process.env[name]]);
     if (own) entries.push(['REDIS_USERNAME', redisUser], ['REDIS_PASSWORD', aclPassword(config, redisUser)]);

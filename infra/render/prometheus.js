@@ -15,6 +15,16 @@ export function prometheusValues(config) {
 export const PROMETHEUS_SECRET_FILES = ['haproxy-password', 'metrics-password', 'web.yml'];
 
 /**
+ * The bcrypt hash of the password: the one the file already holds while it still matches (a new salt each
+ * render would make every `reload` reload prometheus), else a new one.
+ * @param {string} file @param {string} password
+ */
+function passwordHash(file, password) {
+  const held = fs.existsSync(file) ? /metrics: '([^']+)'/.exec(fs.readFileSync(file, 'utf8'))?.[1] : undefined;
+  return held && bcrypt.compareSync(password, held) ? held : bcrypt.hashSync(password, 10);
+}
+
+/**
  * Prometheus' secrets, from files only its user reads: the stats password it scrapes haproxy with, the metrics
  * password it scrapes the services with, and its own web config asking that password of whoever reads it
  * (user `metrics`; any local user reaches a loopback port, #51). @param {string} confDir
@@ -22,7 +32,7 @@ export const PROMETHEUS_SECRET_FILES = ['haproxy-password', 'metrics-password', 
  */
 export function writePrometheusSecrets(confDir, statsPassword, metricsPassword) {
   const dir = path.join(confDir, 'prometheus');
-  const web = `# Prometheus' HTTP API and UI: user metrics, METRICS_PASSWORD (rendered by infra/render.js)\nbasic_auth_users:\n  metrics: '${bcrypt.hashSync(metricsPassword, 10)}'\n`;
+  const web = `# Prometheus' HTTP API and UI: user metrics, METRICS_PASSWORD (rendered by infra/render.js)\nbasic_auth_users:\n  metrics: '${passwordHash(path.join(dir, 'web.yml'), metricsPassword)}'\n`;
   for (const [name, text] of [
     ['haproxy-password', statsPassword],
     ['metrics-password', metricsPassword],

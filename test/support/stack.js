@@ -169,6 +169,17 @@ export async function startStack(settings = {}) {
       await waitFor(async () => !alive(before), 5000, `${name} (pid ${before}) gone after SIGKILL`);
       return before;
     },
+    /**
+     * ./infra/stack reload with these settings over the stack's own (as an operator edits .env and reloads);
+     * rejects with the launcher's exit code, stdout and stderr when it fails. @param {Record<string, string>} changes
+     */
+    reload(changes) {
+      return run(path.join(root, 'infra/stack'), ['reload'], {
+        env: { ...childEnv, ...changes },
+        cwd: root,
+        maxBuffer: 10 * 1024 * 1024,
+      });
+    },
     /** varnishstat counters of this stack's varnish. */
     async varnishStats() {
       const { stdout } = await run('varnishstat', ['-n', path.join(dir, 'run/varnish'), '-1', '-j']);

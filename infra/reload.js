@@ -1,0 +1,244 @@
+// Applies a re-rendered stack to the running one (./infra/stack reload BEFORE_DIR, BEFORE_DIR holding the
+// conf/, secrets/ and env of the stack as it ran), each program in the gentlest way it allows: nginx and
+// prometheus read theirs again (SIGHUP), haproxy starts new workers that take the listeners over while the old
+// ones finish their requests (master-worker, SIGUSR2), varnish compiles the new VCL and switches to it with its
+// cache kept; a service whose settings changed, redis, mtail and a program whose command line changed (a
+// port, varnish's storage) are restarted. Every new config is checked first: one that fails puts the files
+// back as they were and changes nothing.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+
+/** @typedef {{ program: string, action: 'restart' | 'hup' | 'haproxy' | 'vcl', why: string }} Step */
+
+/** The files that reloading compares (relative path → its sha256): conf/, secrets/ and env. @param {string} dir */
+export function snapshot(dir) {
+  /** @type {Map<string, string>} */
+  const files = new Map();
+  /** @param {string} relative */
+  const walk = (relative) => {
+    const full = path.join(dir, relative);
+    if (!fs.existsSync(full)) return;
+    if (fs.statSync(full).isDirectory()) {
+      for (const name of fs.readdirSync(full)) walk(path.join(relative, name));
+      return;
+    }
+    files.set(relative, createHash('sha256').update(fs.readFileSync(full)).digest('hex'));
+  };
+  for (const top of ['conf', 'secrets', 'env']) walk(top);
+  return files;
+}
+
+/** The files added, removed or changed between two snapshots. @param {Map<string, string>} before @param {Map<string, string>} after */
+export function changedFiles(before, after) {
+  const names = new Set([...before.keys(), ...after.keys()]);
+  return [...names].filter((name) => before.get(name) !== after.get(name)).sort();
+}
+
+/** A supervisord.conf's program sections: name → its text. @param {string} text */
+export function programSections(text) {
+  /** @type {Map<string, string>} */
+  const sections = new Map();
+  let current = '';
+  for (const line of text.split('\n')) {
+    const header = /^\[(?:program:)?([^\]]+)\]/.exec(line);
+    if (header) current = line.startsWith('[program:') ? header[1] : '';
+    else if (current) sections.set(current, `${sections.get(current) || ''}${line}\n`);
+  }
+  return sections;
+}
+
+/** Which program reads a rendered file, and how it takes a new one. */
+const READERS = /** @type {Array<[RegExp, string, Step['action']]>} */ ([
+  [/^conf\/(nginx\.conf|nginx\/|tls\/)/, 'nginx', 'hup'],
+  [/^conf\/(haproxy\.cfg|haproxy-errors\/)/, 'haproxy', 'haproxy'],
+  [/^conf\/varnish\//, 'varnish', 'vcl'],
+  [/^conf\/prometheus\//, 'prometheus', 'hup'],
+  [/^conf\/redis\.conf$/, 'redis', 'restart'],
+  [/^conf\/mtail\//, 'mtail', 'restart'],
+  [/^conf\/redis-exporter-passwords\.json$/, 'redis-exporter', 'restart'],
+  [/^secrets\/origin\.env$/, 'origin', 'restart'],
+  [/^secrets\/avatar-resolver\.env$/, 'avatar-resolver', 'restart'],
+  [/^secrets\/purge-service\.env$/, 'purge-service', 'restart'],
+  [/^secrets\/versitygw\.env$/, 'versitygw', 'restart'],
+]);
+
+/** The order steps run in: the data first, the services, then the proxies outwards, the rest last. */
+const ORDER = ['redis', 'versitygw', 'origin', 'avatar-resolver', 'purge-service', 'haproxy', 'varnish', 'nginx'];
+
+/**
+ * What reloading does, from what changed: a program whose supervisord section changed is restarted with its
+ * new command line (a restart of varnish empties its cache: said in `why`); any other takes its files as
+ * READERS says. Programs this stack does not run are left out.
+ * @param {{ changed: string[], sectionsBefore: Map<string, string>, sectionsAfter: Map<string, string>, running: string[] }} input
+ * @returns {{ steps: Step[], unapplied: string[] }} unapplied: changed files no program takes without `up`
+ */
+export function planReload({ changed, sectionsBefore, sectionsAfter, running }) {
+  /** @type {Map<string, Step>} */
+  const steps = new Map();
+  for (const [program, text] of sectionsAfter)
+    if (running.includes(program) && sectionsBefore.get(program) !== text)
+      steps.set(program, {
+        program,
+        action: 'restart',
+        why: program === 'varnish' ? 'its command line changed (its cache starts empty)' : 'its command line changed',
+      });
+  /** @type {string[]} */
+  const unapplied = [];
+  for (const file of changed) {
+    if (file === 'env' || file === 'conf/supervisord.conf' || /^secrets\/(all\.env|[a-z-]+-password)$/.test(file))
+      continue;
+    const reader = READERS.find(([pattern]) => pattern.test(file));
+    if (!reader) {
+      unapplied.push(file);
+      continue;
+    }
+    const [, program, action] = reader;
+    if (!running.includes(program) || steps.has(program)) continue;
+    steps.set(program, { program, action, why: `${file} changed` });
+  }
+  const rank = (/** @type {string} */ program) => (ORDER.includes(program) ? ORDER.indexOf(program) : ORDER.length);
+  return { steps: [...steps.values()].sort((a, b) => rank(a.program) - rank(b.program)), unapplied };
+}
+
+/** @param {string} command @param {string[]} args */
+const run = (command, args) => execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+
+/** What a failed program said. @param {unknown} err */
+const said = (err) => {
+  const failure = /** @type {any} */ (err);
+  return `${failure.stderr || ''}${failure.stdout || ''}`.trim() || String(err);
+};
+
+/**
+ * Checks each new config its program would take, before any is taken; varnish's VCL is compiled and loaded
+ * (not used): returns its name. Throws with the program's own words when one is refused.
+ * @param {Step[]} steps @param {Record<string, string>} dirs @param {Map<string, string>} sections each program's
+ *   supervisord section (its user)
+ */
+function check(steps, dirs, sections) {
+  const programs = steps.map((step) => step.program);
+  const checks = /** @type {Array<[string, string, string[]]>} */ ([
+    [
+      'nginx',
+      'nginx',
+      [
+        '-t',
+        '-q',
+        '-p',
+        path.join(dirs.run, 'nginx'),
+        '-c',
+        path.join(dirs.conf, 'nginx.conf'),
+        '-e',
+        path.join(dirs.logs, 'nginx-error.log'),
+      ],
+    ],
+    ['haproxy', 'haproxy', ['-c', '-q', '-f', path.join(dirs.conf, 'haproxy.cfg')]],
+    [
+      'prometheus',
+      'promtool',
+      ['check', 'config', '--syntax-only', path.join(dirs.conf, 'prometheus', 'prometheus.yml')],
+    ],
+  ]);
+  for (const [program, command, args] of checks)
+    if (programs.includes(program))
+      try {
+        // as the program's own user: nginx -t run as root makes its temp directories root's
+        const user = /^user=(.+)$/m.exec(sections.get(program) || '')?.[1].trim();
+        if (user && user !== 'root' && process.getuid?.() === 0) run('runuser', ['-u', user, '--', command, ...args]);
+        else run(command, args);
+      } catch (err) {
+        throw new Error(`${program} refuses the new config:\n${said(err)}`);
+      }
+  if (!steps.some((step) => step.program === 'varnish' && step.action === 'vcl')) return '';
+  const name = `reload_${Date.now()}`;
+  try {
+    varnishadm(dirs, 'vcl.load', name, path.join(dirs.conf, 'varnish', 'default.vcl'));
+  } catch (err) {
+    throw new Error(`varnish refuses the new VCL:\n${said(err)}`);
+  }
+  return name;
+}
+
+/** @param {Record<string, string>} dirs @param {...string} args */
+const varnishadm = (dirs, ...args) => run('varnishadm', ['-n', path.join(dirs.run, 'varnish'), ...args]);
+
+/** Switches varnish to a loaded VCL and discards the older ones it no longer uses. @param {Record<string, string>} dirs @param {string} name */
+function useVcl(dirs, name) {
+  varnishadm(dirs, 'vcl.use', name);
+  for (const line of varnishadm(dirs, 'vcl.list').split('\n')) {
+    const fields = line.trim().split(/\s+/);
+    const vcl = fields.at(-1);
+    if (fields[0] === 'available' && vcl && vcl !== name) {
+      try {
+        varnishadm(dirs, 'vcl.discard', vcl);
+      } catch {
+        // still busy with a request that began on it: varnish keeps it until the next reload
+      }
+    }
+  }
+}
+
+/** @param {Step} step @param {Record<string, string>} dirs @param {string} vcl @param {boolean} newCommand */
+function apply(step, dirs, vcl, newCommand) {
+  const ctl = (/** @type {string[]} */ ...args) =>
+    run('supervisorctl', ['-c', path.join(dirs.conf, 'supervisord.conf'), ...args]);
+  if (step.action === 'restart') ctl(newCommand ? 'update' : 'restart', step.program);
+  else if (step.action === 'hup') ctl('signal', 'HUP', step.program);
+  else if (step.action === 'haproxy') ctl('signal', 'USR2', step.program);
+  else useVcl(dirs, vcl);
+}
+
+/**
+ * Puts the stack's files back as they were (the running programs' configs): changed ones copied back, new
+ * ones removed. @param {string} before @param {string} stackDir
+ */
+function restore(before, stackDir) {
+  const then = snapshot(before);
+  for (const file of changedFiles(then, snapshot(stackDir)))
+    if (then.has(file)) run('cp', ['-a', path.join(before, file), path.join(stackDir, file)]);
+    else fs.rmSync(path.join(stackDir, file), { force: true });
+}
+
+async function main() {
+  const before = process.argv[2];
+  const stackDir = String(process.env.STACK_DIR);
+  const dirs = {
+    conf: path.join(stackDir, 'conf'),
+    run: path.join(stackDir, 'run'),
+    logs: path.join(stackDir, 'logs'),
+  };
+  const sectionsBefore = programSections(fs.readFileSync(path.join(before, 'conf', 'supervisord.conf'), 'utf8'));
+  const sectionsAfter = programSections(fs.readFileSync(path.join(dirs.conf, 'supervisord.conf'), 'utf8'));
+  const status = run('supervisorctl', ['-c', path.join(before, 'conf', 'supervisord.conf'), 'avail']);
+  const running = status
+    .split('\n')
+    .map((line) => line.split(/\s+/)[0])
+    .filter(Boolean);
+  const changed = changedFiles(snapshot(before), snapshot(stackDir));
+  const { steps, unapplied } = planReload({ changed, sectionsBefore, sectionsAfter, running });
+  if (!steps.length) process.stdout.write('nothing to reload: every program runs its current config\n');
+  let vcl = '';
+  try {
+    vcl = check(steps, dirs, sectionsAfter);
+  } catch (err) {
+    restore(before, stackDir);
+    process.stderr.write(
+      `${/** @type {Error} */ (err).message}\nnothing was reloaded: every program runs, and its files hold, the config it had\n`,
+    );
+    process.exit(1);
+  }
+  for (const step of steps) {
+    process.stdout.write(`${step.program}: ${step.action === 'restart' ? 'restarted' : 'reloaded'} (${step.why})\n`);
+    apply(step, dirs, vcl, sectionsBefore.get(step.program) !== sectionsAfter.get(step.program));
+  }
+  for (const file of unapplied) process.stdout.write(`${file} changed: taken at the next up\n`);
+}
+
+if (import.meta.main) {
+  main().catch((err) => {
+    process.stderr.write(`reload: ${err.message}\n`);
+    process.exit(2);
+  });
+}

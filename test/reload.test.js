@@ -1,0 +1,123 @@
+// ./infra/stack reload on a running stack: settings changed in the environment (as an operator edits .env)
+// reach nginx, haproxy, varnish and the origin, each the gentlest way it allows: varnish keeps its cache and
+// every request served from it is answered while the programs reload; a config a program refuses (a TLS
+// certificate that is not one) changes nothing and is named.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { base58Url } from '@stack/lib';
+import { photo } from './support/images.js';
+import { startStack } from './support/stack.js';
+import { tokenUpload } from './support/upload.js';
+
+/** @type {Awaited<ReturnType<typeof startStack>>} */
+let stack;
+/** the uploaded photograph's public URL */
+let source = '';
+
+before(async () => {
+  stack = await startStack({ UPLOAD_TOKENS: 'test-token', NGINX_RATE_LIMIT: '100000', NGINX_RATE_BURST: '100000' });
+  const response = await tokenUpload(stack.base, fs.readFileSync(photo('Path', '1920x1080')));
+  assert.equal(response.status, 200, await response.clone().text());
+  source = /** @type {{ url: string }} */ (await response.json()).url;
+});
+after(() => stack?.stop());
+
+/** A JPEG variant of the photograph through the edge. @param {number} width */
+const variant = async (width) => {
+  const response = await fetch(`${stack.base}/p/${base58Url.encode(source)}?width=${width}&format=jpeg`);
+  const body = Buffer.from(await response.arrayBuffer());
+  return { status: response.status, cache: response.headers.get('x-cache'), bytes: body.length };
+};
+
+/** The pids of the programs that reload in place, and of the origin. */
+const pids = async () => ({
+  varnish: await stack.pid('varnish'),
+  nginx: await stack.pid('nginx'),
+  haproxy: await stack.pid('haproxy'),
+  origin: await stack.pid('origin'),
+});
+
+test('settings changed and reloaded: nginx, haproxy, varnish and the origin take theirs; varnish keeps its cache and every hit is served meanwhile', async () => {
+  const before80 = await variant(400);
+  assert.equal(before80.status, 200);
+  assert.equal((await variant(400)).cache, 'HIT');
+  const then = await pids();
+  // hits, one after another, for as long as the reload runs
+  let reloading = true;
+  /** @type {Record<string, number>} */
+  const statuses = {};
+  const hits = (async () => {
+    while (reloading) {
+      // nginx's old workers close their idle kept-alive connections: a request sent on one just then finds
+      // it closed before any answer, and a browser sends it again on a new connection (as undici does not)
+      const { status, cache } = await variant(400).catch(async (err) => {
+        if (err?.cause?.code !== 'UND_ERR_SOCKET') throw err;
+        statuses['sent again'] = (statuses['sent again'] || 0) + 1;
+        return variant(400);
+      });
+      const key = `${status} ${cache}`;
+      statuses[key] = (statuses[key] || 0) + 1;
+    }
+  })();
+  let output;
+  try {
+    output = await stack.reload({
+      JPEG_QUALITY: '40',
+      VARNISH_GRACE_HEALTHY_S: '33',
+      HAPROXY_ORIGIN_MAXCONN: '37',
+      NGINX_RATE_BURST: '99999',
+    });
+  } finally {
+    reloading = false;
+    await hits;
+  }
+  const said = output.stdout;
+  for (const line of [/^origin: restarted/m, /^haproxy: reloaded/m, /^varnish: reloaded/m, /^nginx: reloaded/m])
+    assert.match(said, line);
+  // what none of these settings concerns is left running
+  assert.doesNotMatch(said, /^(avatar-resolver|purge-service|redis|prometheus):/m);
+  assert.deepEqual(
+    Object.keys(statuses).filter((key) => key !== 'sent again'),
+    ['200 HIT'],
+    JSON.stringify(statuses),
+  );
+  assert.ok(statuses['200 HIT'] >= 5, JSON.stringify(statuses));
+  // reloaded in place: the same processes (haproxy's and nginx's masters, varnish's manager); the origin anew
+  const now = await pids();
+  assert.deepEqual([now.varnish, now.nginx, now.haproxy], [then.varnish, then.nginx, then.haproxy]);
+  assert.notEqual(now.origin, then.origin);
+  // varnish's cache survived; its new VCL is the one in use
+  assert.equal((await variant(400)).cache, 'HIT');
+  const vcls = execFileSync('varnishadm', ['-n', path.join(stack.dir, 'run', 'varnish'), 'vcl.list'], {
+    encoding: 'utf8',
+  });
+  assert.match(vcls, /^active\s.*\sreload_\d+$/m, vcls);
+  // haproxy's new limit, and the origin's new quality: a variant made now is far smaller
+  const server = (await stack.haproxyStats()).find((row) => row.pxname === 'be_images' && row.svname !== 'BACKEND');
+  assert.equal(server?.slim, '37');
+  const after40 = await variant(401);
+  assert.equal(after40.status, 200);
+  assert.ok(after40.bytes < before80.bytes * 0.8, `quality 40: ${after40.bytes} bytes, quality 80: ${before80.bytes}`);
+});
+
+test('a config nginx refuses (a TLS certificate that is not one): the reload fails naming it, and nothing changes', async () => {
+  const bad = path.join(stack.dir, 'not-a-certificate.pem');
+  fs.writeFileSync(bad, 'not a certificate\n');
+  const then = await pids();
+  const nginxConf = fs.readFileSync(path.join(stack.dir, 'conf', 'nginx.conf'), 'utf8');
+  await assert.rejects(stack.reload({ NGINX_TLS_CERT: bad, NGINX_TLS_KEY: bad, JPEG_QUALITY: '60' }), (err) => {
+    const failure = /** @type {{ code: number, stderr: string }} */ (err);
+    assert.equal(failure.code, 1);
+    assert.match(failure.stderr, /nginx refuses the new config/);
+    assert.match(failure.stderr, /nothing was reloaded/);
+    return true;
+  });
+  assert.deepEqual(await pids(), then);
+  // the files are those the programs run: no TLS listener, no certificate left beside them
+  assert.equal(fs.readFileSync(path.join(stack.dir, 'conf', 'nginx.conf'), 'utf8'), nginxConf);
+  assert.equal(fs.existsSync(path.join(stack.dir, 'conf', 'tls', 'cert.pem')), false);
+  assert.equal((await variant(400)).status, 200);
+});
