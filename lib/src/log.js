@@ -1,14 +1,27 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 
+/** How long a written line may wait in the buffer before it reaches stdout. */
+export const LOG_FLUSH_MS = 1000;
+
 /**
  * JSON lines on stdout, written asynchronously: stdout is a pipe to the supervisor, and a synchronous write
  * into a full pipe would stop the event loop until the supervisor catches up (seen under overload: a second).
+ * Lines are written 4 KB at a time under load, and at the latest LOG_FLUSH_MS after they were logged: a quiet
+ * service's warning (S3 failing, Redis gone) reaches the log at once, not when 4 KB have piled up or at exit.
  * runService flushes it on the way out, so the last lines are not lost.
  * @param {string} service @param {string} level
  */
 export function createLogger(service, level) {
-  return pino({ level, base: { service } }, pino.destination({ dest: 1, sync: false, minLength: 4096 }));
+  const destination = pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  setInterval(() => {
+    try {
+      destination.flush();
+    } catch {
+      // not ready yet (stdout still opening), or closing on the way out: the next tick or runService's flush
+    }
+  }, LOG_FLUSH_MS).unref();
+  return pino({ level, base: { service } }, destination);
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
