@@ -1,6 +1,7 @@
 // Two varnish nodes behind nginx (EDGE_VARNISH_NODES): the stack's own and a second varnishd started here
 // from the same rendered VCL. Each URL is cached on one node (consistent hash); a node killed under steady
-// traffic costs no error, its objects are fetched again once each and the other node's stay cached; purges
+// traffic costs no error, its objects are fetched again once each and the other node's stay cached; a node
+// that hangs is taken out by nginx's own checks in seconds and gets its URLs back when it answers; purges
 // reach every node, and one that was away gets what it missed from its own queue when it is back.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -97,9 +98,9 @@ async function upload(body) {
   return /** @type {{ url: string }} */ (await response.json()).url;
 }
 
-/** @param {string} url */
-async function get(url) {
-  const response = await fetch(url, { redirect: 'manual' });
+/** @param {string} url @param {AbortSignal} [signal] */
+async function get(url, signal) {
+  const response = await fetch(url, { redirect: 'manual', signal });
   await response.arrayBuffer();
   return {
     status: response.status,
@@ -159,6 +160,41 @@ test("a varnish node killed under steady traffic: no error, its objects fetched 
     assert.equal(answer.cache, 'HIT', `node A kept ${answer.url}`);
   assert.equal((await originRequests()) - before, onB.length, "each of node-b's objects fetched again once");
   await startNodeB();
+});
+
+test("a varnish node hung (SIGSTOP: its connections open, nothing answered): in seconds nginx's checks send its URLs to the other node, none waits the read timeout; it gets them back once it answers", async () => {
+  const source = await upload(await solid(420, 300, 'png'));
+  const urls = Array.from({ length: 30 }, (_, i) => `${stack.base}/p/${base58Url.encode(source)}?width=${100 + i}`);
+  for (const url of urls) assert.equal((await get(url)).status, 200);
+  const onB = [];
+  for (const url of urls) if ((await get(url)).node === 'node-b') onB.push(url);
+  assert.ok(onB.length >= 3, `node-b holds some of the URLs (${onB.length})`);
+  await run('pkill', ['-STOP', '-f', 'varnish-node-b -i node-b']);
+  /** @type {Array<{ status: number, node: string | null, ms: number } | string>} */
+  let answers;
+  try {
+    // two missed checks a second apart, each waiting at most a second
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    answers = await Promise.all(
+      onB.map(async (url) => {
+        const started = Date.now();
+        // far below nginx's read timeout (haproxy's server timeout + 4 s), which the old passive checks waited
+        const answer = await get(url, AbortSignal.timeout(15_000)).catch((err) => String(err));
+        return typeof answer === 'string'
+          ? answer
+          : { status: answer.status, node: answer.node, ms: Date.now() - started };
+      }),
+    );
+  } finally {
+    await run('pkill', ['-CONT', '-f', 'varnish-node-b -i node-b']);
+  }
+  for (const answer of answers) {
+    assert.equal(typeof answer, 'object', String(answer));
+    assert.equal(/** @type {any} */ (answer).status, 200);
+    assert.notEqual(/** @type {any} */ (answer).node, 'node-b');
+  }
+  await waitFor(async () => (await get(onB[0])).node === 'node-b', 15_000, 'node-b serving its URLs again');
+  assert.equal((await get(onB[0])).cache, 'HIT', 'what node-b held, it still holds');
 });
 
 test('an avatar changed while a varnish node is down: once it is back, no request gets the old avatar', async () => {

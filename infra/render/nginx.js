@@ -34,7 +34,13 @@ export function nginxValues(config, { CONF_DIR }) {
       ? '# Server-Timing passed to the public (NGINX_SERVER_TIMING)'
       : 'proxy_hide_header Server-Timing;',
     NGINX_ERROR_PAGES: nginxErrorPages(),
-    NGINX_RESOLVER: nginxResolver(config.HAPROXY_HOST),
+    // names to resolve at run time: haproxy's (the upload check), a cluster's varnish nodes (their checks)
+    NGINX_RESOLVER: nginxResolver([
+      config.HAPROXY_HOST,
+      ...config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) =>
+        node.replace(/:\d+$/, '').replace(/^\[|\]$/g, ''),
+      ),
+    ]),
     // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
     NGINX_UPLOAD_CHECK_ADDRESS: config.HAPROXY_SOCKETS
       ? `"unix:${socketPaths(config.STACK_DIR).images}"`
@@ -76,11 +82,11 @@ export const NGINX_ERRORS = [
 /**
  * nginx's resolver, for the upload check's socket to haproxy (upload-body.lua) when haproxy is a name
  * (compose's service, the chart's Service): the nameservers of the resolv.conf the render step sees, which
- * is nginx's (same container network or pod). An address needs none.
- * @param {string} host
+ * is nginx's (same container network or pod). Addresses need none.
+ * @param {string[]} hosts
  */
-function nginxResolver(host) {
-  if (net.isIP(host)) return '# haproxy by address: no resolver needed';
+function nginxResolver(hosts) {
+  if (hosts.every((host) => net.isIP(host))) return '# every host by address: no resolver needed';
   const servers = fs.existsSync('/etc/resolv.conf')
     ? [...fs.readFileSync('/etc/resolv.conf', 'utf8').matchAll(/^\s*nameserver\s+(\S+)/gm)].map((match) =>
         net.isIPv6(match[1]) ? `[${match[1]}]` : match[1],
@@ -112,18 +118,56 @@ function nginxErrorPages() {
 }
 
 /**
- * nginx's varnish servers: this stack's own, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
- * a consistent hash (each object cached once in the cluster). A node that refuses is skipped for
- * `fail_timeout`, its share going to the next node on the ring and nothing else moving; then it is tried again.
+ * nginx's way to varnish: this stack's own node, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
+ * a consistent hash of its URI, chosen in Lua (nginx/edge-nodes.lua.template) so that nginx's own checks of
+ * the nodes can take one out that stops answering; each node its upstream, whose backup is the next node (a
+ * node that refuses is skipped for `fail_timeout` before the checks notice). Returns the templates' values:
+ * the upstream blocks, the proxy_pass target and the line that picks it, the http block's Lua lines, and
+ * the node list in Lua.
  * @param {Record<string, any>} config @param {string} local
+ * @returns {Record<string, string>}
  */
 export function nginxVarnishServers(config, local) {
-  if (!config.EDGE_VARNISH_NODES.length) return `    server ${local};`;
-  const servers = config.EDGE_VARNISH_NODES.map(
-    (/** @type {string} */ node) =>
-      `    server ${node} max_fails=1 fail_timeout=${config.EDGE_VARNISH_FAIL_TIMEOUT_S}s;`,
+  /** @param {string} name @param {string[]} servers */
+  const upstream = (name, servers) =>
+    [
+      `  upstream ${name} {`,
+      ...servers.map((line) => `    ${line};`),
+      '    keepalive 128;',
+      '    keepalive_requests 100000;',
+      '  }',
+    ].join('\n');
+  const nodes = /** @type {string[]} */ (config.EDGE_VARNISH_NODES);
+  if (!nodes.length)
+    return {
+      NGINX_VARNISH_UPSTREAMS: upstream('varnish', [`server ${local}`]),
+      NGINX_EDGE_NODES_HTTP: "# one varnish node, this stack's own",
+      NGINX_VARNISH_PICK: '# one varnish node: no choice to make',
+      NGINX_VARNISH_PASS: 'http://varnish',
+      EDGE_NODES_LUA: '',
+    };
+  const upstreams = nodes.map((node, index) =>
+    upstream(`varnish_${index}`, [
+      `server ${node} max_fails=1 fail_timeout=${config.EDGE_VARNISH_FAIL_TIMEOUT_S}s`,
+      ...(nodes.length > 1 ? [`server ${nodes[(index + 1) % nodes.length]} backup`] : []),
+    ]),
   );
-  return ['    hash $request_uri consistent;', ...servers].join('\n');
+  const lua = nodes.map((node, index) => {
+    const [, host, port] = /^\[?([^\]]*?)\]?:(\d+)$/.exec(node) || [node, node, '80'];
+    return `  { upstream = "varnish_${index}", address = "${node}", host = "${host}", port = ${port} },`;
+  });
+  return {
+    NGINX_VARNISH_UPSTREAMS: upstreams.join('\n'),
+    NGINX_EDGE_NODES_HTTP: [
+      '# the varnish nodes: which are up (nginx/edge_nodes.lua checks them), read by every worker',
+      '  lua_shared_dict edge_nodes 64k;',
+      `  lua_package_path "${path.join(config.STACK_DIR, 'conf', 'nginx')}/?.lua;;";`,
+      '  init_worker_by_lua_block { require("edge_nodes").start() }',
+    ].join('\n'),
+    NGINX_VARNISH_PICK: 'set_by_lua_block $edge_node { return require("edge_nodes").pick(ngx.var.request_uri) }',
+    NGINX_VARNISH_PASS: 'http://$edge_node',
+    EDGE_NODES_LUA: lua.join('\n'),
+  };
 }
 
 /**

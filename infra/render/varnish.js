@@ -85,7 +85,7 @@ function varnishSocket(config) {
   if (config.VARNISH_SOCKET === 'off') {
     return {
       VARNISH_LISTEN: `-a ${config.LISTEN_ADDRESS}:${config.VARNISH_PORT}`,
-      NGINX_VARNISH_SERVERS: nginxVarnishServers(config, `${config.VARNISH_HOST}:${config.VARNISH_PORT}`),
+      ...nginxVarnishServers(config, `${config.VARNISH_HOST}:${config.VARNISH_PORT}`),
       VARNISH_PURGE_USER: '',
     };
   }
@@ -101,7 +101,7 @@ function varnishSocket(config) {
       `-a ${socket},mode=0600 -a purge=${purge},mode=0666`,
       ...(config.VARNISH_TCP ? [`-a ${config.LISTEN_ADDRESS}:${config.VARNISH_PORT}`] : []),
     ].join(' '),
-    NGINX_VARNISH_SERVERS: nginxVarnishServers(config, `unix:${socket}`),
+    ...nginxVarnishServers(config, `unix:${socket}`),
     VARNISH_PURGE_USER: users ? users.purge.name : os.userInfo().username,
   };
 }
