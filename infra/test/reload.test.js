@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { changedFiles, planReload, programSections, snapshot } from '../reload.js';
+import { PROGRAMS } from '../resolve.js';
 
 const conf = (/** @type {Record<string, string>} */ programs) =>
   programSections(
@@ -14,17 +15,8 @@ const conf = (/** @type {Record<string, string>} */ programs) =>
       .map(([name, command]) => `[program:${name}]\ncommand=${command}\nautorestart=true\n`)
       .join('\n')}`,
   );
-const running = [
-  'redis',
-  'origin',
-  'avatar-resolver',
-  'purge-service',
-  'haproxy',
-  'varnish',
-  'nginx',
-  'prometheus',
-  'mtail',
-];
+// what a one-box stack runs
+const running = PROGRAMS.filter((name) => !['redis-sentinel', 'versitygw'].includes(name));
 const programs = {
   redis: 'redis-server redis.conf',
   varnish: 'varnishd -s malloc,256m',
