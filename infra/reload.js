@@ -134,7 +134,7 @@ function check(steps, dirs, sections) {
         path.join(dirs.logs, 'nginx-error.log'),
       ],
     ],
-    ['haproxy', 'haproxy', ['-c', '-q', '-f', path.join(dirs.conf, 'haproxy.cfg')]],
+    ['haproxy', 'haproxy', ['-c', '-f', path.join(dirs.conf, 'haproxy.cfg')]],
     [
       'prometheus',
       'promtool',
@@ -204,6 +204,9 @@ function restore(before, stackDir) {
 async function main() {
   const before = process.argv[2];
   const stackDir = String(process.env.STACK_DIR);
+  // in the run directory, as up starts the programs: a check run as a program's user from a private checkout
+  // fails on the way (haproxy -c: "Impossible to get back to initial directory")
+  process.chdir(stackDir);
   const dirs = {
     conf: path.join(stackDir, 'conf'),
     run: path.join(stackDir, 'run'),

@@ -119,20 +119,20 @@ function nginxErrorPages() {
 
 /**
  * nginx's way to varnish: this stack's own node, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
- * a consistent hash of its URI, chosen in Lua (nginx/edge-nodes.lua.template) so that nginx's own checks of
- * the nodes can take one out that stops answering; each node its upstream, whose backup is the next node (a
- * node that refuses is skipped for `fail_timeout` before the checks notice). Returns the templates' values:
- * the upstream blocks, the proxy_pass target and the line that picks it, the http block's Lua lines, and
- * the node list in Lua.
+ * a consistent hash (nginx's `hash … consistent`, each object cached once in the cluster). A node that refuses
+ * is skipped for `fail_timeout`, its share going to the next node on the ring and nothing else moving; one
+ * that stops answering is taken out by nginx's own checks of the nodes (nginx/edge-nodes.lua.template), which
+ * hash a key that moves its URLs. Returns the templates' values: the upstream block, the line that sets the
+ * key, the http block's Lua lines, and the node list in Lua.
  * @param {Record<string, any>} config @param {string} local
  * @returns {Record<string, string>}
  */
 export function nginxVarnishServers(config, local) {
-  /** @param {string} name @param {string[]} servers */
-  const upstream = (name, servers) =>
+  /** @param {string[]} lines */
+  const upstream = (lines) =>
     [
-      `  upstream ${name} {`,
-      ...servers.map((line) => `    ${line};`),
+      '  upstream varnish {',
+      ...lines.map((line) => `    ${line};`),
       '    keepalive 128;',
       '    keepalive_requests 100000;',
       '  }',
@@ -140,32 +140,29 @@ export function nginxVarnishServers(config, local) {
   const nodes = /** @type {string[]} */ (config.EDGE_VARNISH_NODES);
   if (!nodes.length)
     return {
-      NGINX_VARNISH_UPSTREAMS: upstream('varnish', [`server ${local}`]),
+      NGINX_VARNISH_UPSTREAMS: upstream([`server ${local}`]),
       NGINX_EDGE_NODES_HTTP: "# one varnish node, this stack's own",
-      NGINX_VARNISH_PICK: '# one varnish node: no choice to make',
-      NGINX_VARNISH_PASS: 'http://varnish',
+      NGINX_VARNISH_KEY: '# one varnish node: no choice to make',
       EDGE_NODES_LUA: '',
     };
-  const upstreams = nodes.map((node, index) =>
-    upstream(`varnish_${index}`, [
-      `server ${node} max_fails=1 fail_timeout=${config.EDGE_VARNISH_FAIL_TIMEOUT_S}s`,
-      ...(nodes.length > 1 ? [`server ${nodes[(index + 1) % nodes.length]} backup`] : []),
-    ]),
-  );
-  const lua = nodes.map((node, index) => {
-    const [, host, port] = /^\[?([^\]]*?)\]?:(\d+)$/.exec(node) || [node, node, '80'];
-    return `  { upstream = "varnish_${index}", address = "${node}", host = "${host}", port = ${port} },`;
+  const lua = nodes.map((node) => {
+    // as nginx's ring splits it: the host, and the port after the last colon
+    const colon = node.lastIndexOf(':');
+    const [host, port] = colon === -1 ? [node, ''] : [node.slice(0, colon), node.slice(colon + 1)];
+    return `  { name = "${node}", address = "${node}", host = "${host}", port = "${port}" },`;
   });
   return {
-    NGINX_VARNISH_UPSTREAMS: upstreams.join('\n'),
+    NGINX_VARNISH_UPSTREAMS: upstream([
+      'hash $edge_key consistent',
+      ...nodes.map((node) => `server ${node} max_fails=1 fail_timeout=${config.EDGE_VARNISH_FAIL_TIMEOUT_S}s`),
+    ]),
     NGINX_EDGE_NODES_HTTP: [
-      '# the varnish nodes: which are up (nginx/edge_nodes.lua checks them), read by every worker',
+      '# the varnish nodes: which are in (nginx/edge_nodes.lua checks them), read by every worker',
       '  lua_shared_dict edge_nodes 64k;',
       `  lua_package_path "${path.join(config.STACK_DIR, 'conf', 'nginx')}/?.lua;;";`,
       '  init_worker_by_lua_block { require("edge_nodes").start() }',
     ].join('\n'),
-    NGINX_VARNISH_PICK: 'set_by_lua_block $edge_node { return require("edge_nodes").pick(ngx.var.request_uri) }',
-    NGINX_VARNISH_PASS: 'http://$edge_node',
+    NGINX_VARNISH_KEY: 'set_by_lua_block $edge_key { return require("edge_nodes").key(ngx.var.request_uri) }',
     EDGE_NODES_LUA: lua.join('\n'),
   };
 }
