@@ -201,11 +201,20 @@ pause_image() {
 # The stack's two images and the compose stack's S3 server (built by Podman: ./infra/stack compose build),
 # handed to containerd
 images() {
-  local version image
+  local version image attempt
   version="$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' "$ROOT/infra/helm/image-cdn-stack/Chart.yaml")"
   for image in image-cdn-stack-app image-cdn-stack-components image-cdn-stack-versitygw; do
     podman image exists "docker.io/library/$image:$version" || die "no image $image:$version: ./infra/stack compose build"
-    podman save --format docker-archive "docker.io/library/$image:$version" 2>/dev/null | ctr -a "$SOCK" -n k8s.io images import - >/dev/null
+    # containerd may still be collecting the snapshots of the image this one replaces (same tag, shared
+    # layers) while it unpacks: "failed to prepare extraction snapshot … parent snapshot … does not exist",
+    # seen once in a clean clone's kube stage; a second import finds the layers settled
+    for attempt in 1 2 3; do
+      podman save --format docker-archive "docker.io/library/$image:$version" 2>/dev/null |
+        ctr -a "$SOCK" -n k8s.io images import - >/dev/null && break
+      [ "$attempt" = 3 ] && die "could not import $image:$version into containerd"
+      say "importing $image:$version again (containerd: see above)"
+      sleep 2
+    done
   done
 }
 
