@@ -13,15 +13,10 @@ export const LOG_FLUSH_MS = 1000;
  * @param {string} service @param {string} level
  */
 export function createLogger(service, level) {
-  const destination = pino.destination({ dest: 1, sync: false, minLength: 4096 });
-  setInterval(() => {
-    try {
-      destination.flush();
-    } catch {
-      // not ready yet (stdout still opening), or closing on the way out: the next tick or runService's flush
-    }
-  }, LOG_FLUSH_MS).unref();
-  return pino({ level, base: { service } }, destination);
+  return pino(
+    { level, base: { service } },
+    pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: LOG_FLUSH_MS }),
+  );
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
