@@ -10,23 +10,29 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
-/** @typedef {{ program: string, action: 'restart' | 'hup' | 'haproxy' | 'vcl', why: string }} Step */
+/**
+ * @typedef {{ program: string, action: 'restart' | 'hup' | 'haproxy' | 'vcl', why: string, newCommand?: boolean }} Step
+ * newCommand: restarted with its new supervisord command line (`supervisorctl update`)
+ */
 
 /** The files that reloading compares (relative path → its sha256): conf/, secrets/ and env. @param {string} dir */
 export function snapshot(dir) {
   /** @type {Map<string, string>} */
   const files = new Map();
-  /** @param {string} relative */
-  const walk = (relative) => {
-    const full = path.join(dir, relative);
-    if (!fs.existsSync(full)) return;
-    if (fs.statSync(full).isDirectory()) {
-      for (const name of fs.readdirSync(full)) walk(path.join(relative, name));
-      return;
-    }
-    files.set(relative, createHash('sha256').update(fs.readFileSync(full)).digest('hex'));
-  };
-  for (const top of ['conf', 'secrets', 'env']) walk(top);
+  const tops = ['conf', 'secrets', 'env'].filter((top) => fs.existsSync(path.join(dir, top)));
+  for (const top of tops) {
+    const relatives = fs.statSync(path.join(dir, top)).isDirectory()
+      ? fs.readdirSync(path.join(dir, top), { recursive: true }).map((name) => path.join(top, String(name)))
+      : [top];
+    for (const relative of relatives)
+      if (fs.statSync(path.join(dir, relative)).isFile())
+        files.set(
+          relative,
+          createHash('sha256')
+            .update(fs.readFileSync(path.join(dir, relative)))
+            .digest('hex'),
+        );
+  }
   return files;
 }
 
@@ -83,6 +89,7 @@ export function planReload({ changed, sectionsBefore, sectionsAfter, running }) 
         program,
         action: 'restart',
         why: program === 'varnish' ? 'its command line changed (its cache starts empty)' : 'its command line changed',
+        newCommand: true,
       });
   /** @type {string[]} */
   const unapplied = [];
@@ -180,11 +187,11 @@ function useVcl(dirs, name) {
   }
 }
 
-/** @param {Step} step @param {Record<string, string>} dirs @param {string} vcl @param {boolean} newCommand */
-function apply(step, dirs, vcl, newCommand) {
+/** @param {Step} step @param {Record<string, string>} dirs @param {string} vcl */
+function apply(step, dirs, vcl) {
   const ctl = (/** @type {string[]} */ ...args) =>
     run('supervisorctl', ['-c', path.join(dirs.conf, 'supervisord.conf'), ...args]);
-  if (step.action === 'restart') ctl(newCommand ? 'update' : 'restart', step.program);
+  if (step.action === 'restart') ctl(step.newCommand ? 'update' : 'restart', step.program);
   else if (step.action === 'hup') ctl('signal', 'HUP', step.program);
   else if (step.action === 'haproxy') ctl('signal', 'USR2', step.program);
   else useVcl(dirs, vcl);
@@ -192,11 +199,11 @@ function apply(step, dirs, vcl, newCommand) {
 
 /**
  * Puts the stack's files back as they were (the running programs' configs): changed ones copied back, new
- * ones removed. @param {string} before @param {string} stackDir
+ * ones removed. @param {string} before @param {Map<string, string>} then its snapshot @param {string} stackDir
+ * @param {string[]} changed
  */
-function restore(before, stackDir) {
-  const then = snapshot(before);
-  for (const file of changedFiles(then, snapshot(stackDir)))
+function restore(before, then, stackDir, changed) {
+  for (const file of changed)
     if (then.has(file)) run('cp', ['-a', path.join(before, file), path.join(stackDir, file)]);
     else fs.rmSync(path.join(stackDir, file), { force: true });
 }
@@ -219,14 +226,15 @@ async function main() {
     .split('\n')
     .map((line) => line.split(/\s+/)[0])
     .filter(Boolean);
-  const changed = changedFiles(snapshot(before), snapshot(stackDir));
+  const then = snapshot(before);
+  const changed = changedFiles(then, snapshot(stackDir));
   const { steps, unapplied } = planReload({ changed, sectionsBefore, sectionsAfter, running });
   if (!steps.length) process.stdout.write('nothing to reload: every program runs its current config\n');
   let vcl = '';
   try {
     vcl = check(steps, dirs, sectionsAfter);
   } catch (err) {
-    restore(before, stackDir);
+    restore(before, then, stackDir, changed);
     process.stderr.write(
       `${/** @type {Error} */ (err).message}\nnothing was reloaded: every program runs, and its files hold, the config it had\n`,
     );
@@ -234,7 +242,7 @@ async function main() {
   }
   for (const step of steps) {
     process.stdout.write(`${step.program}: ${step.action === 'restart' ? 'restarted' : 'reloaded'} (${step.why})\n`);
-    apply(step, dirs, vcl, sectionsBefore.get(step.program) !== sectionsAfter.get(step.program));
+    apply(step, dirs, vcl);
   }
   for (const file of unapplied) process.stdout.write(`${file} changed: taken at the next up\n`);
 }
