@@ -37,9 +37,7 @@ export function nginxValues(config, { CONF_DIR }) {
     // names to resolve at run time: haproxy's (the upload check), a cluster's varnish nodes (their checks)
     NGINX_RESOLVER: nginxResolver([
       config.HAPROXY_HOST,
-      ...config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) =>
-        node.replace(/:\d+$/, '').replace(/^\[|\]$/g, ''),
-      ),
+      ...config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => hostAndPort(node).host.replace(/^\[|\]$/g, '')),
     ]),
     // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
     NGINX_UPLOAD_CHECK_ADDRESS: config.HAPROXY_SOCKETS
@@ -118,6 +116,15 @@ function nginxErrorPages() {
 }
 
 /**
+ * A node's host and port as nginx's consistent hash splits them: the port after the last colon (an IPv6
+ * host keeps its brackets). @param {string} node
+ */
+function hostAndPort(node) {
+  const colon = node.lastIndexOf(':');
+  return colon === -1 ? { host: node, port: '' } : { host: node.slice(0, colon), port: node.slice(colon + 1) };
+}
+
+/**
  * nginx's way to varnish: this stack's own node, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
  * a consistent hash (nginx's `hash … consistent`, each object cached once in the cluster). A node that refuses
  * is skipped for `fail_timeout`, its share going to the next node on the ring and nothing else moving; one
@@ -146,10 +153,8 @@ export function nginxVarnishServers(config, local) {
       EDGE_NODES_LUA: '',
     };
   const lua = nodes.map((node) => {
-    // as nginx's ring splits it: the host, and the port after the last colon
-    const colon = node.lastIndexOf(':');
-    const [host, port] = colon === -1 ? [node, ''] : [node.slice(0, colon), node.slice(colon + 1)];
-    return `  { name = "${node}", address = "${node}", host = "${host}", port = "${port}" },`;
+    const { host, port } = hostAndPort(node);
+    return `  { address = "${node}", host = "${host}", port = "${port}" },`;
   });
   return {
     NGINX_VARNISH_UPSTREAMS: upstream([
