@@ -24,6 +24,7 @@ import { metricValue } from './support/metrics.js';
 import { freePort, waitFor } from './support/ports.js';
 import { startProcess, startService } from './support/processes.js';
 import { startStack } from './support/stack.js';
+import { tokenUpload } from './support/upload.js';
 
 /** @type {Awaited<ReturnType<typeof startStack>>} */
 let stack;
@@ -101,11 +102,7 @@ function noise(width = 600) {
  * Uploads through a base URL (the edge or one origin).
  * @param {string} base @param {Buffer} body @param {AbortSignal} [signal] @returns {Promise<Response>}
  */
-function postUpload(base, body, signal) {
-  const form = new FormData();
-  form.append('image_file', new Blob([new Uint8Array(body)]), 'photo.png');
-  return fetch(`${base}/upload`, { method: 'POST', headers: { authorization: 'Bearer s3-token' }, body: form, signal });
-}
+const postUpload = (base, body, signal) => tokenUpload(base, body, 'photo.png', 's3-token', signal);
 
 /** @param {string} base @param {Buffer} body @returns {Promise<string>} the key */
 async function upload(base, body) {

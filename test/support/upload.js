@@ -3,10 +3,15 @@
 
 /**
  * Uploads `body` with the Bearer token and returns the answer. @param {string} base the origin or the edge
- * @param {Buffer} body @param {string} [filename] @param {string} [token]
+ * @param {Buffer} body @param {string} [filename] @param {string} [token] @param {AbortSignal} [signal]
  */
-export async function tokenUpload(base, body, filename = 'photo.jpg', token = 'test-token') {
+export async function tokenUpload(base, body, filename = 'photo.jpg', token = 'test-token', signal) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(body)]), filename);
-  return fetch(`${base}/upload`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+  return fetch(`${base}/upload`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+    body: form,
+    signal,
+  });
 }
