@@ -3,17 +3,24 @@
 // prometheus read theirs again (SIGHUP), haproxy starts new workers that take the listeners over while the old
 // ones finish their requests (master-worker, SIGUSR2), varnish compiles the new VCL and switches to it with its
 // cache kept; a service whose settings changed, redis, mtail and a program whose command line changed (a
-// port, varnish's storage) are restarted. Every new config is checked first: one that fails puts the files
-// back as they were and changes nothing.
+// port, varnish's storage) are restarted, a service on a socket that hold-socket holds by its holder (SIGHUP:
+// the next process takes the socket, no request refused; lib/src/hold-socket.js). Every new config is
+// checked first: one that fails puts the files back as they were and changes nothing.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
+import { servicePid } from '../lib/src/hold-socket.js';
 
 /**
- * @typedef {{ program: string, action: 'restart' | 'hup' | 'haproxy' | 'vcl', why: string, newCommand?: boolean }} Step
- * newCommand: restarted with its new supervisord command line (`supervisorctl update`)
+ * @typedef {{ program: string, action: 'restart' | 'handover' | 'hup' | 'haproxy' | 'vcl', why: string, newCommand?: boolean, socket?: string }} Step
+ * newCommand: restarted with its new supervisord command line (`supervisorctl update`); handover: restarted
+ * by the holder of its socket (`socket`)
  */
+
+// how long a service restarted by its holder may take to serve again
+const HANDOVER_WAIT_MS = 30_000;
 
 /** The files that reloading compares (relative path → its sha256): conf/, secrets/ and env. @param {string} dir */
 export function snapshot(dir) {
@@ -103,7 +110,15 @@ export function planReload({ changed, sectionsBefore, sectionsAfter, running }) 
     }
     const [, program, action] = reader;
     if (!running.includes(program) || steps.has(program)) continue;
-    steps.set(program, { program, action, why: `${file} changed` });
+    const held = /\/hold-socket "([^"]+)"/.exec(sectionsAfter.get(program) || '');
+    if (action === 'restart' && held)
+      steps.set(program, {
+        program,
+        action: 'handover',
+        why: `${file} changed; its socket held, no request refused`,
+        socket: held[1],
+      });
+    else steps.set(program, { program, action, why: `${file} changed` });
   }
   const rank = (/** @type {string} */ program) => (ORDER.includes(program) ? ORDER.indexOf(program) : ORDER.length);
   return { steps: [...steps.values()].sort((a, b) => rank(a.program) - rank(b.program)), unapplied };
@@ -187,11 +202,39 @@ function useVcl(dirs, name) {
   }
 }
 
+/**
+ * Restarts a service by its socket's holder and waits until the next process serves: the old one is gone (the
+ * holder starts the next once it has exited), and the socket's health check answered (by the next one).
+ * @param {(...args: string[]) => string} ctl @param {string} program @param {string} socket
+ */
+async function handover(ctl, program, socket) {
+  const holder = Number(ctl('pid', program).trim());
+  const before = servicePid(holder);
+  ctl('signal', 'HUP', program);
+  const until = Date.now() + HANDOVER_WAIT_MS;
+  while (servicePid(holder) === before || !(await healthy(socket))) {
+    if (Date.now() > until) throw new Error(`${program} did not serve again within ${HANDOVER_WAIT_MS / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Whether a service answers its health check on its socket. @param {string} socket @returns {Promise<boolean>} */
+function healthy(socket) {
+  return new Promise((resolve) => {
+    const request = http.get({ socketPath: socket, path: '/healthz', agent: false, timeout: 5000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    request.on('error', () => resolve(false)).on('timeout', () => request.destroy());
+  });
+}
+
 /** @param {Step} step @param {Record<string, string>} dirs @param {string} vcl */
-function apply(step, dirs, vcl) {
+async function apply(step, dirs, vcl) {
   const ctl = (/** @type {string[]} */ ...args) =>
     run('supervisorctl', ['-c', path.join(dirs.conf, 'supervisord.conf'), ...args]);
-  if (step.action === 'restart') ctl(step.newCommand ? 'update' : 'restart', step.program);
+  if (step.action === 'handover') await handover(ctl, step.program, String(step.socket));
+  else if (step.action === 'restart') ctl(step.newCommand ? 'update' : 'restart', step.program);
   else if (step.action === 'hup') ctl('signal', 'HUP', step.program);
   else if (step.action === 'haproxy') ctl('signal', 'USR2', step.program);
   else useVcl(dirs, vcl);
@@ -241,8 +284,9 @@ async function main() {
     process.exit(1);
   }
   for (const step of steps) {
-    process.stdout.write(`${step.program}: ${step.action === 'restart' ? 'restarted' : 'reloaded'} (${step.why})\n`);
-    apply(step, dirs, vcl);
+    const restarted = step.action === 'restart' || step.action === 'handover';
+    process.stdout.write(`${step.program}: ${restarted ? 'restarted' : 'reloaded'} (${step.why})\n`);
+    await apply(step, dirs, vcl);
   }
   for (const file of unapplied) process.stdout.write(`${file} changed: taken at the next up\n`);
 }

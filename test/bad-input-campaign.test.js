@@ -11,7 +11,7 @@ before(async () => {
 after(() => campaign?.stop());
 
 test('bad input everywhere: a 4xx JSON error or a correct image, never a 5xx, a crash or a forbidden request', async () => {
-  const pidBefore = await campaign.stack.pid('origin');
+  const pidBefore = await campaign.stack.servicePid('origin');
   const classes = await campaign.run();
   const rows = Object.entries(classes).map(
     ([name, entry]) =>
@@ -25,7 +25,7 @@ test('bad input everywhere: a 4xx JSON error or a correct image, never a 5xx, a 
   assert.ok(Object.values(classes).reduce((sum, entry) => sum + entry.cases, 0) > 250);
   assert.equal(campaign.canary.hits(), 0, 'no request reached a forbidden address');
   assert.ok(pidBefore > 0);
-  assert.equal(await campaign.stack.pid('origin'), pidBefore, 'the origin never crashed (same process)');
+  assert.equal(await campaign.stack.servicePid('origin'), pidBefore, 'the origin never crashed (same process)');
   const stdout = await campaign.stack.statusText();
   assert.ok(
     String(stdout)

@@ -45,7 +45,7 @@ async function get(url, /** @type {RequestInit} */ init = {}) {
   return { status: response.status, ms: performance.now() - started, response, body };
 }
 
-test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200 or a clean 503, recovery within 10 s', async () => {
+test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached images are all served; the misses of the gap wait for the next origin process on its held socket', async () => {
   const cached = await upload(await solid(120, 80, 'jpeg'), 'cached.jpg');
   assert.equal((await get(cached)).status, 200);
   const source = await upload(await solid(900, 600, 'jpeg'), 'source.jpg');
@@ -64,16 +64,17 @@ test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200
     }
   })();
   await new Promise((resolve) => setTimeout(resolve, 500));
+  const holder = await stack.pid('origin');
+  const killedPid = await stack.servicePid('origin');
   const killedAt = performance.now();
   /** @type {any} */
   let recovered;
   try {
-    const killedPid = await stack.kill('origin');
-    // supervisord restarts it and haproxy retries the connection: the gap may close without a single 503
+    process.kill(killedPid, 'SIGKILL');
     await waitFor(
       async () => {
         recovered = uncachedStatuses.find((entry) => entry.at > killedAt + 50 && entry.status === 200);
-        return recovered && ![0, killedPid].includes(await stack.pid('origin'));
+        return recovered && ![0, killedPid].includes(await stack.servicePid('origin'));
       },
       15_000,
       'recovery',
@@ -87,22 +88,23 @@ test('origin SIGKILLed mid-load: cached images never fail, uncached ones get 200
     cachedStatuses.length > 50 && cachedStatuses.every((status) => status === 200),
     `cached: ${[...new Set(cachedStatuses)]}`,
   );
-  const down = uncachedStatuses.filter((entry) => entry.status !== 200);
   assert.ok(
     uncachedStatuses.some((entry) => entry.at > killedAt),
     'requests were made across the kill',
   );
-  assert.ok(
-    down.every(
-      (entry) =>
-        entry.status === 503 && JSON.parse(Buffer.from(entry.body).toString()).error.name === 'service_unavailable',
-    ),
-    `uncached while down: ${[...new Set(down.map((entry) => entry.status))]}`,
+  const failed = uncachedStatuses.filter((entry) => entry.status !== 200);
+  assert.deepEqual(
+    failed.map((entry) => `${entry.status} ${Buffer.from(entry.body).toString().slice(0, 200)}`),
+    [],
+    'no miss failed: those of the gap waited for the next process',
   );
+  // the holder started it again, not supervisord
+  assert.equal(await stack.pid('origin'), holder);
   const recoveryMs = recovered.done - killedAt;
   assert.ok(recoveryMs < 10_000, `recovered after ${recoveryMs} ms`);
+  const waited = Math.max(...uncachedStatuses.filter((entry) => entry.at > killedAt - 200).map((entry) => entry.ms));
   process.stdout.write(
-    `# origin SIGKILL: ${down.length} clean 503s, first new variant served ${(recoveryMs / 1000).toFixed(1)} s after the kill, ${cachedStatuses.length} cached answers all 200\n`,
+    `# origin SIGKILL: ${uncachedStatuses.length} misses all 200 (the longest wait ${(waited / 1000).toFixed(1)} s), first new variant served ${(recoveryMs / 1000).toFixed(1)} s after the kill, ${cachedStatuses.length} cached answers all 200\n`,
   );
   await stack.settled();
 });
@@ -111,7 +113,7 @@ test('origin stopped (SIGSTOP, a hung process): a miss and an upload waiting on 
   const cached = await upload(await solid(100, 70, 'jpeg'), 'stopped-cached.jpg');
   assert.equal((await get(cached)).status, 200);
   const source = await upload(await solid(800, 500, 'jpeg'), 'stopped-source.jpg');
-  const pid = await stack.pid('origin');
+  const pid = await stack.servicePid('origin');
   process.kill(pid, 'SIGSTOP');
   /** @type {Awaited<ReturnType<typeof get>>} */
   let waiting;

@@ -32,12 +32,13 @@ const variant = async (width) => {
   return { status: response.status, cache: response.headers.get('x-cache'), bytes: body.length };
 };
 
-/** The pids of the programs that reload in place, and of the origin. */
+/** The pids of the programs that reload in place, of the origin's socket holder and of the origin. */
 const pids = async () => ({
   varnish: await stack.pid('varnish'),
   nginx: await stack.pid('nginx'),
   haproxy: await stack.pid('haproxy'),
-  origin: await stack.pid('origin'),
+  holder: await stack.pid('origin'),
+  origin: await stack.servicePid('origin'),
 });
 
 test('settings changed and reloaded: nginx, haproxy, varnish and the origin take theirs; varnish keeps its cache and every hit is served meanwhile', async () => {
@@ -62,6 +63,19 @@ test('settings changed and reloaded: nginx, haproxy, varnish and the origin take
       statuses[key] = (statuses[key] || 0) + 1;
     }
   })();
+  // and misses, each a new variant the origin makes, all through its restart
+  /** @type {Record<string, number>} */
+  const misses = {};
+  let width = 1000;
+  const missing = (async () => {
+    while (reloading) {
+      const { status } = await variant(width++).catch(async (err) => {
+        if (err?.cause?.code !== 'UND_ERR_SOCKET') throw err;
+        return variant(width++); // as the hits do
+      });
+      misses[status] = (misses[status] || 0) + 1;
+    }
+  })();
   let output;
   try {
     output = await stack.reload({
@@ -72,7 +86,7 @@ test('settings changed and reloaded: nginx, haproxy, varnish and the origin take
     });
   } finally {
     reloading = false;
-    await hits;
+    await Promise.all([hits, missing]);
   }
   const said = output.stdout;
   for (const line of [/^origin: restarted/m, /^haproxy: reloaded/m, /^varnish: reloaded/m, /^nginx: reloaded/m])
@@ -85,9 +99,15 @@ test('settings changed and reloaded: nginx, haproxy, varnish and the origin take
     JSON.stringify(statuses),
   );
   assert.ok(statuses['200 HIT'] >= 5, JSON.stringify(statuses));
-  // reloaded in place: the same processes (haproxy's and nginx's masters, varnish's manager); the origin anew
+  // the origin's restart refused none: the misses of its gap waited on its held socket
+  assert.deepEqual(Object.keys(misses), ['200'], JSON.stringify(misses));
+  // reloaded in place: the same processes (haproxy's and nginx's masters, varnish's manager, the origin's
+  // socket holder); the origin anew
   const now = await pids();
-  assert.deepEqual([now.varnish, now.nginx, now.haproxy], [then.varnish, then.nginx, then.haproxy]);
+  assert.deepEqual(
+    [now.varnish, now.nginx, now.haproxy, now.holder],
+    [then.varnish, then.nginx, then.haproxy, then.holder],
+  );
   assert.notEqual(now.origin, then.origin);
   // varnish's cache survived; its new VCL is the one in use
   assert.equal((await variant(400)).cache, 'HIT');

@@ -241,7 +241,7 @@ test('an origin SIGKILLed in the middle of uploads: every acknowledged upload is
   };
   const running = Promise.all([worker(), worker(), worker(), worker()]);
   await waitFor(async () => results.length >= 3, 30_000, 'uploads under way');
-  await stack.kill('origin');
+  await stack.killService('origin');
   await running;
   const acknowledged = results.filter((result) => result.status === 200);
   assert.ok(acknowledged.length >= 3, `acknowledged uploads: ${acknowledged.length}`);
@@ -265,7 +265,7 @@ test('an origin SIGKILLed in the middle of uploads: every acknowledged upload is
 test('S3 stopped: cached uploads 200, uncached and uploads a JSON 503; S3 back: all served without restarting the origins', async () => {
   const cachedKey = await upload(originBase('second'), await noise()); // the second origin keeps a copy on its disk
   const uncachedKey = await upload(originBase('first'), await noise()); // the second origin never read this one
-  const pids = [await stack.pid('origin'), second.child.pid];
+  const pids = [await stack.servicePid('origin'), second.child.pid];
   await stack.ctl('stop', 'versitygw');
   try {
     assert.equal((await bytesOf(`${originBase('second')}/${cachedKey}/a.png`)).status, 200);
@@ -289,7 +289,7 @@ test('S3 stopped: cached uploads 200, uncached and uploads a JSON 503; S3 back: 
     'the uncached upload served once S3 is back',
   );
   assert.equal((await postUpload(stack.base, await noise())).status, 200);
-  assert.deepEqual([await stack.pid('origin'), second.child.pid], pids, 'no origin restarted');
+  assert.deepEqual([await stack.servicePid('origin'), second.child.pid], pids, 'no origin restarted');
 });
 
 test('S3 hung (SIGSTOP: its connections open, nothing answered): an uncached upload and an upload are a JSON 503 within S3_TIMEOUT_MS, not a wait for ever; once it runs again all is served', async () => {

@@ -24,7 +24,17 @@ export function supervisorValues(config, dirs) {
     ),
     WITH_SECRETS: withSecrets,
     SECRETS_DIR: path.join(config.STACK_DIR, 'secrets'),
+    HOLD_ORIGIN_SOCKET: holdSocket(app, config.ORIGIN_SOCKET),
+    HOLD_RESOLVER_SOCKET: holdSocket(app, config.AVATAR_RESOLVER_SOCKET),
   };
+}
+
+/**
+ * The start of a service's command that holds its Unix socket across its restarts (lib/src/hold-socket.js), or
+ * nothing where it listens on TCP. @param {string} app @param {string} socket
+ */
+function holdSocket(app, socket) {
+  return socket ? `${path.join(app, 'lib', 'bin', 'hold-socket')} "${socket}" ` : '';
 }
 
 /**

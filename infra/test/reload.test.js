@@ -53,6 +53,27 @@ test('a setting of the origin alone restarts the origin alone; nothing changed, 
   assert.deepEqual(plan([]).steps, []);
 });
 
+test('a service on a held socket is restarted by its holder (SIGHUP), its socket named; one on TCP by supervisord', () => {
+  const held = {
+    ...programs,
+    origin: '/app/lib/bin/hold-socket "/srv/my stack/run/origin/origin.sock" /app/infra/with-secrets origin.env origin',
+    'avatar-resolver': '/app/infra/with-secrets avatar-resolver.env avatar-resolver',
+  };
+  const { steps } = planReload({
+    changed: ['secrets/origin.env', 'secrets/avatar-resolver.env'],
+    sectionsBefore: conf(held),
+    sectionsAfter: conf(held),
+    running,
+  });
+  assert.deepEqual(
+    steps.map(({ program, action, socket }) => [program, action, socket]),
+    [
+      ['origin', 'handover', '/srv/my stack/run/origin/origin.sock'],
+      ['avatar-resolver', 'restart', undefined],
+    ],
+  );
+});
+
 test("a program whose command line changed is restarted with it (varnish's storage: its cache starts empty), once", () => {
   const { steps } = plan(['conf/supervisord.conf', 'conf/varnish/sizes.vcl'], {
     ...programs,

@@ -6,6 +6,9 @@ import { createLogger } from './log.js';
 import { client, createRegistry, serveMetrics } from './metrics.js';
 import { checkRules } from './rules.js';
 
+// a stop waits this long for the requests in flight (supervisord's stopwaitsecs are longer)
+const STOP_WAIT_MS = 8000;
+
 /**
  * @typedef {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry }} ServiceContext
  * @typedef {{ app: import('node:http').RequestListener, close?: () => Promise<void> }} ServiceParts
@@ -15,7 +18,8 @@ import { checkRules } from './rules.js';
  * Starts a service: validated config (exit 2 naming the bad variable or the broken rule, lib/src/rules.js; exit 1 on a build error marked
  * `startup`, in one log line), logger, metrics port, HTTP port,
  * and a graceful stop on SIGTERM/SIGINT: SHUTDOWN_DRAIN_S of serving with /healthz at 404 first (lib/src/health.js), then no new
- * connections, the service's own close (requests in flight finish), exit 0. A second signal ends it at once.
+ * connections, the requests in flight answered (STOP_WAIT_MS at most), the service's own close, exit 0. A second signal ends it at
+ * once. On a socket held by lib/src/hold-socket.js, SIGHUP stops it the same way without the drain.
  * @param {{ name: string, settings: import('./config.js').Setting[], build: (ctx: ServiceContext) => Promise<ServiceParts> }} spec
  */
 export async function runService(spec) {
@@ -44,9 +48,12 @@ export async function runService(spec) {
   server.keepAliveTimeout = 65_000; // longer than haproxy's idle timeout, so haproxy closes first
   server.headersTimeout = 66_000;
   const socket = config[`${prefix}_SOCKET`];
-  await (socket
-    ? listenOnSocket(server, socket)
-    : listenOnPort(server, config[`${prefix}_PORT`], config[`${prefix}_HOST`]));
+  const held = heldSocket();
+  await (held !== null
+    ? listenOnHeld(server, held)
+    : socket
+      ? listenOnSocket(server, socket)
+      : listenOnPort(server, config[`${prefix}_PORT`], config[`${prefix}_HOST`]));
   const metricsServer = await serveMetrics(
     registry,
     config[`${prefix}_METRICS_PORT`],
@@ -60,35 +67,71 @@ export async function runService(spec) {
     `${spec.name} listening`,
   );
   let stopping = false;
-  const stop = async () => {
+  /** @param {{ drain?: boolean }} [options] drain: false when the socket is held for the next process */
+  const stop = async ({ drain = true } = {}) => {
     if (stopping) {
       logger.warn('a second signal: exiting at once');
       logger.flush(() => process.exit(1));
       return;
     }
     stopping = true;
-    const drainS = config.SHUTDOWN_DRAIN_S;
+    const drainS = drain ? config.SHUTDOWN_DRAIN_S : 0;
     if (drainS > 0) {
       draining = true;
       logger.info({ drainS }, 'draining: health checks answer 404, requests are still served');
       await new Promise((resolve) => setTimeout(resolve, drainS * 1000));
     }
     logger.info('stopping');
-    server.close();
     metricsServer.close();
-    server.closeIdleConnections();
+    await finishRequests(server, STOP_WAIT_MS);
     await parts.close?.();
     await new Promise((resolve) => logger.flush(() => resolve(null)));
     process.exit(0);
   };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  process.on('SIGTERM', () => stop());
+  process.on('SIGINT', () => stop());
+  if (held !== null) {
+    // lib/src/hold-socket.js: SIGHUP is its restart (the next process takes the socket at once, no drain);
+    // it dead, nothing would start this service again: it stops
+    process.on('SIGHUP', () => stop({ drain: false }));
+    process.on('disconnect', () => stop());
+    process.send?.('ready');
+  }
   return { server, config, logger };
+}
+
+/**
+ * Stops listening and waits for the requests in flight to be answered, at most `ms` (a kept-alive connection is
+ * closed once idle); what is left is cut at exit (haproxy sends a GET again).
+ * @param {import('node:http').Server} server @param {number} ms
+ */
+async function finishRequests(server, ms) {
+  const closed = new Promise((resolve) => server.close(() => resolve(null)));
+  const idle = setInterval(() => server.closeIdleConnections(), 50);
+  server.closeIdleConnections();
+  await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
+  clearInterval(idle);
 }
 
 /** @param {import('node:http').Server} server @param {number} port @param {string} host */
 function listenOnPort(server, port, host) {
   return new Promise((resolve) => server.listen(port, host, () => resolve(null)));
+}
+
+/**
+ * The listening socket handed over by lib/src/hold-socket.js (LISTEN_FD), or null. The variable is removed, so
+ * no process this one starts takes it for its own.
+ * @returns {number | null}
+ */
+function heldSocket() {
+  const fd = process.env.LISTEN_FD;
+  delete process.env.LISTEN_FD;
+  return fd && process.send ? Number(fd) : null;
+}
+
+/** @param {import('node:http').Server} server @param {number} fd */
+function listenOnHeld(server, fd) {
+  return new Promise((resolve) => server.listen({ fd }, () => resolve(null)));
 }
 
 /**

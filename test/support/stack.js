@@ -6,6 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { socketPaths } from '../../infra/resolve.js';
+import { servicePid } from '../../lib/src/hold-socket.js';
 import { stackUsers } from '../../infra/users.js';
 import { TEST_METRICS_PASSWORD } from './metrics.js';
 import { freePort, waitFor } from './ports.js';
@@ -161,6 +162,20 @@ export async function startStack(settings = {}) {
     stack,
     ctl,
     pid,
+    /**
+     * The pid of the process that does a service's work: the one hold-socket runs where it holds the
+     * service's socket (lib/src/hold-socket.js), else the program's own; 0 when none runs.
+     * @param {string} name
+     */
+    servicePid: async (name) => servicePid(await pid(name)),
+    /** SIGKILL the process doing a service's work (a crash, the kernel's OOM killer) and prove it happened. @param {string} name */
+    async killService(name) {
+      const before = servicePid(await pid(name));
+      if (!before) throw new Error(`${name} is not running: nothing to kill`);
+      process.kill(before, 'SIGKILL');
+      await waitFor(async () => !alive(before), 5000, `${name} (pid ${before}) gone after SIGKILL`);
+      return before;
+    },
     /** SIGKILL a program and prove it happened: its pid is gone from the system. @param {string} name */
     async kill(name) {
       const before = await pid(name);

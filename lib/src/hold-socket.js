@@ -1,0 +1,171 @@
+// hold-socket SOCKET COMMAND [ARG…]: runs a service that listens on the Unix socket SOCKET while this process
+// holds the socket itself, so the service can stop and start again without a connection being refused.
+//
+// On one box haproxy reaches the origin and the avatar resolver over a Unix socket; a restart (a crash, a new
+// setting, new code) used to leave no socket for the moment between the old process's exit and the new one's
+// listen, and haproxy answered the misses of that moment with 503s (its retries of a refused Unix socket are
+// immediate). Here the socket is bound once, by this process, and handed to each service process it starts
+// (fd 3, LISTEN_FD=3; lib/src/service.js listens on it): while none accepts, connections wait in the socket's
+// backlog and the next process takes them. The same idea as systemd's socket activation and nginx's binary
+// upgrade, for a program supervisord runs.
+//
+// SIGHUP: the service is started again (its settings file read again, its code loaded again): the running one
+// stops at once, without its drain, and the next one starts. SIGTERM/SIGINT: passed on; this process exits with
+// the service. A service that exits by itself after it was listening (killed, out of memory) is started again
+// at once; one that exits before (a bad setting), or a fifth time in a minute, ends this process with its code,
+// and supervisord's own retries and back-off take over. The service stops by itself if this process dies (its
+// IPC channel closes).
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import util from 'node:util';
+import { createLogger } from './log.js';
+
+/** Restarts allowed in RESTART_WINDOW_MS before the crashes are left to supervisord. */
+const MAX_RESTARTS = 4;
+const RESTART_WINDOW_MS = 60_000;
+
+/**
+ * A Unix socket bound at `file` and not listening: the service's first listen() makes it listen, and it keeps
+ * listening (its backlog open) as long as this process holds it. A socket left by a killed process is
+ * replaced; any other file is not (the bind fails).
+ * @param {string} file @returns {{ fd: number, close: () => void }}
+ */
+export function bindSocket(file) {
+  if (fs.statSync(file, { throwIfNoEntry: false })?.isSocket()) fs.rmSync(file);
+  // net's own bind-only handle (what cluster's primary shares with its workers): a net.Server would accept
+  const handle = /** @type {any} */ (net)._createServerHandle(file, -1, -1);
+  if (typeof handle === 'number') throw new Error(`cannot bind ${file}: ${util.getSystemErrorName(handle)}`);
+  // who may connect is decided by the socket's directory (lib/src/service.js)
+  fs.chmodSync(file, 0o666);
+  return handle;
+}
+
+/**
+ * The pid of the process doing a program's work: the service a holder runs where `pid` is a holder (its one
+ * child, 0 between two), else `pid` itself. From /proc: a stat's field 4 is the parent.
+ * @param {number} pid @returns {number}
+ */
+export function servicePid(pid) {
+  if (!pid || !fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('hold-socket')) return pid;
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat = '';
+    try {
+      stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) return Number(name);
+  }
+  return 0;
+}
+
+/**
+ * Holds `socket` and runs the service `command` on it, as the header says.
+ * @param {{ socket: string, command: string, args: string[], logger: import('pino').Logger, exit: (code: number) => void }} options
+ */
+export function holdSocket({ socket, command, args, logger, exit }) {
+  const handle = bindSocket(socket);
+  /** @type {import('node:child_process').ChildProcess | null} */
+  let child = null;
+  let ready = false;
+  let stopping = false;
+  let restarting = false;
+  let restartWhenReady = false;
+  /** @type {number[]} */
+  let crashes = [];
+
+  const finish = (/** @type {number} */ code) => {
+    handle.close();
+    exit(code);
+  };
+  const start = () => {
+    ready = false;
+    const started = spawn(command, args, {
+      stdio: ['inherit', 'inherit', 'inherit', handle.fd, 'ipc'],
+      env: { ...process.env, LISTEN_FD: '3' },
+    });
+    child = started;
+    started.on('message', (message) => {
+      if (message !== 'ready' || started !== child) return;
+      ready = true;
+      logger.info({ pid: started.pid, socket }, 'service listening on the held socket');
+      if (restartWhenReady) restart();
+    });
+    started.on('error', (err) => {
+      logger.fatal({ err }, `cannot start ${command}`);
+      finish(1);
+    });
+    started.on('exit', (code, signal) => exited(started, code, signal));
+  };
+  const exited = (
+    /** @type {import('node:child_process').ChildProcess} */ gone,
+    /** @type {number | null} */ code,
+    /** @type {NodeJS.Signals | null} */ signal,
+  ) => {
+    if (gone !== child) return;
+    const wasReady = ready;
+    child = null;
+    if (stopping) return finish(code ?? 0);
+    if (restarting) {
+      restarting = false;
+      logger.info({ pid: gone.pid, code, signal }, 'service stopped for a restart; starting it again');
+      return start();
+    }
+    const now = Date.now();
+    crashes = [...crashes.filter((at) => now - at < RESTART_WINDOW_MS), now];
+    if (!wasReady || crashes.length > MAX_RESTARTS) {
+      logger.fatal(
+        { pid: gone.pid, code, signal, restarts: crashes.length - 1 },
+        wasReady ? 'service exited again: left to supervisord' : 'service exited before it listened',
+      );
+      return finish(code || 1);
+    }
+    logger.error(
+      { pid: gone.pid, code, signal },
+      'service exited; starting it again (its socket held: requests wait for it)',
+    );
+    start();
+  };
+  const restart = () => {
+    restartWhenReady = false;
+    if (stopping) return;
+    if (restarting || !child || !ready) {
+      restartWhenReady = true; // one starting now may have read the old settings
+      return;
+    }
+    restarting = true;
+    child.kill('SIGHUP');
+  };
+  const stop = (/** @type {NodeJS.Signals} */ signal) => {
+    stopping = true;
+    if (child) child.kill(signal === 'SIGINT' ? 'SIGINT' : 'SIGTERM');
+    else finish(0);
+  };
+  process.on('SIGHUP', restart);
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  start();
+}
+
+if (import.meta.main) {
+  const [socket, command, ...args] = process.argv.slice(2);
+  if (!socket || !command) {
+    process.stderr.write('usage: hold-socket SOCKET COMMAND [ARG…]\n');
+    process.exit(2);
+  }
+  const logger = createLogger('hold-socket', process.env.LOG_LEVEL || 'info');
+  try {
+    holdSocket({
+      socket,
+      command,
+      args,
+      logger,
+      exit: (code) => logger.flush(() => process.exit(code)),
+    });
+  } catch (err) {
+    process.stderr.write(`hold-socket: ${/** @type {Error} */ (err).message}\n`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,178 @@
+// lib/src/hold-socket.js: a service on a socket its parent holds is restarted, or dies and is started again,
+// without one connection refused; the requests of the gap wait in the socket's backlog.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const holder = fileURLToPath(new URL('../src/hold-socket.js', import.meta.url));
+
+// answers its pid; /slow after 400 ms; it takes 300 ms to start, as a real service takes a while
+const probe = `
+  import { runService, sharedSettings, commonSettings } from '@stack/lib';
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await runService({
+    name: 'probe',
+    settings: [...sharedSettings, ...commonSettings('probe', 0, 0)],
+    build: async () => ({
+      app: (req, res) => setTimeout(() => res.end(String(process.pid)), req.url === '/slow' ? 400 : 0),
+    }),
+  });
+`;
+
+/** GET a path over a Unix socket: its status and body, or the error's code. @param {string} socket @param {string} url */
+function get(socket, url) {
+  return new Promise((resolve) => {
+    http
+      .get({ socketPath: socket, path: url, agent: false, timeout: 10_000 }, (res) => {
+        let body = '';
+        res.on('data', (chunk) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+      })
+      .on('error', (/** @type {any} */ err) => resolve({ status: 0, body: err.code }));
+  });
+}
+
+/** @param {number} pid */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** @param {() => boolean | Promise<boolean>} check @param {string} what */
+async function waitFor(check, what, ms = 10_000) {
+  const until = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/**
+ * Runs the probe under the holder; calls use(). @param {Record<string, string>} env
+ * @param {(socket: string, holder: import('node:child_process').ChildProcess, output: () => string) => Promise<void>} use
+ */
+async function withHeld(env, use) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'held-'));
+  const socket = path.join(dir, 'probe.sock');
+  const child = spawn(process.execPath, [holder, socket, process.execPath, '--input-type=module', '-e', probe], {
+    cwd: path.dirname(holder),
+    env: { ...process.env, LOG_LEVEL: 'info', PROBE_SOCKET: socket, SHUTDOWN_DRAIN_S: '5', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk) => (output += chunk));
+  child.stderr?.on('data', (chunk) => (output += chunk));
+  try {
+    await use(socket, child, () => output);
+  } finally {
+    child.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Asks every 5 ms until stop() resolves; every answer. @param {string} socket @param {Promise<unknown>} until */
+async function askThrough(socket, until) {
+  /** @type {Array<Promise<any>>} */
+  const answers = [];
+  let done = false;
+  until.finally(() => (done = true));
+  while (!done) {
+    answers.push(get(socket, '/'));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return Promise.all(answers);
+}
+
+/** The pid answering on the socket, once it answers. @param {string} socket */
+async function servingPid(socket) {
+  /** @type {any} */
+  let answer;
+  await waitFor(async () => (answer = await get(socket, '/')).status === 200, 'the probe to answer');
+  return Number(answer.body);
+}
+
+test('a service killed is started again at once: every request of the gap waits for it, none is refused', async () => {
+  await withHeld({}, async (socket, holderProcess, output) => {
+    const first = await servingPid(socket);
+    process.kill(first, 'SIGKILL');
+    /** @type {number} */
+    let second = first;
+    const answers = await askThrough(
+      socket,
+      waitFor(async () => (second = Number((await get(socket, '/')).body)) !== first, 'a new process'),
+    );
+    assert.ok(answers.length > 20, `${answers.length} requests across the gap`);
+    assert.deepEqual(
+      answers.filter((answer) => answer.status !== 200),
+      [],
+      'no request of the gap failed',
+    );
+    assert.ok(alive(second) && second !== holderProcess.pid);
+    // (its log is flushed within a second)
+    await waitFor(() => /service exited; starting it again/.test(output()), 'the restart logged', 3000);
+  });
+});
+
+test('SIGHUP: the next process takes over without its drain; the request in flight is answered by the old one', async () => {
+  await withHeld({}, async (socket, holderProcess) => {
+    const first = await servingPid(socket);
+    const inFlight = get(socket, '/slow');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const asked = Date.now();
+    holderProcess.kill('SIGHUP');
+    /** @type {number} */
+    let second = first;
+    const answers = await askThrough(
+      socket,
+      waitFor(async () => (second = Number((await get(socket, '/')).body)) !== first, 'a new process'),
+    );
+    assert.ok(Date.now() - asked < 4000, `restarted in ${Date.now() - asked} ms: not after the 5 s drain`);
+    assert.deepEqual(await inFlight, { status: 200, body: String(first) });
+    assert.deepEqual(
+      answers.filter((answer) => answer.status !== 200),
+      [],
+      'no request of the restart failed',
+    );
+    await waitFor(() => !alive(first), 'the old process gone');
+    assert.ok(alive(second));
+  });
+});
+
+test('SIGTERM: the service stops (with its drain), then the holder, exit 0, and the socket is removed', async () => {
+  await withHeld({ SHUTDOWN_DRAIN_S: '0' }, async (socket, holderProcess) => {
+    const served = await servingPid(socket);
+    const exited = once(holderProcess, 'exit');
+    holderProcess.kill('SIGTERM');
+    const [code] = await exited;
+    assert.equal(code, 0);
+    assert.ok(!alive(served), 'the service stopped with it');
+    assert.ok(!fs.existsSync(socket), 'no socket left');
+  });
+});
+
+test('the holder killed: its service stops by itself (nothing would start it again)', async () => {
+  await withHeld({ SHUTDOWN_DRAIN_S: '0' }, async (socket, holderProcess) => {
+    const served = await servingPid(socket);
+    holderProcess.kill('SIGKILL');
+    await waitFor(() => !alive(served), 'the orphaned service to stop');
+  });
+});
+
+test('a service that exits before it listens (a bad setting) ends the holder with its code', async () => {
+  await withHeld({ SHUTDOWN_DRAIN_S: 'soon' }, async (_socket, holderProcess, output) => {
+    const [code] = await once(holderProcess, 'exit');
+    assert.equal(code, 2);
+    assert.match(output(), /SHUTDOWN_DRAIN_S/);
+    assert.match(output(), /service exited before it listened/);
+  });
+});
