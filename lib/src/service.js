@@ -32,6 +32,8 @@ export async function runService(spec) {
     process.exit(2);
   }
   const prefix = spec.name.toUpperCase().replace(/-/g, '_');
+  // taken before build() starts any process of its own
+  const held = heldSocket();
   const logger = createLogger(spec.name, config.LOG_LEVEL);
   const registry = createRegistry(spec.name);
   survivePeerFaults(spec.name, logger, registry);
@@ -48,7 +50,6 @@ export async function runService(spec) {
   server.keepAliveTimeout = 65_000; // longer than haproxy's idle timeout, so haproxy closes first
   server.headersTimeout = 66_000;
   const socket = config[`${prefix}_SOCKET`];
-  const held = heldSocket();
   await (held !== null
     ? listenOnHeld(server, held)
     : socket
