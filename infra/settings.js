@@ -72,7 +72,7 @@ export const stackSettings = [
     name: 'NGINX_STATUS_PORT',
     type: 'int',
     default: '8089',
-    doc: 'loopback-only stub_status port for the nginx exporter',
+    doc: "loopback-only port of nginx's stub_status for the nginx exporter and, with EDGE_VARNISH_NODES, of its checks of the varnish nodes for Prometheus (/edge-nodes: edge_varnish_node_up)",
   },
   {
     name: 'NGINX_WORKER_CONNECTIONS',
@@ -342,7 +342,7 @@ export const stackSettings = [
     name: 'PROMETHEUS_SCRAPE',
     type: 'list',
     default: '',
-    doc: "scrape targets as job=host:port (jobs: haproxy, varnish, nginx, redis, mtail, origin, avatar-resolver, purge-service); a job named here is scraped at these targets only (several origins, compose's exporter containers); empty: every job on this stack's addresses",
+    doc: "scrape targets as job=host:port (jobs: haproxy, varnish, nginx, edge-nodes, redis, mtail, origin, avatar-resolver, purge-service); a job named here is scraped at these targets only (several origins, compose's exporter containers; edge-nodes: nginx's status port, where nginx reports its checks of a varnish cluster, a job only with EDGE_VARNISH_NODES or named here); empty: every job on this stack's addresses",
   },
   { name: 'PROMETHEUS_RETENTION', type: 'string', default: '15d', doc: 'Prometheus retention' },
   { name: 'VARNISH_EXPORTER_PORT', type: 'int', default: '9131', doc: 'prometheus-varnish-exporter port' },

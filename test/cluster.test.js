@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { base58Url } from '@stack/lib';
 import { solid } from './support/images.js';
-import { metricValue } from './support/metrics.js';
+import { metricsAuth, metricValue } from './support/metrics.js';
 import { freePort, waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
 
@@ -64,6 +64,23 @@ async function killNodeB() {
     'node-b gone',
   );
   nodeB = null;
+}
+
+/** Each node's state as nginx's status port reports it (edge_varnish_node_up): node → '1' or '0'. */
+async function nodeStates() {
+  const text = await (await fetch(`http://127.0.0.1:${stack.env.NGINX_STATUS_PORT}/edge-nodes`)).text();
+  return Object.fromEntries(
+    [...text.matchAll(/^edge_varnish_node_up\{node="([^"]+)"\} (\d)$/gm)].map((m) => [m[1], m[2]]),
+  );
+}
+
+/** The series of a PromQL query on the stack's Prometheus. @param {string} expr */
+async function prometheus(expr) {
+  const response = await fetch(
+    `http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/api/v1/query?query=${encodeURIComponent(expr)}`,
+    { headers: metricsAuth() },
+  );
+  return /** @type {any} */ (await response.json()).data.result;
 }
 
 before(async () => {
@@ -182,6 +199,13 @@ test("a varnish node hung (SIGSTOP: its connections open, nothing answered): in 
     const said = `varnish node 127.0.0.1:${portB} does not answer`;
     const since = () => fs.readFileSync(log).subarray(logged).toString();
     await waitFor(async () => since().includes(said), 10_000, `nginx's log: ${said}`);
+    // and on its status port, for Prometheus (whose alert EdgeVarnishNodeOut reads it)
+    assert.deepEqual(await nodeStates(), { [`127.0.0.1:${portA}`]: '1', [`127.0.0.1:${portB}`]: '0' });
+    await waitFor(
+      async () => (await prometheus(`edge_varnish_node_up{node="127.0.0.1:${portB}"} == 0`)).length === 1,
+      20_000,
+      'Prometheus scraping node-b out',
+    );
     // each far below nginx's read timeout (haproxy's server timeout + 4 s), which the old passive checks waited
     answers = await Promise.all(onB.map((url) => get(url, AbortSignal.timeout(15_000)).catch((err) => String(err))));
   } finally {
@@ -194,6 +218,7 @@ test("a varnish node hung (SIGSTOP: its connections open, nothing answered): in 
   }
   await waitFor(async () => (await get(onB[0])).node === 'node-b', 15_000, 'node-b serving its URLs again');
   assert.equal((await get(onB[0])).cache, 'HIT', 'what node-b held, it still holds');
+  assert.deepEqual(await nodeStates(), { [`127.0.0.1:${portA}`]: '1', [`127.0.0.1:${portB}`]: '1' });
 });
 
 test('an avatar changed while a varnish node is down: once it is back, no request gets the old avatar', async () => {

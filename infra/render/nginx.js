@@ -130,7 +130,7 @@ function hostAndPort(node) {
  * is skipped for `fail_timeout`, its share going to the next node on the ring and nothing else moving; one
  * that stops answering is taken out by nginx's own checks of the nodes (nginx/edge-nodes.lua.template), which
  * hash a key that moves its URLs. Returns the templates' values: the upstream block, the line that sets the
- * key, the http block's Lua lines, and the node list in Lua.
+ * key, the http block's Lua lines, the status port's report of the nodes, and the node list in Lua.
  * @param {Record<string, any>} config @param {string} local
  * @returns {Record<string, string>}
  */
@@ -150,6 +150,7 @@ export function nginxVarnishServers(config, local) {
       NGINX_VARNISH_UPSTREAMS: upstream([`server ${local}`]),
       NGINX_EDGE_NODES_HTTP: "# one varnish node, this stack's own",
       NGINX_VARNISH_KEY: '# one varnish node: no choice to make',
+      NGINX_EDGE_NODES_STATUS: '# one varnish node: no node checks to report',
       EDGE_NODES_LUA: '',
     };
   const lua = nodes.map((node) => {
@@ -168,6 +169,8 @@ export function nginxVarnishServers(config, local) {
       '  init_worker_by_lua_block { require("edge_nodes").start() }',
     ].join('\n'),
     NGINX_VARNISH_KEY: 'set_by_lua_block $edge_key { return require("edge_nodes").key(ngx.var.request_uri) }',
+    // for Prometheus (its edge-nodes job): which nodes nginx's checks have in and out
+    NGINX_EDGE_NODES_STATUS: 'location = /edge-nodes { content_by_lua_block { require("edge_nodes").metrics() } }',
     EDGE_NODES_LUA: lua.join('\n'),
   };
 }

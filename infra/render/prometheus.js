@@ -8,7 +8,18 @@ import { ROOT, reachable } from '../resolve.js';
 
 /** prometheus.yml's values. @param {Record<string, any>} config @returns {Record<string, string>} */
 export function prometheusValues(config) {
-  return { REACH_ADDRESS: reachable(config.LISTEN_ADDRESS), ...scrapeTargets(config) };
+  const targets = scrapeTargets(config);
+  const edgeNodes =
+    config.EDGE_VARNISH_NODES.length > 0 ||
+    config.PROMETHEUS_SCRAPE.some((/** @type {string} */ entry) => entry.startsWith('edge-nodes='));
+  return {
+    REACH_ADDRESS: reachable(config.LISTEN_ADDRESS),
+    ...targets,
+    // nginx's checks of a varnish cluster's nodes (nginx/edge-nodes.lua.template), on its status port
+    EDGE_NODES_JOB: edgeNodes
+      ? `  - job_name: edge-nodes\n    metrics_path: /edge-nodes\n    static_configs: [{ targets: [${targets.SCRAPE_EDGE_NODES}] }]`
+      : '  # edge-nodes: no varnish cluster (EDGE_VARNISH_NODES) here',
+  };
 }
 
 /** The files of Prometheus' secrets, in its conf directory: each its user's alone (infra/users.js). */
@@ -76,6 +87,7 @@ function scrapeTargets(config) {
     haproxy: `${config.HAPROXY_HOST}:${config.HAPROXY_STATS_PORT}`,
     varnish: `${config.VARNISH_HOST}:${config.VARNISH_EXPORTER_PORT}`,
     nginx: `${own}:${config.NGINX_EXPORTER_PORT}`,
+    'edge-nodes': `${own}:${config.NGINX_STATUS_PORT}`,
     redis: `${own}:${config.REDIS_EXPORTER_PORT}`,
     mtail: `${own}:${config.MTAIL_PORT}`,
     origin: `${reachable(config.ORIGIN_HOST)}:${config.ORIGIN_METRICS_PORT}`,
