@@ -251,7 +251,35 @@ function restore(before, then, stackDir, changed) {
     else fs.rmSync(path.join(stackDir, file), { force: true });
 }
 
+/** The Node services: what `restart` starts again when no program is named. */
+const SERVICES = ['origin', 'avatar-resolver', 'purge-service'];
+
+/**
+ * `./infra/stack restart [PROGRAM …]` (after an update of the code): each program named, or every Node
+ * service, started again; one on a held socket by its holder (no request refused), any other by supervisord.
+ * @param {string[]} named @param {Record<string, string>} dirs
+ */
+async function restart(named, dirs) {
+  const conf = path.join(dirs.conf, 'supervisord.conf');
+  const sections = programSections(fs.readFileSync(conf, 'utf8'));
+  const ctl = (/** @type {string[]} */ ...args) => run('supervisorctl', ['-c', conf, ...args]);
+  const unknown = named.filter((program) => !sections.has(program));
+  if (unknown.length)
+    throw new Error(`no program ${unknown.join(', ')} in this stack (${[...sections.keys()].join(', ')})`);
+  for (const program of named.length ? named : SERVICES.filter((service) => sections.has(service))) {
+    const held = /\/hold-socket "([^"]+)"/.exec(sections.get(program) || '');
+    process.stdout.write(`${program}: restarted${held ? ' (its socket held, no request refused)' : ''}\n`);
+    if (held) await handover(ctl, program, held[1]);
+    else ctl('restart', program);
+  }
+}
+
 async function main() {
+  if (process.argv[2] === '--restart') {
+    const stackDir = String(process.env.STACK_DIR);
+    process.chdir(stackDir);
+    return restart(process.argv.slice(3), { conf: path.join(stackDir, 'conf') });
+  }
   const before = process.argv[2];
   const stackDir = String(process.env.STACK_DIR);
   // in the run directory, as up starts the programs: a check run as a program's user from a private checkout
@@ -293,7 +321,7 @@ async function main() {
 
 if (import.meta.main) {
   main().catch((err) => {
-    process.stderr.write(`reload: ${err.message}\n`);
+    process.stderr.write(`${process.argv[2] === '--restart' ? 'restart' : 'reload'}: ${err.message}\n`);
     process.exit(2);
   });
 }

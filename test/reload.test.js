@@ -1,7 +1,8 @@
 // ./infra/stack reload on a running stack: settings changed in the environment (as an operator edits .env)
 // reach nginx, haproxy, varnish and the origin, each the gentlest way it allows: varnish keeps its cache and
 // every request served from it is answered while the programs reload; a config a program refuses (a TLS
-// certificate that is not one) changes nothing and is named.
+// certificate that is not one) changes nothing and is named. restart (new code) starts the services again, the
+// origin and the resolver on their held sockets, without a request refused.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -121,6 +122,51 @@ test('settings changed and reloaded: nginx, haproxy, varnish and the origin take
   const after40 = await variant(401);
   assert.equal(after40.status, 200);
   assert.ok(after40.bytes < before80.bytes * 0.8, `quality 40: ${after40.bytes} bytes, quality 80: ${before80.bytes}`);
+});
+
+test('restart (new code checked out): the origin and the resolver start again on their held sockets, every miss and avatar answered meanwhile', async () => {
+  const then = await pids();
+  const resolverThen = await stack.servicePid('avatar-resolver');
+  let restarting = true;
+  /** @type {Record<string, number>} */
+  const misses = {};
+  let width = 2000;
+  const missing = (async () => {
+    while (restarting) {
+      const { status } = await variant(width++);
+      misses[status] = (misses[status] || 0) + 1;
+    }
+  })();
+  // and avatars no cache holds yet, each a question to the resolver
+  /** @type {Record<string, number>} */
+  const avatars = {};
+  let account = 0;
+  const asking = (async () => {
+    while (restarting) {
+      const { status } = await fetch(`${stack.base}/u/restart${account++}/avatar`, { redirect: 'manual' });
+      avatars[status] = (avatars[status] || 0) + 1;
+    }
+  })();
+  let output;
+  try {
+    output = await stack.restart('origin', 'avatar-resolver');
+  } finally {
+    restarting = false;
+    await Promise.all([missing, asking]);
+  }
+  assert.match(output.stdout, /^origin: restarted \(its socket held, no request refused\)$/m);
+  assert.match(output.stdout, /^avatar-resolver: restarted \(its socket held/m);
+  assert.deepEqual(Object.keys(misses), ['200'], JSON.stringify(misses));
+  assert.deepEqual(Object.keys(avatars), ['302'], JSON.stringify(avatars));
+  const now = await pids();
+  assert.equal(now.holder, then.holder);
+  assert.notEqual(now.origin, then.origin);
+  assert.notEqual(await stack.servicePid('avatar-resolver'), resolverThen);
+  await assert.rejects(stack.restart('no-such-program'), (/** @type {any} */ err) => {
+    assert.equal(err.code, 2);
+    assert.match(err.stderr, /no program no-such-program/);
+    return true;
+  });
 });
 
 test('a config nginx refuses (a TLS certificate that is not one): the reload fails naming it, and nothing changes', async () => {

@@ -195,6 +195,10 @@ export async function startStack(settings = {}) {
         maxBuffer: 10 * 1024 * 1024,
       });
     },
+    /** ./infra/stack restart PROGRAM … (after an update of the code). @param {...string} programs */
+    restart(...programs) {
+      return stack(['restart', ...programs]);
+    },
     /** varnishstat counters of this stack's varnish. */
     async varnishStats() {
       const { stdout } = await run('varnishstat', ['-n', path.join(dir, 'run/varnish'), '-1', '-j']);
