@@ -9,6 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { waitFor } from '../../test/support/ports.js';
+import { alive } from '../../test/support/processes.js';
 
 const holder = fileURLToPath(new URL('../src/hold-socket.js', import.meta.url));
 
@@ -36,25 +38,6 @@ function get(socket, url) {
       })
       .on('error', (/** @type {any} */ err) => resolve({ status: 0, body: err.code }));
   });
-}
-
-/** @param {number} pid */
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** @param {() => boolean | Promise<boolean>} check @param {string} what */
-async function waitFor(check, what, ms = 10_000) {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /**
@@ -97,7 +80,7 @@ async function askThrough(socket, until) {
 async function servingPid(socket) {
   /** @type {any} */
   let answer;
-  await waitFor(async () => (answer = await get(socket, '/')).status === 200, 'the probe to answer');
+  await waitFor(async () => (answer = await get(socket, '/')).status === 200, 10_000, 'the probe to answer');
   return Number(answer.body);
 }
 
@@ -109,7 +92,7 @@ test('a service killed is started again at once: every request of the gap waits 
     let second = first;
     const answers = await askThrough(
       socket,
-      waitFor(async () => (second = Number((await get(socket, '/')).body)) !== first, 'a new process'),
+      waitFor(async () => (second = Number((await get(socket, '/')).body)) !== first, 10_000, 'a new process'),
     );
     assert.ok(answers.length > 20, `${answers.length} requests across the gap`);
     assert.deepEqual(
@@ -119,7 +102,7 @@ test('a service killed is started again at once: every request of the gap waits 
     );
     assert.ok(alive(second) && second !== holderProcess.pid);
     // (its log is flushed within a second)
-    await waitFor(() => /service exited; starting it again/.test(output()), 'the restart logged', 3000);
+    await waitFor(async () => /service exited; starting it again/.test(output()), 3000, 'the restart logged');
   });
 });
 
@@ -134,7 +117,7 @@ test('SIGHUP: the next process takes over without its drain; the request in flig
     let second = first;
     const answers = await askThrough(
       socket,
-      waitFor(async () => (second = Number((await get(socket, '/')).body)) !== first, 'a new process'),
+      waitFor(async () => (second = Number((await get(socket, '/')).body)) !== first, 10_000, 'a new process'),
     );
     assert.ok(Date.now() - asked < 4000, `restarted in ${Date.now() - asked} ms: not after the 5 s drain`);
     assert.deepEqual(await inFlight, { status: 200, body: String(first) });
@@ -143,7 +126,7 @@ test('SIGHUP: the next process takes over without its drain; the request in flig
       [],
       'no request of the restart failed',
     );
-    await waitFor(() => !alive(first), 'the old process gone');
+    await waitFor(async () => !alive(first), 10_000, 'the old process gone');
     assert.ok(alive(second));
   });
 });
@@ -164,7 +147,7 @@ test('the holder killed: its service stops by itself (nothing would start it aga
   await withHeld({ SHUTDOWN_DRAIN_S: '0' }, async (socket, holderProcess) => {
     const served = await servingPid(socket);
     holderProcess.kill('SIGKILL');
-    await waitFor(() => !alive(served), 'the orphaned service to stop');
+    await waitFor(async () => !alive(served), 10_000, 'the orphaned service to stop');
   });
 });
 

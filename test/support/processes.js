@@ -6,6 +6,16 @@ import { freePort, waitFor } from './ports.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
+/** Whether a process of this pid exists. @param {number} pid */
+export function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A child process whose output is kept for the failure message; stop() is SIGTERM, kill() SIGKILL.
  * @param {string} command @param {string[]} args @param {Record<string, string>} [env]

@@ -10,7 +10,7 @@ import { servicePid } from '../../lib/src/hold-socket.js';
 import { stackUsers } from '../../infra/users.js';
 import { TEST_METRICS_PASSWORD } from './metrics.js';
 import { freePort, waitFor } from './ports.js';
-import { root, startProcess } from './processes.js';
+import { alive, root, startProcess } from './processes.js';
 
 const run = promisify(execFile);
 
@@ -38,16 +38,6 @@ function redisPong(port, password) {
     socket.on('error', () => resolve(false));
     socket.on('close', () => resolve(false));
   });
-}
-
-/** @param {number} pid */
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const PORTS = [
