@@ -1,4 +1,4 @@
-// hold-socket SOCKET COMMAND [ARG…]: runs a service that listens on the Unix socket SOCKET while this process
+// hold-socket [--stop-wait-s S] SOCKET COMMAND [ARG…]: runs a service that listens on the Unix socket SOCKET while this process
 // holds the socket itself, so the service can stop and start again without a connection being refused.
 //
 // On one box haproxy reaches the origin and the avatar resolver over a Unix socket; a restart (a crash, a new
@@ -10,7 +10,7 @@
 // upgrade, for a program supervisord runs.
 //
 // SIGHUP: the service is started again (its settings file read again, its code loaded again): the running one
-// stops at once, without its drain, and the next one starts. SIGTERM/SIGINT: passed on; this process exits with
+// stops at once, without its drain (killed if it has not within --stop-wait-s, 15 s), and the next one starts. SIGTERM/SIGINT: passed on; this process exits with
 // the service. A service that exits by itself after it was listening (killed, out of memory) is started again
 // at once; one that exits before (a bad setting), or a fifth time in a minute, ends this process with its code,
 // and supervisord's own retries and back-off take over. The service stops by itself if this process dies (its
@@ -62,10 +62,11 @@ export function servicePid(pid) {
 }
 
 /**
- * Holds `socket` and runs the service `command` on it, as the header says.
- * @param {{ socket: string, command: string, args: string[], logger: import('pino').Logger, exit: (code: number) => void }} options
+ * Holds `socket` and runs the service `command` on it, as the header says. stopWaitS: how long a service
+ * asked to restart may take to stop before it is killed (as supervisord's stopwaitsecs for a stop).
+ * @param {{ socket: string, command: string, args: string[], logger: import('pino').Logger, exit: (code: number) => void, stopWaitS: number }} options
  */
-export function holdSocket({ socket, command, args, logger, exit }) {
+export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
   const handle = bindSocket(socket);
   /** @type {import('node:child_process').ChildProcess | null} */
   let child = null;
@@ -136,7 +137,14 @@ export function holdSocket({ socket, command, args, logger, exit }) {
       return;
     }
     restarting = true;
-    child.kill('SIGHUP');
+    const old = child;
+    old.kill('SIGHUP');
+    // one that does not stop (hung, stopped) would hold every request waiting in the backlog: killed
+    setTimeout(() => {
+      if (old !== child || old.exitCode !== null || old.signalCode !== null) return;
+      logger.error({ pid: old.pid, stopWaitS }, 'service did not stop for its restart: killed');
+      old.kill('SIGKILL');
+    }, stopWaitS * 1000).unref();
   };
   const stop = (/** @type {NodeJS.Signals} */ signal) => {
     stopping = true;
@@ -150,9 +158,12 @@ export function holdSocket({ socket, command, args, logger, exit }) {
 }
 
 if (import.meta.main) {
-  const [socket, command, ...args] = process.argv.slice(2);
-  if (!socket || !command) {
-    process.stderr.write('usage: hold-socket SOCKET COMMAND [ARG…]\n');
+  const options = process.argv.slice(2);
+  let stopWaitS = 15;
+  if (options[0] === '--stop-wait-s') stopWaitS = Number(options.splice(0, 2)[1]);
+  const [socket, command, ...args] = options;
+  if (!socket || !command || !(stopWaitS > 0)) {
+    process.stderr.write('usage: hold-socket [--stop-wait-s SECONDS] SOCKET COMMAND [ARG…]\n');
     process.exit(2);
   }
   const logger = createLogger('hold-socket', process.env.LOG_LEVEL || 'info');
@@ -163,6 +174,7 @@ if (import.meta.main) {
       args,
       logger,
       exit: (code) => logger.flush(() => process.exit(code)),
+      stopWaitS,
     });
   } catch (err) {
     process.stderr.write(`hold-socket: ${/** @type {Error} */ (err).message}\n`);

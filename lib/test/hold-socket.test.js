@@ -27,31 +27,37 @@ const probe = `
   });
 `;
 
-/** GET a path over a Unix socket: its status and body, or the error's code. @param {string} socket @param {string} url */
+/** GET a path over a Unix socket: its status and body, or the error's code (TIMEOUT after 10 s). @param {string} socket @param {string} url */
 function get(socket, url) {
   return new Promise((resolve) => {
-    http
-      .get({ socketPath: socket, path: url, agent: false, timeout: 10_000 }, (res) => {
-        let body = '';
-        res.on('data', (chunk) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode, body }));
-      })
-      .on('error', (/** @type {any} */ err) => resolve({ status: 0, body: err.code }));
+    const request = http.get({ socketPath: socket, path: url, agent: false, timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (chunk) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    request.on('error', (/** @type {any} */ err) => resolve({ status: 0, body: err.code }));
+    // no answer in 10 s: a failure, not a test that waits for ever
+    request.on('timeout', () => request.destroy(Object.assign(new Error('no answer'), { code: 'TIMEOUT' })));
   });
 }
 
 /**
- * Runs the probe under the holder; calls use(). @param {Record<string, string>} env
+ * Runs the probe under the holder (with its `options`); calls use(). @param {Record<string, string>} env
  * @param {(socket: string, holder: import('node:child_process').ChildProcess, output: () => string) => Promise<void>} use
+ * @param {string[]} [options]
  */
-async function withHeld(env, use) {
+async function withHeld(env, use, options = []) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'held-'));
   const socket = path.join(dir, 'probe.sock');
-  const child = spawn(process.execPath, [holder, socket, process.execPath, '--input-type=module', '-e', probe], {
-    cwd: path.dirname(holder),
-    env: { ...process.env, LOG_LEVEL: 'info', PROBE_SOCKET: socket, SHUTDOWN_DRAIN_S: '5', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [holder, ...options, socket, process.execPath, '--input-type=module', '-e', probe],
+    {
+      cwd: path.dirname(holder),
+      env: { ...process.env, LOG_LEVEL: 'info', PROBE_SOCKET: socket, SHUTDOWN_DRAIN_S: '5', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
   child.stdout?.on('data', (chunk) => (output += chunk));
   child.stderr?.on('data', (chunk) => (output += chunk));
@@ -129,6 +135,28 @@ test('SIGHUP: the next process takes over without its drain; the request in flig
     await waitFor(async () => !alive(first), 10_000, 'the old process gone');
     assert.ok(alive(second));
   });
+});
+
+test('SIGHUP to a service that does not stop (hung): killed after --stop-wait-s, and the next one serves', async () => {
+  await withHeld(
+    {},
+    async (socket, holderProcess) => {
+      const first = await servingPid(socket);
+      process.kill(first, 'SIGSTOP');
+      try {
+        const asked = Date.now();
+        holderProcess.kill('SIGHUP');
+        const answer = /** @type {any} */ (await get(socket, '/'));
+        assert.equal(answer.status, 200);
+        assert.notEqual(Number(answer.body), first);
+        assert.ok(Date.now() - asked >= 1900, `answered after ${Date.now() - asked} ms: not before the stop wait`);
+        await waitFor(async () => !alive(first), 10_000, 'the hung process killed');
+      } finally {
+        if (alive(first)) process.kill(first, 'SIGKILL');
+      }
+    },
+    ['--stop-wait-s', '2'],
+  );
 });
 
 test('SIGTERM: the service stops (with its drain), then the holder, exit 0, and the socket is removed', async () => {
