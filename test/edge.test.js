@@ -440,26 +440,37 @@ test('the Redis exporter sends no password to a target a local user names, and e
   assert.ok(!/AUTH/i.test(wire), `the exporter sent: ${JSON.stringify(wire.slice(0, 200))}`);
   // what each program's environment holds: its own secrets, and a Redis user of its own that cannot
   // reconfigure Redis
-  const environment = async (/** @type {string} */ program) =>
+  const environment = async (/** @type {number} */ pid) =>
     Object.fromEntries(
       fs
-        .readFileSync(`/proc/${await stack.pid(program)}/environ`, 'utf8')
+        .readFileSync(`/proc/${pid}/environ`, 'utf8')
         .split('\0')
         .filter(Boolean)
         .map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]),
     );
-  const origin = await environment('origin');
+  const origin = await environment(await stack.servicePid('origin'));
   assert.equal(origin.UPLOAD_TOKENS, 'stack-token');
   assert.equal(origin.AVATAR_ADMIN_TOKEN, undefined, "the origin does not hold the resolver's admin token");
   assert.equal(origin.REDIS_USERNAME, 'origin');
   assert.notEqual(origin.REDIS_PASSWORD, stack.env.REDIS_PASSWORD, "nor Redis' own password");
-  const resolver = await environment('avatar-resolver');
+  const resolver = await environment(await stack.servicePid('avatar-resolver'));
   assert.equal(resolver.AVATAR_ADMIN_TOKEN, 'admin-token');
   assert.equal(resolver.UPLOAD_TOKENS, undefined);
-  for (const program of ['varnish', 'nginx', 'haproxy', 'prometheus', 'redis-exporter', 'mtail']) {
-    const held = await environment(program);
+  // supervisord's processes of the others, and those holding the origin's and the resolver's sockets: none
+  const programs = [
+    'varnish',
+    'nginx',
+    'haproxy',
+    'prometheus',
+    'redis-exporter',
+    'mtail',
+    'origin',
+    'avatar-resolver',
+  ];
+  for (const program of programs) {
+    const held = await environment(await stack.pid(program));
     for (const name of ['UPLOAD_TOKENS', 'AVATAR_ADMIN_TOKEN', 'REDIS_PASSWORD', 'HAPROXY_STATS_PASSWORD'])
-      assert.equal(held[name], undefined, `${program} holds ${name}`);
+      assert.equal(held[name], undefined, `${program} (pid ${await stack.pid(program)}) holds ${name}`);
   }
   const asOrigin = (/** @type {string[]} */ ...command) =>
     spawnSync(
