@@ -45,6 +45,8 @@ export function fleetSettings(hosts, secrets, dir) {
     ['purge-service', 9802],
     ['varnish', 9131],
     ['nginx', 9113],
+    // nginx's checks of the varnish nodes, on its status port
+    ['edge-nodes', 8089],
     ['redis', 9121],
     ['mtail', 3903],
     ['haproxy', 8404],

@@ -13,6 +13,7 @@ import { base58Url } from '@stack/lib';
 import { sign } from '../purge-service/src/signature.js';
 import { decode, solid } from './support/images.js';
 import { fleetOn } from './support/fleet.js';
+import { root as ROOT } from './support/processes.js';
 import { metricValue, metricsAuth } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
 import { tokenUpload } from './support/upload.js';
@@ -20,7 +21,7 @@ import { tokenUpload } from './support/upload.js';
 const run = promisify(execFile);
 // not 127.0.1.x, which `./infra/stack fleet up` uses by default: a person's fleet keeps running
 const [A, B, C] = ['127.0.3.1', '127.0.3.2', '127.0.3.3'];
-const { dir, fleet, redisPassword, remove } = fleetOn([A, B, C], {
+const { dir, env, fleet, redisPassword, remove } = fleetOn([A, B, C], {
   UPLOAD_TOKENS: 'fleet-token',
   AVATAR_ADMIN_TOKEN: 'fleet-admin',
   PURGE_HMAC_KEYS: 'fleet-hmac',
@@ -132,7 +133,7 @@ test("fleet: machine a's Prometheus scrapes every component of both edge machine
       down = data.activeTargets
         .filter((/** @type {any} */ target) => target.health !== 'up')
         .map((/** @type {any} */ target) => `${target.scrapeUrl}: ${target.lastError}`);
-      return data.activeTargets.length === 16 && !down.length;
+      return data.activeTargets.length === 18 && !down.length;
     },
     60_000,
     'every target up',
@@ -220,6 +221,39 @@ test('fleet: an origin hung (SIGSTOP): the misses already waiting on it are made
     `every miss sent to the hung origin made by the other: ${JSON.stringify(answers)}`,
   );
   for (const answer of answers) assert.ok(answer.ms < 30_000, `${answer.ms} ms, not haproxy's 60 s server timeout`);
+});
+
+test('fleet restart (new code): machine by machine, every service started again; misses through both edges all answered meanwhile', async () => {
+  const url = await upload(A, await solid(500, 400, 'jpeg'), 'restart.jpg');
+  const origins = async () =>
+    Promise.all(['a', 'b'].map(async (machine) => Number((await ctl(machine, 'pid', 'origin')).stdout.trim())));
+  const before = await origins();
+  let restarting = true;
+  /** @type {Record<string, number>} */
+  const statuses = {};
+  let width = 300;
+  const missing = (async () => {
+    while (restarting) {
+      const edge = width % 2 ? A : B;
+      const { status } = await get(`http://${edge}:8080/p/${base58Url.encode(url)}?width=${width++}`);
+      statuses[status] = (statuses[status] || 0) + 1;
+      // within the edges' per-client rate (NGINX_RATE_LIMIT, 100 a second)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  try {
+    await run(path.join(ROOT, 'infra/stack'), ['fleet', 'restart'], { env, cwd: ROOT, timeout: 300_000 });
+  } finally {
+    restarting = false;
+    await missing;
+  }
+  assert.deepEqual(Object.keys(statuses), ['200'], JSON.stringify(statuses));
+  assert.ok(statuses['200'] >= 20, `${statuses['200']} misses across the restart`);
+  const after = await origins();
+  assert.ok(
+    after.every((pid, i) => pid > 0 && pid !== before[i]),
+    `origins ${before} → ${after}`,
+  );
 });
 
 /**
