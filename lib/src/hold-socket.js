@@ -1,5 +1,6 @@
-// hold-socket [--stop-wait-s S] SOCKET COMMAND [ARG…]: runs a service that listens on the Unix socket SOCKET while this process
-// holds the socket itself, so the service can stop and start again without a connection being refused.
+// hold-socket [--stop-wait-s S] SOCKET COMMAND [ARG…]: runs a service that listens on the Unix socket SOCKET
+// while this process holds the socket itself, so the service can stop and start again without a connection
+// being refused.
 //
 // On one box haproxy reaches the origin and the avatar resolver over a Unix socket; a restart (a crash, a new
 // setting, new code) used to leave no socket for the moment between the old process's exit and the new one's
@@ -10,11 +11,11 @@
 // upgrade, for a program supervisord runs.
 //
 // SIGHUP: the service is started again (its settings file read again, its code loaded again): the running one
-// stops at once, without its drain (killed if it has not within --stop-wait-s, 15 s), and the next one starts. SIGTERM/SIGINT: passed on; this process exits with
-// the service. A service that exits by itself after it was listening (killed, out of memory) is started again
-// at once; one that exits before (a bad setting), or a fifth time in a minute, ends this process with its code,
-// and supervisord's own retries and back-off take over. The service stops by itself if this process dies (its
-// IPC channel closes).
+// stops at once, without its drain (killed if it has not within --stop-wait-s, 15 s), and the next one starts.
+// SIGTERM/SIGINT: passed on; this process exits with the service. A service that exits by itself after it was
+// listening (killed, out of memory) is started again at once; one that exits before (a bad setting), or a
+// fifth time in a minute, ends this process with its code, and supervisord's own retries and back-off take
+// over. The service stops by itself if this process dies (its IPC channel closes).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';

@@ -93,10 +93,12 @@ export async function runService(spec) {
   process.on('SIGINT', () => stop());
   if (held !== null) {
     // lib/src/hold-socket.js: SIGHUP is its restart (the next process takes the socket at once, no drain);
-    // it dead, nothing would start this service again: it stops
+    // once the holder is gone (its channel closed, maybe while this one started), nothing would start this
+    // service again: it stops
     process.on('SIGHUP', () => stop({ drain: false }));
     process.on('disconnect', () => stop());
-    process.send?.('ready');
+    if (process.connected) process.send?.('ready');
+    else stop();
   }
   return { server, config, logger };
 }
