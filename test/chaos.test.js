@@ -6,7 +6,7 @@ import { base58Url } from '@stack/lib';
 import { sign } from '../purge-service/src/signature.js';
 import { runOverload } from '../bench/overload.js';
 import { solid } from './support/images.js';
-import { metricsAuth, metricValue } from './support/metrics.js';
+import { metricValue } from './support/metrics.js';
 import { waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
 import { tokenUpload } from './support/upload.js';
@@ -37,15 +37,6 @@ const originMetrics = () => `http://127.0.0.1:${stack.env.ORIGIN_METRICS_PORT}/m
 const variant = (/** @type {string} */ url, /** @type {string} */ query) =>
   `${stack.base}/p/${base58Url.encode(url)}?${query}`;
 
-/** The series of a PromQL query on the stack's Prometheus. @param {string} expr */
-async function prometheus(expr) {
-  const response = await fetch(
-    `http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/api/v1/query?query=${encodeURIComponent(expr)}`,
-    { headers: metricsAuth() },
-  );
-  return /** @type {Array<{ value: [number, string] }>} */ (/** @type {any} */ (await response.json()).data.result);
-}
-
 /** @param {string} url */
 async function get(url, /** @type {RequestInit} */ init = {}) {
   const started = performance.now();
@@ -74,7 +65,7 @@ test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached i
   })();
   // Prometheus has scraped the origin as it runs now (the alert ServiceRestarting counts its starts)
   await waitFor(
-    async () => (await prometheus('process_start_time_seconds{job="origin"}')).length === 1,
+    async () => (await stack.prometheus('process_start_time_seconds{job="origin"}')).length === 1,
     20_000,
     'Prometheus scraping the origin',
   );
@@ -116,7 +107,8 @@ test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached i
   // the holder started it again, not supervisord; Prometheus sees the new start (ServiceRestarting counts them)
   assert.equal(await stack.pid('origin'), holder);
   await waitFor(
-    async () => Number((await prometheus('changes(process_start_time_seconds{job="origin"}[15m])'))[0]?.value[1]) >= 1,
+    async () =>
+      Number((await stack.prometheus('changes(process_start_time_seconds{job="origin"}[15m])'))[0]?.value[1]) >= 1,
     20_000,
     "Prometheus seeing the origin's new start",
   );

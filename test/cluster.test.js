@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { base58Url } from '@stack/lib';
 import { solid } from './support/images.js';
-import { metricsAuth, metricValue } from './support/metrics.js';
+import { metricValue } from './support/metrics.js';
 import { freePort, waitFor } from './support/ports.js';
 import { startStack } from './support/stack.js';
 
@@ -72,15 +72,6 @@ async function nodeStates() {
   return Object.fromEntries(
     [...text.matchAll(/^edge_varnish_node_up\{node="([^"]+)"\} (\d)$/gm)].map((m) => [m[1], m[2]]),
   );
-}
-
-/** The series of a PromQL query on the stack's Prometheus. @param {string} expr */
-async function prometheus(expr) {
-  const response = await fetch(
-    `http://127.0.0.1:${stack.env.PROMETHEUS_PORT}/api/v1/query?query=${encodeURIComponent(expr)}`,
-    { headers: metricsAuth() },
-  );
-  return /** @type {any} */ (await response.json()).data.result;
 }
 
 before(async () => {
@@ -202,7 +193,7 @@ test("a varnish node hung (SIGSTOP: its connections open, nothing answered): in 
     // and on its status port, for Prometheus (whose alert EdgeVarnishNodeOut reads it)
     assert.deepEqual(await nodeStates(), { [`127.0.0.1:${portA}`]: '1', [`127.0.0.1:${portB}`]: '0' });
     await waitFor(
-      async () => (await prometheus(`edge_varnish_node_up{node="127.0.0.1:${portB}"} == 0`)).length === 1,
+      async () => (await stack.prometheus(`edge_varnish_node_up{node="127.0.0.1:${portB}"} == 0`)).length === 1,
       20_000,
       'Prometheus scraping node-b out',
     );

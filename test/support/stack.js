@@ -8,7 +8,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { socketPaths } from '../../infra/resolve.js';
 import { servicePid } from '../../lib/src/hold-socket.js';
 import { stackUsers } from '../../infra/users.js';
-import { TEST_METRICS_PASSWORD } from './metrics.js';
+import { TEST_METRICS_PASSWORD, metricsAuth } from './metrics.js';
 import { freePort, waitFor } from './ports.js';
 import { alive, root, startProcess } from './processes.js';
 
@@ -184,6 +184,16 @@ export async function startStack(settings = {}) {
         cwd: root,
         maxBuffer: 10 * 1024 * 1024,
       });
+    },
+    /** The series a PromQL query finds on this stack's Prometheus now. @param {string} expr */
+    async prometheus(expr) {
+      const response = await fetch(
+        `http://127.0.0.1:${env.PROMETHEUS_PORT}/api/v1/query?query=${encodeURIComponent(expr)}`,
+        { headers: metricsAuth() },
+      );
+      return /** @type {Array<{ metric: Record<string, string>, value: [number, string] }>} */ (
+        /** @type {any} */ (await response.json()).data.result
+      );
     },
     /** ./infra/stack restart PROGRAM … (after an update of the code). @param {...string} programs */
     restart(...programs) {
