@@ -308,6 +308,18 @@ export const DASHBOARDS = {
           legend: `{{upstream}} p${q * 100}`,
         })),
       },
+      {
+        title: 'Process starts (crashes, restarts)',
+        unit: 'short',
+        description:
+          'each time the origin process started again (ServiceRestarting warns at 3 in 15 min); on one box the process holding its socket starts a crashed one again at once, so this may be all that shows',
+        queries: [
+          {
+            expr: `changes(process_start_time_seconds{service="origin",instance=~"$instance"}[${RATE}])`,
+            legend: '{{instance}}',
+          },
+        ],
+      },
     ],
     { name: 'origin', query: 'label_values(origin_transform_concurrency, instance)' },
   ),
