@@ -323,7 +323,7 @@ for (const row of ROWS) {
     assert.deepEqual(
       answer.hops.slice(0, -1).map((hop) => hop.status),
       row.redirects,
-      `${row.request}: redirects ${JSON.stringify(answer.hops)}`,
+      `${row.request}: redirects ${JSON.stringify(answer.hops)}, then ${answer.status} ${answer.body.toString().slice(0, 300)}`,
     );
     assert.equal(answer.status, 200, `${row.request}: ${answer.body.toString().slice(0, 200)}`);
     const image = await decode(answer.body);
