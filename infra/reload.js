@@ -9,9 +9,9 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { servicePid } from '../lib/src/hold-socket.js';
+import { httpOnSocket } from './wait-healthy.js';
 
 /**
  * @typedef {{ program: string, action: 'restart' | 'handover' | 'hup' | 'haproxy' | 'vcl', why: string, newCommand?: boolean, socket?: string }} Step
@@ -62,6 +62,9 @@ export function programSections(text) {
   return sections;
 }
 
+/** The socket hold-socket holds in a program's supervisord section, if it runs under one. @param {string} [section] */
+const heldSocketOf = (section = '') => /\/hold-socket "([^"]+)"/.exec(section)?.[1];
+
 /** Which program reads a rendered file, and how it takes a new one. */
 const READERS = /** @type {Array<[RegExp, string, Step['action']]>} */ ([
   [/^conf\/(nginx\.conf|nginx\/|tls\/)/, 'nginx', 'hup'],
@@ -110,13 +113,13 @@ export function planReload({ changed, sectionsBefore, sectionsAfter, running }) 
     }
     const [, program, action] = reader;
     if (!running.includes(program) || steps.has(program)) continue;
-    const held = /\/hold-socket "([^"]+)"/.exec(sectionsAfter.get(program) || '');
-    if (action === 'restart' && held)
+    const socket = heldSocketOf(sectionsAfter.get(program));
+    if (action === 'restart' && socket)
       steps.set(program, {
         program,
         action: 'handover',
         why: `${file} changed; its socket held, no request refused`,
-        socket: held[1],
+        socket,
       });
     else steps.set(program, { program, action, why: `${file} changed` });
   }
@@ -126,6 +129,12 @@ export function planReload({ changed, sectionsBefore, sectionsAfter, running }) 
 
 /** @param {string} command @param {string[]} args */
 const run = (command, args) => execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+
+/** supervisorctl of the stack whose configs are in `conf`. @param {string} conf */
+const supervisorctl =
+  (conf) =>
+  (/** @type {string[]} */ ...args) =>
+    run('supervisorctl', ['-c', path.join(conf, 'supervisord.conf'), ...args]);
 
 /** What a failed program said. @param {unknown} err */
 const said = (err) => {
@@ -212,27 +221,15 @@ async function handover(ctl, program, socket) {
   const before = servicePid(holder);
   ctl('signal', 'HUP', program);
   const until = Date.now() + HANDOVER_WAIT_MS;
-  while (servicePid(holder) === before || !(await healthy(socket))) {
+  while (servicePid(holder) === before || !(await httpOnSocket(socket)())) {
     if (Date.now() > until) throw new Error(`${program} did not serve again within ${HANDOVER_WAIT_MS / 1000} s`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 
-/** Whether a service answers its health check on its socket. @param {string} socket @returns {Promise<boolean>} */
-function healthy(socket) {
-  return new Promise((resolve) => {
-    const request = http.get({ socketPath: socket, path: '/healthz', agent: false, timeout: 5000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    request.on('error', () => resolve(false)).on('timeout', () => request.destroy());
-  });
-}
-
 /** @param {Step} step @param {Record<string, string>} dirs @param {string} vcl */
 async function apply(step, dirs, vcl) {
-  const ctl = (/** @type {string[]} */ ...args) =>
-    run('supervisorctl', ['-c', path.join(dirs.conf, 'supervisord.conf'), ...args]);
+  const ctl = supervisorctl(dirs.conf);
   if (step.action === 'handover') await handover(ctl, step.program, String(step.socket));
   else if (step.action === 'restart') ctl(step.newCommand ? 'update' : 'restart', step.program);
   else if (step.action === 'hup') ctl('signal', 'HUP', step.program);
@@ -260,27 +257,20 @@ const SERVICES = ['origin', 'avatar-resolver', 'purge-service'];
  * @param {string[]} named @param {Record<string, string>} dirs
  */
 async function restart(named, dirs) {
-  const conf = path.join(dirs.conf, 'supervisord.conf');
-  const sections = programSections(fs.readFileSync(conf, 'utf8'));
-  const ctl = (/** @type {string[]} */ ...args) => run('supervisorctl', ['-c', conf, ...args]);
+  const sections = programSections(fs.readFileSync(path.join(dirs.conf, 'supervisord.conf'), 'utf8'));
+  const ctl = supervisorctl(dirs.conf);
   const unknown = named.filter((program) => !sections.has(program));
   if (unknown.length)
     throw new Error(`no program ${unknown.join(', ')} in this stack (${[...sections.keys()].join(', ')})`);
   for (const program of named.length ? named : SERVICES.filter((service) => sections.has(service))) {
-    const held = /\/hold-socket "([^"]+)"/.exec(sections.get(program) || '');
-    process.stdout.write(`${program}: restarted${held ? ' (its socket held, no request refused)' : ''}\n`);
-    if (held) await handover(ctl, program, held[1]);
+    const socket = heldSocketOf(sections.get(program));
+    process.stdout.write(`${program}: restarted${socket ? ' (its socket held, no request refused)' : ''}\n`);
+    if (socket) await handover(ctl, program, socket);
     else ctl('restart', program);
   }
 }
 
 async function main() {
-  if (process.argv[2] === '--restart') {
-    const stackDir = String(process.env.STACK_DIR);
-    process.chdir(stackDir);
-    return restart(process.argv.slice(3), { conf: path.join(stackDir, 'conf') });
-  }
-  const before = process.argv[2];
   const stackDir = String(process.env.STACK_DIR);
   // in the run directory, as up starts the programs: a check run as a program's user from a private checkout
   // fails on the way (haproxy -c: "Impossible to get back to initial directory")
@@ -290,9 +280,11 @@ async function main() {
     run: path.join(stackDir, 'run'),
     logs: path.join(stackDir, 'logs'),
   };
+  if (process.argv[2] === '--restart') return restart(process.argv.slice(3), dirs);
+  const before = process.argv[2];
   const sectionsBefore = programSections(fs.readFileSync(path.join(before, 'conf', 'supervisord.conf'), 'utf8'));
   const sectionsAfter = programSections(fs.readFileSync(path.join(dirs.conf, 'supervisord.conf'), 'utf8'));
-  const status = run('supervisorctl', ['-c', path.join(before, 'conf', 'supervisord.conf'), 'avail']);
+  const status = supervisorctl(path.join(before, 'conf'))('avail');
   const running = status
     .split('\n')
     .map((line) => line.split(/\s+/)[0])

@@ -17,7 +17,7 @@ const http =
   async () =>
     ok.includes((await fetch(url, { headers, signal: AbortSignal.timeout(1000), redirect: 'manual' })).status);
 /** GET /healthz of a service on a Unix socket (INTERNAL_SOCKETS): 200. @param {string} socketPath */
-const httpOnSocket = (socketPath) => () =>
+export const httpOnSocket = (socketPath) => () =>
   new Promise((resolve) => {
     const request = get({ socketPath, path: '/healthz', timeout: 1000 }, (response) => {
       response.resume();
@@ -113,4 +113,4 @@ async function main() {
   process.exit(pending.size ? 1 : 0);
 }
 
-main();
+if (import.meta.main) main();

@@ -27,13 +27,21 @@ const MAX_RESTARTS = 4;
 const RESTART_WINDOW_MS = 60_000;
 
 /**
+ * Makes way for a Unix socket at `file`: one left there by a killed process is removed; any other file is
+ * kept, so that a setting naming it fails on bind (EADDRINUSE) and never deletes it. @param {string} file
+ */
+export function removeStaleSocket(file) {
+  if (fs.statSync(file, { throwIfNoEntry: false })?.isSocket()) fs.rmSync(file);
+}
+
+/**
  * A Unix socket bound at `file` and not listening: the service's first listen() makes it listen, and it keeps
  * listening (its backlog open) as long as this process holds it. A socket left by a killed process is
  * replaced; any other file is not (the bind fails).
  * @param {string} file @returns {{ fd: number, close: () => void }}
  */
 export function bindSocket(file) {
-  if (fs.statSync(file, { throwIfNoEntry: false })?.isSocket()) fs.rmSync(file);
+  removeStaleSocket(file);
   // net's own bind-only handle (what cluster's primary shares with its workers): a net.Server would accept
   const handle = /** @type {any} */ (net)._createServerHandle(file, -1, -1);
   if (typeof handle === 'number') throw new Error(`cannot bind ${file}: ${util.getSystemErrorName(handle)}`);
@@ -149,7 +157,7 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
   };
   const stop = (/** @type {NodeJS.Signals} */ signal) => {
     stopping = true;
-    if (child) child.kill(signal === 'SIGINT' ? 'SIGINT' : 'SIGTERM');
+    if (child) child.kill(signal);
     else finish(0);
   };
   process.on('SIGHUP', restart);

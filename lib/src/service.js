@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { loadConfig } from './config.js';
 import { StartupError } from './errors.js';
 import { drainable } from './health.js';
+import { removeStaleSocket } from './hold-socket.js';
 import { createLogger } from './log.js';
 import { client, createRegistry, serveMetrics } from './metrics.js';
 import { checkRules } from './rules.js';
@@ -144,8 +145,7 @@ function listenOnHeld(server, fd) {
  * @param {import('node:http').Server} server @param {string} socket
  */
 async function listenOnSocket(server, socket) {
-  // only a socket is replaced: a setting naming another file fails on listen (EADDRINUSE), never deletes it
-  if (fs.statSync(socket, { throwIfNoEntry: false })?.isSocket()) fs.rmSync(socket);
+  removeStaleSocket(socket);
   await new Promise((resolve) => server.listen(socket, () => resolve(null)));
   fs.chmodSync(socket, 0o666);
 }

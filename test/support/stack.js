@@ -40,6 +40,17 @@ function redisPong(port, password) {
   });
 }
 
+/**
+ * Kills `target` (a program's pid, 0 when it is not running) by `kill`, and waits until it is gone; its pid.
+ * @param {string} name @param {number} target @param {() => Promise<unknown>} kill
+ */
+async function killed(name, target, kill) {
+  if (!target) throw new Error(`${name} is not running: nothing to kill`);
+  await kill();
+  await waitFor(async () => !alive(target), 5000, `${name} (pid ${target}) gone after SIGKILL`);
+  return target;
+}
+
 const PORTS = [
   'NGINX_PORT',
   'NGINX_TLS_PORT',
@@ -160,19 +171,12 @@ export async function startStack(settings = {}) {
     servicePid: async (name) => servicePid(await pid(name)),
     /** SIGKILL the process doing a service's work (a crash, the kernel's OOM killer) and prove it happened. @param {string} name */
     async killService(name) {
-      const before = servicePid(await pid(name));
-      if (!before) throw new Error(`${name} is not running: nothing to kill`);
-      process.kill(before, 'SIGKILL');
-      await waitFor(async () => !alive(before), 5000, `${name} (pid ${before}) gone after SIGKILL`);
-      return before;
+      const target = servicePid(await pid(name));
+      return killed(name, target, async () => process.kill(target, 'SIGKILL'));
     },
     /** SIGKILL a program and prove it happened: its pid is gone from the system. @param {string} name */
     async kill(name) {
-      const before = await pid(name);
-      if (!before) throw new Error(`${name} is not running: nothing to kill`);
-      await ctl('signal', 'KILL', name);
-      await waitFor(async () => !alive(before), 5000, `${name} (pid ${before}) gone after SIGKILL`);
-      return before;
+      return killed(name, await pid(name), () => ctl('signal', 'KILL', name));
     },
     /**
      * ./infra/stack reload with these settings over the stack's own (as an operator edits .env and reloads);
