@@ -6,6 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
+import { processTree } from '../lib/src/process-tree.js';
+
+export { processTree };
 
 export const REPORTS = path.join(import.meta.dirname, 'reports');
 
@@ -150,17 +153,6 @@ export async function drive({ origin, paths, concurrency, headers = {} }) {
     statuses,
     latencies,
   };
-}
-
-/** A process and its descendants (the origin's transform workers). @param {number} pid @returns {number[]} */
-export function processTree(pid) {
-  let children = '';
-  try {
-    children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-  } catch {
-    // gone
-  }
-  return [pid, ...(children ? children.split(' ') : []).flatMap((child) => processTree(Number(child)))];
 }
 
 /** A process's resident memory with its children's (the origin's transform workers), in MB. @param {number} pid */

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { socketPaths } from '../infra/resolve.js';
+import { processTree } from '../lib/src/process-tree.js';
 import { launchChromium } from './support/browser.js';
 import { decode, solid } from './support/images.js';
 import { metricValue, metricsAuth } from './support/metrics.js';
@@ -519,25 +520,6 @@ function uidsOf(pid) {
   return line.split(/\s+/).slice(1, 5).map(Number);
 }
 
-/** Every process below `pid`, children of children included (/proc/<pid>/stat's parent field). @param {number} pid */
-function descendants(pid) {
-  const parents = new Map();
-  for (const name of fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
-    try {
-      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const found = [];
-  for (let frontier = [pid]; frontier.length;) {
-    frontier = [...parents].filter(([, parent]) => frontier.includes(parent)).map(([child]) => child);
-    found.push(...frontier);
-  }
-  return found;
-}
-
 test('every program of the stack runs as its own unprivileged user, read from /proc', async () => {
   const expected = {
     redis: 'redis',
@@ -560,7 +542,7 @@ test('every program of the stack runs as its own unprivileged user, read from /p
     for (const uid of uidsOf(pid)) assert.equal(userOf(uid), `image-cdn-${role}`, program);
   }
   // and everything they started (varnish's worker, nginx's workers, sh wrappers): nothing below supervisord is root
-  const all = descendants(Number(fs.readFileSync(path.join(stack.dir, 'run', 'supervisord.pid'), 'utf8')));
+  const all = processTree(Number(fs.readFileSync(path.join(stack.dir, 'run', 'supervisord.pid'), 'utf8'))).slice(1);
   assert.ok(all.length >= Object.keys(expected).length);
   for (const pid of all) {
     try {

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
+import { processTree } from '../lib/src/process-tree.js';
 import { startHiveNode } from './support/hive-node.js';
 import { startImageServer } from './support/image-server.js';
 import { decode, photo, solid } from './support/images.js';
@@ -72,16 +73,14 @@ async function read(url) {
   return { redirect, response, body };
 }
 
-/** The niceness of each transform worker process of this stack's origin (found by its ORIGIN_PORT). */
-function transformWorkerNices() {
+/** The niceness of each transform worker process of this stack's origin. */
+async function transformWorkerNices() {
   const nices = [];
-  for (const pid of fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+  for (const pid of processTree(await stack.servicePid('origin')).slice(1)) {
     try {
       if (!fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('transform-worker.js')) continue;
-      // /proc/<pid>/stat: the fields after the command's closing parenthesis; ppid is the 2nd, nice the 17th
-      const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      const parent = fs.readFileSync(`/proc/${fields[1]}/environ`, 'utf8').split('\0');
-      if (parent.includes(`ORIGIN_PORT=${stack.env.ORIGIN_PORT}`)) nices.push(Number(fields[16]));
+      // /proc/<pid>/stat: the fields after the command's closing parenthesis; the nice is the 17th
+      nices.push(Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[16]));
     } catch {
       // the process ended meanwhile
     }
@@ -129,7 +128,8 @@ test("a new post's three images are warmed before anyone reads it: the first rea
     "no reader's request reached the origin",
   );
   // the warm transforms ran in the origin's process of the warmer's priority (readers' run at TRANSFORM_NICE)
-  assert.ok(transformWorkerNices().includes(12), `the origin's transform workers' niceness: ${transformWorkerNices()}`);
+  const nices = await transformWorkerNices();
+  assert.ok(nices.includes(12), `the origin's transform workers' niceness: ${nices}`);
 
   await site.close();
   const gone = await read(b);

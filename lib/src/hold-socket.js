@@ -21,6 +21,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import util from 'node:util';
 import { createLogger } from './log.js';
+import { childPids } from './process-tree.js';
 
 /** Restarts allowed in RESTART_WINDOW_MS before the crashes are left to supervisord. */
 const MAX_RESTARTS = 4;
@@ -52,22 +53,12 @@ export function bindSocket(file) {
 
 /**
  * The pid of the process doing a program's work: the service a holder runs where `pid` is a holder (its one
- * child, 0 between two), else `pid` itself. From /proc: a stat's field 4 is the parent.
+ * child, 0 between two), else `pid` itself.
  * @param {number} pid @returns {number}
  */
 export function servicePid(pid) {
   if (!pid || !fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('hold-socket')) return pid;
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat = '';
-    try {
-      stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) return Number(name);
-  }
-  return 0;
+  return childPids(pid)[0] ?? 0;
 }
 
 /**
