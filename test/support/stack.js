@@ -301,6 +301,32 @@ export async function startStack(settings = {}) {
     statsAuth,
     /** @param {string} file */
     log: (file) => fs.readFileSync(path.join(dir, 'logs', file), 'utf8'),
+    /**
+     * What each layer says now, for a failure's message: the programs' states, varnish's probes, haproxy's
+     * servers and their last checks, and the end of the named logs (the resolver's and the origin's by default).
+     */
+    async diagnosis(logs = ['avatar-resolver.log', 'origin.log', 'haproxy.log', 'supervisord.log']) {
+      const says = async (/** @type {() => Promise<string> | string} */ read) => {
+        try {
+          return await read();
+        } catch (err) {
+          return String(err);
+        }
+      };
+      const servers = async () =>
+        (await this.haproxyStats())
+          .filter((row) => row.svname !== 'FRONTEND' && row.svname !== 'BACKEND')
+          .map((row) => `${row.pxname}/${row.svname} ${row.status} ${row.check_status} ${row.last_chk}`)
+          .join('\n');
+      const tail = (/** @type {string} */ file) => this.log(file).trimEnd().split('\n').slice(-15).join('\n');
+      const parts = [
+        `supervisorctl status:\n${await says(this.statusText)}`,
+        `varnish probes:\n${await says(() => backendLine('images'))}\n${await says(() => backendLine('avatars'))}`,
+        `haproxy servers:\n${await says(servers)}`,
+        ...(await Promise.all(logs.map(async (file) => `${file}:\n${await says(() => tail(file))}`))),
+      ];
+      return parts.join('\n\n');
+    },
     async stop() {
       await stack(['down']).catch(() => {});
       fs.rmSync(dir, { recursive: true, force: true });
