@@ -199,7 +199,7 @@ export type OriginConfig = SharedConfig & {
   JPEG_TRELLIS: boolean;
   /** WebP quality */
   WEBP_QUALITY: number;
-  /** WebP encoder effort (0-6; 1 when degraded under a deep queue): bench/effort */
+  /** WebP encoder effort (0-6; 1 when degraded under a deep queue): bench/effort. Every effort is encoded by the system libwebp where it is used (docs/encoding.md) */
   WEBP_EFFORT: number;
   /** AVIF quality (68: the SSIM of the origin's JPEG q80 at 640–768 px, a fifth fewer bytes; 50 was visibly below it) */
   AVIF_QUALITY: number;

@@ -29,7 +29,8 @@ const POOL_BYTES = 64 * 1024 * 1024;
 /**
  * @typedef {{ data: Buffer, info: { width: number, height: number, channels: 3 } }} RawImage
  * @typedef {{ decode: (jpeg: Buffer, scale: 1 | 2 | 4 | 8, pool: BufferPool) => Promise<RawImage | null> }} JpegDecoder
- * @typedef {{ encode: (raw: { data: Buffer, info: { width: number, height: number, channels: number } }, quality: number) => Promise<Buffer> }} WebpEncoder
+ * @typedef {{ encode: (raw: { data: Buffer, info: { width: number, height: number, channels: number } }, quality: number, effort: number) => Promise<Buffer> }} WebpEncoder
+ *   effort: libwebp's method, 0-6 (sharp's webp `effort`)
  * @typedef {{ jpeg: JpegDecoder | null, webp: WebpEncoder | null, libraries: string[], buffers: BufferPool }} SystemCodecs
  */
 
@@ -157,35 +158,116 @@ export function scans(jpeg) {
   return count;
 }
 
+// libwebp's encoder ABI this code was written against (encode.h of 1.2.4, Debian 12's libwebp7): a library of
+// another major version refuses it (WebPConfigInitInternal and WebPPictureInitInternal return 0)
+const WEBP_ENCODER_ABI_VERSION = 0x020f;
+const WEBP_PRESET_DEFAULT = 0;
+
 /**
- * libwebp's simple lossy API: WebPConfigPreset(default, quality), method 4, as sharp's webp({ quality,
- * effort: 4 }) writes (the same bytes for the same pixels). @param {any} koffi @param {any} lib
+ * libwebp's advanced lossy API, as its simple one (WebPEncodeRGB) calls it, with the method (sharp's `effort`,
+ * 0-6) set: WebPConfigPreset(default, quality), the picture imported from RGB(A), written to memory. sharp's
+ * webp({ quality, effort }) writes the same bytes for the same pixels, at every effort
+ * (origin/test/system-codecs.test.js). @param {any} koffi @param {any} lib
  * @returns {WebpEncoder & { version: string }}
  */
 function libwebp(koffi, lib) {
   const version = lib.func('int WebPGetEncoderVersion()')();
-  const rgb = lib.func(
-    'size_t WebPEncodeRGB(const uint8_t *rgb, int width, int height, int stride, float quality, _Out_ uint8_t **output)',
-  );
-  const rgba = lib.func(
-    'size_t WebPEncodeRGBA(const uint8_t *rgba, int width, int height, int stride, float quality, _Out_ uint8_t **output)',
-  );
-  const free = lib.func('void WebPFree(void *ptr)');
+  const { Config, Picture, Writer } = webpStructs(koffi);
+  const configInit = lib.func('int WebPConfigInitInternal(void *config, int preset, float quality, int abi)');
+  const pictureInit = lib.func('int WebPPictureInitInternal(void *picture, int abi)');
+  const importRgb = lib.func('int WebPPictureImportRGB(void *picture, const uint8_t *rgb, int stride)');
+  const importRgba = lib.func('int WebPPictureImportRGBA(void *picture, const uint8_t *rgba, int stride)');
+  const webpEncode = lib.func('int WebPEncode(const void *config, void *picture)');
+  const pictureFree = lib.func('void WebPPictureFree(void *picture)');
+  const writerInit = lib.func('void WebPMemoryWriterInit(void *writer)');
+  const writerClear = lib.func('void WebPMemoryWriterClear(void *writer)');
+  // libwebp's own writer into a growing memory block (the WebPMemoryWriter given as custom_ptr)
+  const memoryWrite = BigInt(koffi.address(lib.symbol('WebPMemoryWrite')));
+  /** @param {any} memory @param {any} type */
+  const fields = (memory, type) => new DataView(koffi.view(memory, koffi.sizeof(type)));
+  const at = (/** @type {any} */ type, /** @type {string} */ name) => koffi.offsetof(type, name);
   return {
     version: [version >> 16, (version >> 8) & 0xff, version & 0xff].join('.'),
-    async encode({ data, info }, quality) {
+    async encode({ data, info }, quality, effort) {
       const { width, height, channels } = info;
       if (channels !== 3 && channels !== 4) throw new Error(`WebP encode: ${channels} channels`);
-      const output = [null];
-      const size = await callAsync(channels === 3 ? rgb : rgba, data, width, height, width * channels, quality, output);
-      if (!size) throw new Error('WebP encode failed');
+      const config = koffi.alloc('uint8_t', koffi.sizeof(Config));
+      const picture = koffi.alloc('uint8_t', koffi.sizeof(Picture));
+      const writer = koffi.alloc('uint8_t', koffi.sizeof(Writer));
       try {
-        // a copy: the view is libwebp's memory, freed below
-        return Buffer.from(new Uint8Array(koffi.view(output[0], size)));
+        if (!configInit(config, WEBP_PRESET_DEFAULT, quality, WEBP_ENCODER_ABI_VERSION))
+          throw new Error(`libwebp ${version}: encoder ABI not ${WEBP_ENCODER_ABI_VERSION}`);
+        fields(config, Config).setInt32(at(Config, 'method'), effort, true);
+        if (!pictureInit(picture, WEBP_ENCODER_ABI_VERSION)) throw new Error('WebP picture init failed');
+        writerInit(writer);
+        const pic = fields(picture, Picture);
+        pic.setInt32(at(Picture, 'width'), width, true);
+        pic.setInt32(at(Picture, 'height'), height, true);
+        pic.setBigUint64(at(Picture, 'writer'), memoryWrite, true);
+        pic.setBigUint64(at(Picture, 'custom_ptr'), BigInt(koffi.address(writer)), true);
+        const imported = await callAsync(channels === 3 ? importRgb : importRgba, picture, data, width * channels);
+        if (!imported || !(await callAsync(webpEncode, config, picture)))
+          throw new Error(`WebP encode failed (error ${pic.getInt32(at(Picture, 'error_code'), true)})`);
+        const out = fields(writer, Writer);
+        const size = Number(out.getBigUint64(at(Writer, 'size'), true));
+        // a copy: the memory is libwebp's, freed below
+        return Buffer.from(new Uint8Array(koffi.view(out.getBigUint64(at(Writer, 'mem'), true), size)));
       } finally {
-        free(output[0]);
+        pictureFree(picture);
+        writerClear(writer);
+        for (const memory of [config, picture, writer]) koffi.free(memory);
       }
     },
+  };
+}
+
+/**
+ * libwebp's encoder structures (encode.h), for their sizes and the offsets of the fields set here: koffi lays
+ * them out by the C ABI. @param {any} koffi
+ */
+function webpStructs(koffi) {
+  const floats = new Set(['quality', 'target_PSNR']);
+  const configFields = ['lossless', 'quality', 'method', 'image_hint', 'target_size', 'target_PSNR', 'segments']
+    .concat(['sns_strength', 'filter_strength', 'filter_sharpness', 'filter_type', 'autofilter'])
+    .concat(['alpha_compression', 'alpha_filtering', 'alpha_quality', 'pass', 'show_compressed', 'preprocessing'])
+    .concat(['partitions', 'partition_limit', 'emulate_jpeg_size', 'thread_level', 'low_memory', 'near_lossless'])
+    .concat(['exact', 'use_delta_palette', 'use_sharp_yuv', 'qmin', 'qmax']);
+  const pointer = 'void *';
+  return {
+    Config: koffi.struct(Object.fromEntries(configFields.map((name) => [name, floats.has(name) ? 'float' : 'int']))),
+    Picture: koffi.struct({
+      use_argb: 'int',
+      colorspace: 'int',
+      width: 'int',
+      height: 'int',
+      y: pointer,
+      u: pointer,
+      v: pointer,
+      y_stride: 'int',
+      uv_stride: 'int',
+      a: pointer,
+      a_stride: 'int',
+      pad1: koffi.array('uint32_t', 2),
+      argb: pointer,
+      argb_stride: 'int',
+      pad2: koffi.array('uint32_t', 3),
+      writer: pointer,
+      custom_ptr: pointer,
+      extra_info_type: 'int',
+      extra_info: pointer,
+      stats: pointer,
+      error_code: 'int',
+      progress_hook: pointer,
+      user_data: pointer,
+      pad3: koffi.array('uint32_t', 3),
+      pad4: pointer,
+      pad5: pointer,
+      pad6: koffi.array('uint32_t', 8),
+      memory_: pointer,
+      memory_argb_: pointer,
+      pad7: koffi.array(pointer, 2),
+    }),
+    Writer: koffi.struct({ mem: pointer, size: 'size_t', max_size: 'size_t', pad: koffi.array('uint32_t', 1) }),
   };
 }
 

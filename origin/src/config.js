@@ -449,7 +449,7 @@ export const settings = [
     name: 'WEBP_EFFORT',
     type: 'int',
     default: '4',
-    doc: 'WebP encoder effort (0-6; 1 when degraded under a deep queue): bench/effort',
+    doc: 'WebP encoder effort (0-6; 1 when degraded under a deep queue): bench/effort. Every effort is encoded by the system libwebp where it is used (docs/encoding.md)',
     min: 0,
     max: 6,
   },

@@ -31,11 +31,16 @@ function file(name, bytes) {
 /**
  * The variant made both ways: with the system codecs and by sharp alone.
  * @param {string} source @param {{ width: number | null, height: number | null, mode: 'fit' | 'cover', format: string }} want
+ * @param {{ degraded?: boolean, options?: typeof OPTIONS }} [how] degraded: the cheaper WebP a deep queue answers
  */
-async function bothWays(source, want) {
-  const p = plan(await probe(source, { maxPixels: OPTIONS.maxPixels, maxFrames: 1 }), { ...want, accept: '' }, false);
-  const system = await transform(source, p, { ...OPTIONS, codecs });
-  const alone = await transform(source, p, OPTIONS);
+async function bothWays(source, want, { degraded = false, options = OPTIONS } = {}) {
+  const p = plan(
+    await probe(source, { maxPixels: options.maxPixels, maxFrames: 1 }),
+    { ...want, accept: '' },
+    degraded,
+  );
+  const system = await transform(source, p, { ...options, codecs });
+  const alone = await transform(source, p, options);
   assert.deepEqual(alone.codecs, { decode: 'sharp', encode: 'sharp' });
   return { system, alone };
 }
@@ -87,6 +92,29 @@ test('a JPEG original decoded by libjpeg-turbo (and its WebP encoded by libwebp)
   // PNG: the same pixels (the pHYs density differs: raw pixels carry none)
   const png = await bothWays(photo('Kite', '1920x1080'), { width: 256, height: 256, mode: 'fit', format: 'png' });
   assert.equal(await pixelDifference(png.system.data, png.alone.data), 0);
+});
+
+test("a WebP at every effort (WEBP_EFFORT 0-6), and a degraded one (effort 1), is libwebp's with sharp's very bytes", async () => {
+  const source = photo('Path', '1920x1080');
+  const want = /** @type {const} */ ({ width: 512, height: 512, mode: 'fit', format: 'webp' });
+  const sizes = [];
+  for (let effort = 0; effort <= 6; effort += 1) {
+    const { system, alone } = await bothWays(source, want, { options: { ...OPTIONS, webpEffort: effort } });
+    assert.deepEqual(system.codecs, { decode: 'libjpeg-turbo', encode: 'libwebp' }, `effort ${effort}`);
+    assert.ok(
+      system.data.equals(alone.data),
+      `effort ${effort}: ${system.data.length} bytes against ${alone.data.length}`,
+    );
+    sizes.push(system.data.length);
+  }
+  // the efforts really differ: effort 0 makes the largest file, 6 one smaller than 4's
+  assert.ok(sizes[0] > sizes[4] && sizes[6] < sizes[4], `bytes by effort: ${sizes}`);
+  const degraded = await bothWays(source, { ...want, format: 'avif' }, { degraded: true });
+  assert.equal((await sharp(degraded.system.data).metadata()).format, 'webp');
+  assert.deepEqual(degraded.system.codecs, { decode: 'libjpeg-turbo', encode: 'libwebp' });
+  assert.ok(degraded.system.data.equals(degraded.alone.data), 'degraded: the same bytes');
+  const effortOne = await bothWays(source, want, { options: { ...OPTIONS, webpEffort: 1 } });
+  assert.ok(degraded.system.data.equals(effortOne.system.data), "degraded is effort 1's");
 });
 
 test('every EXIF orientation: the same size as sharp alone, the same pixels within rounding', async () => {

@@ -1,6 +1,6 @@
 // The encode step: the first encoder of ENCODERS that takes the variant. The system's libwebp (codecs.js)
-// encodes a WebP from pixels the system's libjpeg-turbo decoded (or kept pixels without alpha), at the effort libwebp's simple API has (4);
-// sharp encodes everything else.
+// encodes a lossy WebP from pixels the system's libjpeg-turbo decoded (or kept pixels without alpha), at any
+// effort (a degraded one's too); sharp encodes everything else.
 import { imageOf, sharpOutput } from './work.js';
 
 /**
@@ -15,15 +15,19 @@ const systemWebp = {
     (decodedBy === 'libjpeg-turbo' || (decodedBy === 'kept' && options.kept?.channels === 3)) &&
     Boolean(options.codecs?.webp) &&
     p.format === 'webp' &&
-    !p.degraded &&
-    !p.lossless &&
-    options.webpEffort === 4,
+    !p.lossless,
   async encode(work) {
     const pixels = await sharpOutput(imageOf(work).raw().toBuffer({ resolveWithObject: true }));
     const webp = /** @type {import('../codecs.js').WebpEncoder} */ (work.options.codecs?.webp);
-    return webp.encode(pixels, work.options.webpQuality);
+    return webp.encode(pixels, work.options.webpQuality, webpEffortOf(work.plan, work.options));
   },
 };
+
+/**
+ * A lossy WebP's effort: WEBP_EFFORT, or 1 for a degraded answer (a deep queue).
+ * @param {import('./plan.js').Plan} p @param {import('./work.js').EncodeOptions} o
+ */
+const webpEffortOf = (p, o) => (p.degraded ? 1 : o.webpEffort);
 
 /** @type {Encoder} */
 const bySharp = {
@@ -76,7 +80,7 @@ function sharpEncoded(image, p, o) {
     case 'png':
       return image.png({ palette: p.palette, compressionLevel: 6, effort: 4 });
     case 'webp':
-      return image.webp({ quality: o.webpQuality, effort: p.degraded ? 1 : o.webpEffort, lossless: p.lossless });
+      return image.webp({ quality: o.webpQuality, effort: webpEffortOf(p, o), lossless: p.lossless });
     case 'gif':
       return image.gif({ effort: 4 });
     default:
