@@ -20,6 +20,7 @@ import { benchPost } from './post.js';
 import { benchPurge } from './purge.js';
 import { benchScale } from './scale.js';
 import { benchStore } from './store.js';
+import { benchWorkers } from './workers.js';
 import { REPORTS, machine } from './lib.js';
 
 const quick = process.argv.includes('--quick');
@@ -43,6 +44,7 @@ const SCENARIOS = {
   scale: benchScale,
   ceiling: benchCeiling,
   post: benchPost,
+  workers: benchWorkers,
   // an hour (BENCH_MALLOC_MINUTES)
   malloc: benchMalloc,
 };

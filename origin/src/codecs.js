@@ -36,11 +36,12 @@ const POOL_BYTES = 64 * 1024 * 1024;
 
 /**
  * Loads what the system has. `off`: nothing (sharp does all); `auto`: what is found; `on`: both or an error,
- * for images that must not silently run slower.
- * @param {'auto' | 'on' | 'off'} mode @returns {SystemCodecs}
+ * for images that must not silently run slower. poolBytes: what the buffer pool keeps at most (a transform
+ * worker, one transform at a time, keeps less).
+ * @param {'auto' | 'on' | 'off'} mode @param {{ poolBytes?: number }} [options] @returns {SystemCodecs}
  */
-export function loadSystemCodecs(mode) {
-  const buffers = new BufferPool(POOL_BYTES);
+export function loadSystemCodecs(mode, { poolBytes = POOL_BYTES } = {}) {
+  const buffers = new BufferPool(poolBytes);
   if (mode === 'off') return { jpeg: null, webp: null, libraries: [], buffers };
   // koffi ships prebuilt for the usual platforms; where it has none, `auto` runs on sharp alone
   const koffi = attempt(() => require('koffi'));

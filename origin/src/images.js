@@ -50,6 +50,7 @@ export function createImages(deps) {
     size: transformWorkers(config),
     nice: config.TRANSFORM_NICE,
     arenas: config.TRANSFORM_WORKER_ARENAS,
+    systemCodecs: config.SYSTEM_CODECS,
     idleMs,
     onKill,
   });
@@ -59,6 +60,7 @@ export function createImages(deps) {
     size: warmTransforms(config),
     nice: config.WARM_NICE,
     arenas: config.TRANSFORM_WORKER_ARENAS,
+    systemCodecs: config.SYSTEM_CODECS,
     idleMs,
     onKill,
   });

@@ -220,13 +220,20 @@ test('the buffer pool gives memory back out for the next image, within its bound
   await assert.rejects(pool.read(path.join(dir, 'missing.jpg')), { code: 'ENOENT' });
 });
 
-test('the service counts what decoded and encoded each variant; SYSTEM_CODECS=off leaves all to sharp; on transform loops too', async () => {
-  for (const [setting, loops] of [
-    ['auto', '-1'],
-    ['off', '-1'],
-    ['auto', '2'],
+test('the service counts what decoded and encoded each variant; SYSTEM_CODECS=off leaves all to sharp; on transform loops and in worker processes too', async () => {
+  // TRANSFORM_WORKER_PIXELS=1: every variant made in a worker process (as a warmer's, a large one, an AVIF)
+  for (const [setting, loops, workerPixels] of [
+    ['auto', '-1', '4000000'],
+    ['off', '-1', '4000000'],
+    ['auto', '2', '4000000'],
+    ['auto', '-1', '1'],
+    ['off', '-1', '1'],
   ]) {
-    const origin = await startOrigin({ SYSTEM_CODECS: setting, TRANSFORM_LOOPS: loops });
+    const origin = await startOrigin({
+      SYSTEM_CODECS: setting,
+      TRANSFORM_LOOPS: loops,
+      TRANSFORM_WORKER_PIXELS: workerPixels,
+    });
     try {
       const jpeg = origin.site.add('photo.jpg', fs.readFileSync(photo('Kite', '1920x1080')));
       const png = origin.site.add('photo.png', await sharp(photo('Kite', '1920x1080')).resize(600).png().toBuffer());
@@ -250,6 +257,7 @@ test('the service counts what decoded and encoded each variant; SYSTEM_CODECS=of
             await count('sharp', 'sharp'),
           ],
           [1, 1, 1],
+          `loops ${loops}, worker pixels ${workerPixels}`,
         );
       } else {
         assert.equal(await count('sharp', 'sharp'), 3);

@@ -33,11 +33,19 @@ const workerUnavailable = () =>
  * burst of AVIFs each holds the memory of its largest encode (~170 MB on 2026-11-27), while starting one again
  * costs ~120 ms (its Node, sharp and the pipeline), which the last one alive spares the next AVIF after a quiet
  * hour.
- * @param {{ size: number, nice: number, arenas?: number, idleMs?: number, onKill?: () => void }} options arenas:
- *   each worker's glibc malloc arenas (MALLOC_ARENA_MAX; 0: the origin's own); idleMs: 0 or Infinity keeps them
- *   until the origin stops
+ * @param {{ size: number, nice: number, arenas?: number, systemCodecs?: 'auto' | 'on' | 'off', idleMs?: number,
+ *   onKill?: () => void }} options arenas: each worker's glibc malloc arenas (MALLOC_ARENA_MAX; 0: the origin's
+ *   own); systemCodecs: SYSTEM_CODECS, loaded by each worker for itself; idleMs: 0 or Infinity keeps them until
+ *   the origin stops
  */
-export function createWorkerPool({ size, nice, arenas = 0, idleMs = Infinity, onKill = () => {} }) {
+export function createWorkerPool({
+  size,
+  nice,
+  arenas = 0,
+  systemCodecs = 'off',
+  idleMs = Infinity,
+  onKill = () => {},
+}) {
   /** the kept workers, the most recently used last: the next job takes it, the first ones idle out */
   /** @type {ChildProcess[]} */
   const idle = [];
@@ -74,7 +82,7 @@ export function createWorkerPool({ size, nice, arenas = 0, idleMs = Infinity, on
         ...niced,
         serialization: 'advanced',
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-        env: { ...process.env, TRANSFORM_NICE: String(nice), ...workerArenas },
+        env: { ...process.env, TRANSFORM_NICE: String(nice), TRANSFORM_SYSTEM_CODECS: systemCodecs, ...workerArenas },
       });
     } catch {
       throw workerUnavailable();

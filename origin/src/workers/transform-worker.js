@@ -2,6 +2,7 @@
 // { error }, one job at a time; it runs below the request path's priority (TRANSFORM_NICE), as the origin's
 // own transform threads do, and ends with its parent.
 import os from 'node:os';
+import { loadSystemCodecs } from '../codecs.js';
 import { transform, transformToPixels } from '../pipeline/index.js';
 import { failureOf } from './failure.js';
 import { lowerWorkerPriority } from './nice.js';
@@ -21,6 +22,14 @@ if (nice > 0) {
   }
 }
 
+// The system's codecs (SYSTEM_CODECS, as the origin's): a warmer's variants, the large ones and every AVIF's
+// decode are made here, and sharp's own JPEG decoder and WebP encoder are the slow ones (docs/encoding.md).
+// Loaded by this process for itself (their handles do not cross processes); `on` was checked by the origin at
+// its start, so a worker does with what it finds. Its buffer pool keeps at most one transform's buffers.
+const systemCodecs = loadSystemCodecs(process.env.TRANSFORM_SYSTEM_CODECS === 'off' ? 'off' : 'auto', {
+  poolBytes: 16 * 1024 * 1024,
+});
+
 // A warm worker's own kept pixels (`keepHere`): the warmer asks every variant of a post's image one after
 // another, all in this one process, so they stay here (two sources, a minute) instead of crossing to the
 // parent and back for each variant
@@ -35,7 +44,8 @@ process.on(
     process.send?.({ started: true });
     priority.scan();
     try {
-      const { keepPlan, keepHere, ...options } = job.options;
+      const { keepPlan, keepHere, ...sent } = job.options;
+      const options = { ...sent, codecs: systemCodecs };
       // the source's kept pixels: given by the parent, kept here, or asked for (the first variant of a source
       // made here): decoded once, the variant made from them, and handed back unless they stay here
       let kept = options.kept ?? (keepHere ? keptHere.get(keepHere) : null) ?? null;
@@ -44,8 +54,8 @@ process.on(
       kept ??= made;
       const output = await transform(job.file, job.plan, { ...options, kept });
       // the variant that decoded them counts under the decoder that did
-      const codecs = made ? { ...output.codecs, decode: made.decodedBy } : output.codecs;
-      process.send?.({ output: { ...output, codecs, ...(made && !keepHere ? { kept: made } : {}) } });
+      const used = made ? { ...output.codecs, decode: made.decodedBy } : output.codecs;
+      process.send?.({ output: { ...output, codecs: used, ...(made && !keepHere ? { kept: made } : {}) } });
     } catch (err) {
       process.send?.({ error: failureOf(err) });
     }
