@@ -187,17 +187,31 @@ function libwebp(koffi, lib) {
   /** @param {any} memory @param {any} type */
   const fields = (memory, type) => new DataView(koffi.view(memory, koffi.sizeof(type)));
   const at = (/** @type {any} */ type, /** @type {string} */ name) => koffi.offsetof(type, name);
+  // zeroed: a picture or a writer freed before its init (an error between) holds no pointer to free
+  const allocate = (/** @type {any} */ type) => {
+    const memory = koffi.alloc('uint8_t', koffi.sizeof(type));
+    new Uint8Array(koffi.view(memory, koffi.sizeof(type))).fill(0);
+    return memory;
+  };
+  // a library of another encoder ABI is not used at all (`auto`: sharp encodes)
+  const probe = allocate(Config);
+  try {
+    if (!configInit(probe, WEBP_PRESET_DEFAULT, 75, WEBP_ENCODER_ABI_VERSION))
+      throw new Error(`libwebp ${version}: encoder ABI not ${WEBP_ENCODER_ABI_VERSION.toString(16)}`);
+  } finally {
+    koffi.free(probe);
+  }
   return {
     version: [version >> 16, (version >> 8) & 0xff, version & 0xff].join('.'),
     async encode({ data, info }, quality, effort) {
       const { width, height, channels } = info;
       if (channels !== 3 && channels !== 4) throw new Error(`WebP encode: ${channels} channels`);
-      const config = koffi.alloc('uint8_t', koffi.sizeof(Config));
-      const picture = koffi.alloc('uint8_t', koffi.sizeof(Picture));
-      const writer = koffi.alloc('uint8_t', koffi.sizeof(Writer));
+      const config = allocate(Config);
+      const picture = allocate(Picture);
+      const writer = allocate(Writer);
       try {
         if (!configInit(config, WEBP_PRESET_DEFAULT, quality, WEBP_ENCODER_ABI_VERSION))
-          throw new Error(`libwebp ${version}: encoder ABI not ${WEBP_ENCODER_ABI_VERSION}`);
+          throw new Error('WebP config init failed');
         fields(config, Config).setInt32(at(Config, 'method'), effort, true);
         if (!pictureInit(picture, WEBP_ENCODER_ABI_VERSION)) throw new Error('WebP picture init failed');
         writerInit(writer);

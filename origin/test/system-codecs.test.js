@@ -117,6 +117,14 @@ test("a WebP at every effort (WEBP_EFFORT 0-6), and a degraded one (effort 1), i
   assert.ok(degraded.system.data.equals(effortOne.system.data), "degraded is effort 1's");
 });
 
+test('a WebP libwebp refuses (wider than its 16383 px) is an error, and the next encode is made', async () => {
+  const webp = /** @type {import('../src/codecs.js').WebpEncoder} */ (codecs.webp);
+  const wide = { data: Buffer.alloc(20000 * 2 * 3, 128), info: { width: 20000, height: 2, channels: 3 } };
+  await assert.rejects(webp.encode(wide, 80, 4), /WebP encode failed \(error 5\)/);
+  const small = { data: Buffer.alloc(64 * 64 * 3, 200), info: { width: 64, height: 64, channels: 3 } };
+  assert.equal((await sharp(await webp.encode(small, 80, 4)).metadata()).width, 64);
+});
+
 test('every EXIF orientation: the same size as sharp alone, the same pixels within rounding', async () => {
   const small = await sharp(photo('Kite', '1920x1080')).resize(1280).jpeg({ quality: 90 }).toBuffer();
   for (let orientation = 1; orientation <= 8; orientation += 1) {
