@@ -50,6 +50,7 @@ export async function runService(spec) {
   const server = createServer(drainable(parts.app, () => draining));
   server.keepAliveTimeout = 65_000; // longer than haproxy's idle timeout, so haproxy closes first
   server.headersTimeout = 66_000;
+  closeIdleGracefully(server);
   const socket = config[`${prefix}_SOCKET`];
   await (held !== null
     ? listenOnHeld(server, held)
@@ -105,8 +106,36 @@ export async function runService(spec) {
 }
 
 /**
+ * Node's closeIdleConnections (which server.close() calls too) destroys a kept-alive connection whose last
+ * response was ended but not yet written out: at a stop, a large variant to a reader slower than the origin
+ * (its bytes still in Node's queue) was cut off mid-body, which no one sends again (seen in CI: a restart's
+ * miss "terminated: other side closed"). Here an idle connection is closed once its responses are handed to
+ * the kernel, and by a half-close (FIN), so the bytes in the kernel's buffer still reach the peer; a request
+ * that crosses the FIN gets no answer, which haproxy sends again (retry-on empty-response).
+ * @param {import('node:http').Server} server
+ */
+function closeIdleGracefully(server) {
+  /** @type {Map<import('node:net').Socket, number>} responses not yet written out, by connection */
+  const open = new Map();
+  server.on('connection', (socket) => {
+    open.set(socket, 0);
+    socket.once('close', () => open.delete(socket));
+  });
+  server.on('request', (req, res) => {
+    const { socket } = req;
+    open.set(socket, (open.get(socket) ?? 0) + 1);
+    res.once('close', () => open.has(socket) && open.set(socket, (open.get(socket) ?? 1) - 1));
+  });
+  server.closeIdleConnections = () => {
+    for (const [socket, responses] of open)
+      if (responses === 0 && socket.writableLength === 0 && !socket.writableEnded) socket.end();
+  };
+}
+
+/**
  * Stops listening and waits for the requests in flight to be answered, at most `ms` (a kept-alive connection is
- * closed once idle); what is left is cut at exit (haproxy sends a GET again).
+ * closed once idle and written out: closeIdleGracefully); what is left is cut at exit (haproxy sends a GET
+ * again).
  * @param {import('node:http').Server} server @param {number} ms
  */
 async function finishRequests(server, ms) {

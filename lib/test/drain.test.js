@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
@@ -15,7 +16,8 @@ const script = `
   await runService({
     name: 'probe',
     settings: [...sharedSettings, ...commonSettings('probe', 0, 0)],
-    build: async () => ({ app: (_req, res) => res.end('served') }),
+    // /big: 4 MB, more than a Unix socket's buffers hold, so a slow reader leaves most of it in Node's queue
+    build: async () => ({ app: (req, res) => res.end(req.url === '/big' ? Buffer.alloc(4 << 20, 97) : 'served') }),
   });
   console.log('ready');
 `;
@@ -75,5 +77,27 @@ test('SIGTERM without a drain (one box): it stops listening at once and exits 0'
     const [code] = await exited;
     assert.equal(code, 0);
     await assert.rejects(get(socket, '/healthz'));
+  });
+});
+
+test('a stop while a large response is still being read: the reader gets all of it, then the connection closes', async () => {
+  await withService(0, async (socket, child) => {
+    const reader = net.connect(socket);
+    reader.write('GET /big HTTP/1.1\r\nHost: probe\r\n\r\n');
+    reader.pause(); // a reader slower than the service: the body waits in Node's queue
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const exited = once(child, 'exit');
+    child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    let bytes = 0;
+    reader.on('data', (chunk) => (bytes += chunk.length));
+    const ended = once(reader, 'end');
+    reader.resume();
+    await ended;
+    reader.end();
+    const body = bytes - Buffer.byteLength('HTTP/1.1 200 OK\r\n');
+    assert.ok(bytes > 4 << 20, `read ${bytes} bytes of a 4 MB answer (${body} past the status line)`);
+    const [code] = await exited;
+    assert.equal(code, 0);
   });
 });
