@@ -9,6 +9,8 @@ import { checkRules } from './rules.js';
 
 // a stop waits this long for the requests in flight (supervisord's stopwaitsecs are longer)
 const STOP_WAIT_MS = 8000;
+/** How long a kept-alive connection is idle before a stop closes it (one just accepted may carry a request). */
+const IDLE_MS = 200;
 
 /**
  * @typedef {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry }} ServiceContext
@@ -115,20 +117,26 @@ export async function runService(spec) {
  * @param {import('node:http').Server} server
  */
 function closeIdleGracefully(server) {
-  /** @type {Map<import('node:net').Socket, number>} responses not yet written out, by connection */
+  /** @type {Map<import('node:net').Socket, { responses: number, since: number }>} by connection: responses not yet written out, idle since */
   const open = new Map();
   server.on('connection', (socket) => {
-    open.set(socket, 0);
+    open.set(socket, { responses: 0, since: Date.now() });
     socket.once('close', () => open.delete(socket));
   });
   server.on('request', (req, res) => {
-    const { socket } = req;
-    open.set(socket, (open.get(socket) ?? 0) + 1);
-    res.once('close', () => open.has(socket) && open.set(socket, (open.get(socket) ?? 1) - 1));
+    const state = open.get(req.socket);
+    if (!state) return;
+    state.responses += 1;
+    res.once('close', () => {
+      state.responses -= 1;
+      state.since = Date.now();
+    });
   });
   server.closeIdleConnections = () => {
-    for (const [socket, responses] of open)
-      if (responses === 0 && socket.writableLength === 0 && !socket.writableEnded) socket.end();
+    // a connection accepted a moment ago may carry a request not yet read: it is given IDLE_MS to ask
+    const before = Date.now() - IDLE_MS;
+    for (const [socket, { responses, since }] of open)
+      if (responses === 0 && since <= before && socket.writableLength === 0 && !socket.writableEnded) socket.end();
   };
 }
 
