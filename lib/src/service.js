@@ -9,7 +9,7 @@ import { checkRules } from './rules.js';
 
 // a stop waits this long for the requests in flight (supervisord's stopwaitsecs are longer)
 const STOP_WAIT_MS = 8000;
-/** How long a kept-alive connection is idle before a stop closes it (one just accepted may carry a request). */
+/** How long a connection that has asked nothing yet is left to ask when a stop closes the idle ones. */
 const IDLE_MS = 200;
 
 /**
@@ -117,26 +117,25 @@ export async function runService(spec) {
  * @param {import('node:http').Server} server
  */
 function closeIdleGracefully(server) {
-  /** @type {Map<import('node:net').Socket, { responses: number, since: number }>} by connection: responses not yet written out, idle since */
+  /** @type {Map<import('node:net').Socket, { responses: number, asked: boolean, accepted: number }>} by connection */
   const open = new Map();
   server.on('connection', (socket) => {
-    open.set(socket, { responses: 0, since: Date.now() });
+    open.set(socket, { responses: 0, asked: false, accepted: Date.now() });
     socket.once('close', () => open.delete(socket));
   });
   server.on('request', (req, res) => {
     const state = open.get(req.socket);
     if (!state) return;
     state.responses += 1;
-    res.once('close', () => {
-      state.responses -= 1;
-      state.since = Date.now();
-    });
+    state.asked = true;
+    res.once('close', () => (state.responses -= 1));
   });
   server.closeIdleConnections = () => {
     // a connection accepted a moment ago may carry a request not yet read: it is given IDLE_MS to ask
     const before = Date.now() - IDLE_MS;
-    for (const [socket, { responses, since }] of open)
-      if (responses === 0 && since <= before && socket.writableLength === 0 && !socket.writableEnded) socket.end();
+    for (const [socket, { responses, asked, accepted }] of open)
+      if (responses === 0 && (asked || accepted <= before) && socket.writableLength === 0 && !socket.writableEnded)
+        socket.end();
   };
 }
 
