@@ -11,7 +11,7 @@ import { plan, probe } from '../origin/src/pipeline/index.js';
 import { TRANSFORM_OPTIONS } from '../origin/test/harness.js';
 import { childPids } from '../lib/src/process-tree.js';
 import { WALLPAPERS } from '../test/support/images.js';
-import { machine, processTreeCpuMs, spread, writeReport } from './lib.js';
+import { machine, processTreeCpuMs, spread, treePssMb, treeRssMb, writeReport } from './lib.js';
 
 const QUICK = process.argv.includes('--quick');
 const ROUNDS = QUICK ? 1 : 5;
@@ -23,13 +23,6 @@ const WAYS = /** @type {const} */ ([
   { name: 'system codecs, mmap threshold 1 MB', codecs: 'auto', mmap: true },
   { name: 'sharp alone, mmap threshold 1 MB', codecs: 'off', mmap: true },
 ]);
-
-/** A worker's RSS and PSS in MB (/proc/<pid>/smaps_rollup). @param {number} pid */
-function memoryMb(pid) {
-  const text = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
-  const field = (/** @type {string} */ name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(text)?.[1]) / 1024;
-  return { rss: field('Rss'), pss: field('Pss') };
-}
 
 /**
  * A pool of one worker started the given way (its environment is read when it starts: started here, at once).
@@ -67,17 +60,21 @@ export async function benchWorkers() {
       way.cpuPerSet.push((processTreeCpuMs(way.pid) - before) / files.length);
     }
   }
-  const rows = ways.map((way) => {
-    const cpu = spread(way.cpuPerSet);
-    const memory = memoryMb(way.pid);
+  // each worker's memory read once, after the last round: the table and the JSON say the same
+  const measured = ways.map(({ name, cpuPerSet, pid }) => ({
+    name,
+    cpuPerSet,
+    memory: { rss: treeRssMb(pid), pss: treePssMb(pid) },
+  }));
+  const rows = measured.map(({ name, cpuPerSet, memory }) => {
+    const cpu = spread(cpuPerSet);
     return [
-      way.name,
+      name,
       `${Math.round(cpu.min)} / ${Math.round(cpu.median)} / ${Math.round(cpu.max)}`,
       memory.rss,
       memory.pss,
     ];
   });
-  const measured = ways.map(({ name, cpuPerSet, pid }) => ({ name, cpuPerSet, memory: memoryMb(pid) }));
   for (const way of ways) way.pool.close();
   return {
     ways: measured,
