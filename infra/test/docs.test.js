@@ -58,3 +58,42 @@ test('docs/architecture.md: every file, directory and function it names is in th
   }
   assert.deepEqual(missing, []);
 });
+
+/**
+ * The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens, a repeated
+ * heading numbered. @param {string} page
+ */
+function anchorsOf(page) {
+  const anchors = new Set();
+  /** @type {Map<string, number>} */
+  const seen = new Map();
+  let fenced = false;
+  for (const line of fs.readFileSync(page, 'utf8').split('\n')) {
+    if (line.startsWith('```')) fenced = !fenced;
+    const heading = !fenced && line.match(/^#{1,6}\s+(.*)$/);
+    if (!heading) continue;
+    const anchor = heading[1]
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .trim()
+      .replace(/\s/g, '-');
+    const times = seen.get(anchor) ?? 0;
+    seen.set(anchor, times + 1);
+    anchors.add(times ? `${anchor}-${times}` : anchor);
+  }
+  return anchors;
+}
+
+test('every link between the Markdown pages leads to a file, and to a heading where it names one', () => {
+  const broken = [];
+  for (const page of tracked.filter((file) => file.endsWith('.md'))) {
+    for (const [, target] of fs.readFileSync(path.join(ROOT, page), 'utf8').matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/.test(target)) continue;
+      const [file, anchor] = target.split('#');
+      const linked = file ? path.join(ROOT, path.dirname(page), decodeURIComponent(file)) : path.join(ROOT, page);
+      if (!fs.existsSync(linked)) broken.push(`${page}: ${target}`);
+      else if (anchor && linked.endsWith('.md') && !anchorsOf(linked).has(anchor)) broken.push(`${page}: ${target}`);
+    }
+  }
+  assert.deepEqual(broken, []);
+});
