@@ -212,8 +212,9 @@ function useVcl(dirs, name) {
 }
 
 /**
- * Restarts a service by its socket's holder and waits until the next process serves: the old one is gone (the
- * holder starts the next once it has exited), and the socket's health check answered (by the next one).
+ * Restarts a service by its socket's holder and waits until the next process serves: a new one runs (the
+ * holder starts it once the old one has stopped accepting and handed over, or has exited), and the socket's
+ * health check answered (by the next one: the old one accepts nothing more).
  * @param {(...args: string[]) => string} ctl @param {string} program @param {string} socket
  */
 async function handover(ctl, program, socket) {

@@ -11,8 +11,12 @@
 // upgrade, for a program supervisord runs.
 //
 // SIGHUP: the service is started again (its settings file read again, its code loaded again): the running one
-// stops at once, without its drain (killed if it has not within --stop-wait-s, 15 s), and the next one starts.
-// SIGTERM/SIGINT: passed on; this process exits with the service. A service that exits by itself after it was
+// stops accepting at once, without its drain, and says 'released' once it has given up what one process at a
+// time may hold (lib/src/service.js); the next one starts then, while the old one answers the requests it took
+// (killed if it has not stopped within --stop-wait-s, 15 s). One that stops without saying so is followed
+// when it has exited, and so is a next one that exits before it listens while the old one runs (it may have
+// needed what the old one held). SIGTERM/SIGINT: passed on; this process exits with the service (and once the old ones of
+// a restart have finished). A service that exits by itself after it was
 // listening (killed, out of memory) is started again at once; one that exits before (a bad setting), or a
 // fifth time in a minute, ends this process with its code, and supervisord's own retries and back-off take
 // over. The service stops by itself if this process dies (its IPC channel closes).
@@ -21,7 +25,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import util from 'node:util';
 import { createLogger } from './log.js';
-import { childPids } from './process-tree.js';
+import { childPids, newest } from './process-tree.js';
 
 /** Restarts allowed in RESTART_WINDOW_MS before the crashes are left to supervisord. */
 const MAX_RESTARTS = 4;
@@ -52,13 +56,13 @@ export function bindSocket(file) {
 }
 
 /**
- * The pid of the process doing a program's work: the service a holder runs where `pid` is a holder (its one
- * child, 0 between two), else `pid` itself.
+ * The pid of the process doing a program's work: the service a holder runs where `pid` is a holder (its newest
+ * child: the old one of a restart may still be answering its last requests; 0 between two), else `pid` itself.
  * @param {number} pid @returns {number}
  */
 export function servicePid(pid) {
   if (!pid || !fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('hold-socket')) return pid;
-  return childPids(pid)[0] ?? 0;
+  return newest(childPids(pid)) ?? 0;
 }
 
 /**
@@ -76,10 +80,20 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
   let restartWhenReady = false;
   /** @type {number[]} */
   let crashes = [];
+  /** services of earlier restarts still answering what they took @type {Set<import('node:child_process').ChildProcess>} */
+  const leaving = new Set();
+  /** the exit code of a stop, once the service has exited @type {number | null} */
+  let stopCode = null;
+  /** the next service exited before it listened while an old one still ran: it starts again once they are gone */
+  let startWhenAlone = false;
 
   const finish = (/** @type {number} */ code) => {
     handle.close();
     exit(code);
+  };
+  // a stop ends this process once the service and every old one have exited (an old one's channel would close)
+  const finishWhenAlone = () => {
+    if (stopCode !== null && !child && leaving.size === 0) finish(stopCode);
   };
   const start = () => {
     ready = false;
@@ -89,6 +103,7 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
     });
     child = started;
     started.on('message', (message) => {
+      if (message === 'released') return released(started);
       if (message !== 'ready' || started !== child) return;
       ready = true;
       logger.info({ pid: started.pid, socket }, 'service listening on the held socket');
@@ -105,10 +120,30 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
     /** @type {number | null} */ code,
     /** @type {NodeJS.Signals | null} */ signal,
   ) => {
-    if (gone !== child) return;
+    if (gone !== child) {
+      leaving.delete(gone);
+      logger.info({ pid: gone.pid, code, signal }, 'the old process of a restart has exited');
+      if (startWhenAlone && leaving.size === 0 && !stopping) {
+        startWhenAlone = false;
+        start();
+      }
+      return finishWhenAlone();
+    }
     const wasReady = ready;
     child = null;
-    if (stopping) return finish(code ?? 0);
+    if (stopping) {
+      stopCode = code ?? 0;
+      return finishWhenAlone();
+    }
+    // it may have needed what the old one still held (a service that hands over less than it should)
+    if (!wasReady && leaving.size > 0) {
+      logger.warn(
+        { pid: gone.pid, code, signal },
+        'service exited before it listened while the old one still runs: started again once that has exited',
+      );
+      startWhenAlone = true;
+      return;
+    }
     if (restarting) {
       restarting = false;
       logger.info({ pid: gone.pid, code, signal }, 'service stopped for a restart; starting it again');
@@ -129,6 +164,19 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
     );
     start();
   };
+  // the service asked to restart no longer accepts and holds nothing the next one needs: it starts now
+  const released = (/** @type {import('node:child_process').ChildProcess} */ old) => {
+    if (old !== child || !restarting) return;
+    restarting = false;
+    leaving.add(old);
+    child = null;
+    logger.info({ pid: old.pid }, 'service released its socket for a restart; starting it again');
+    if (stopping) {
+      stopCode = 0;
+      return finishWhenAlone();
+    }
+    start();
+  };
   const restart = () => {
     restartWhenReady = false;
     if (stopping) return;
@@ -141,15 +189,19 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
     old.kill('SIGHUP');
     // one that does not stop (hung, stopped) would hold every request waiting in the backlog: killed
     setTimeout(() => {
-      if (old !== child || old.exitCode !== null || old.signalCode !== null) return;
+      if ((old !== child && !leaving.has(old)) || old.exitCode !== null || old.signalCode !== null) return;
       logger.error({ pid: old.pid, stopWaitS }, 'service did not stop for its restart: killed');
       old.kill('SIGKILL');
     }, stopWaitS * 1000).unref();
   };
+  // (an old one of a restart is stopping already: it is left to finish)
   const stop = (/** @type {NodeJS.Signals} */ signal) => {
     stopping = true;
     if (child) child.kill(signal);
-    else finish(0);
+    else {
+      stopCode = 0;
+      finishWhenAlone();
+    }
   };
   process.on('SIGHUP', restart);
   process.on('SIGTERM', stop);

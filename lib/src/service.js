@@ -14,7 +14,9 @@ const IDLE_MS = 200;
 
 /**
  * @typedef {{ config: Record<string, any>, logger: import('pino').Logger, registry: import('prom-client').Registry }} ServiceContext
- * @typedef {{ app: import('node:http').RequestListener, close?: () => Promise<void> }} ServiceParts
+ * @typedef {{ app: import('node:http').RequestListener, close?: () => Promise<void>, handover?: () => Promise<void> }} ServiceParts
+ *   handover: gives up at a held restart what one process at a time may hold (the origin's variant cache
+ *   directory), so the next process starts while this one still answers its requests; close runs after it
  */
 
 /**
@@ -22,7 +24,9 @@ const IDLE_MS = 200;
  * `startup`, in one log line), logger, metrics port, HTTP port,
  * and a graceful stop on SIGTERM/SIGINT: SHUTDOWN_DRAIN_S of serving with /healthz at 404 first (lib/src/health.js), then no new
  * connections, the requests in flight answered (STOP_WAIT_MS at most), the service's own close, exit 0. A second signal ends it at
- * once. On a socket held by lib/src/hold-socket.js, SIGHUP stops it the same way without the drain.
+ * once. On a socket held by lib/src/hold-socket.js, SIGHUP stops it the same way without the drain, and hands over
+ * at once: once it no longer accepts and has given up its metrics port and what its `handover` releases, it tells
+ * the holder ('released'), which starts the next process while this one answers what it took.
  * @param {{ name: string, settings: import('./config.js').Setting[], build: (ctx: ServiceContext) => Promise<ServiceParts> }} spec
  */
 export async function runService(spec) {
@@ -72,8 +76,11 @@ export async function runService(spec) {
     `${spec.name} listening`,
   );
   let stopping = false;
-  /** @param {{ drain?: boolean }} [options] drain: false when the socket is held for the next process */
-  const stop = async ({ drain = true } = {}) => {
+  /**
+   * @param {{ drain?: boolean, handover?: boolean }} [options] drain: false when the socket is held for the next
+   * process; handover: that process may start before this one has answered its requests (a held restart)
+   */
+  const stop = async ({ drain = true, handover = false } = {}) => {
     if (stopping) {
       logger.warn('a second signal: exiting at once');
       logger.flush(() => process.exit(1));
@@ -88,7 +95,10 @@ export async function runService(spec) {
     }
     logger.info('stopping');
     metricsServer.close();
-    await finishRequests(server, STOP_WAIT_MS);
+    // (no new connection from here: server.close() is called at once)
+    const finished = finishRequests(server, STOP_WAIT_MS);
+    if (handover) await handOver(parts, logger);
+    await finished;
     await parts.close?.();
     await new Promise((resolve) => logger.flush(() => resolve(null)));
     process.exit(0);
@@ -99,7 +109,7 @@ export async function runService(spec) {
     // lib/src/hold-socket.js: SIGHUP is its restart (the next process takes the socket at once, no drain);
     // once the holder is gone (its channel closed, maybe while this one started), nothing would start this
     // service again: it stops
-    process.on('SIGHUP', () => stop({ drain: false }));
+    process.on('SIGHUP', () => stop({ drain: false, handover: true }));
     process.on('disconnect', () => stop());
     if (process.connected) process.send?.('ready');
     else stop();
@@ -137,6 +147,22 @@ function closeIdleGracefully(server) {
       if (responses === 0 && (asked || accepted <= before) && socket.writableLength === 0 && !socket.writableEnded)
         socket.end();
   };
+}
+
+/**
+ * At a held restart: the service's `handover`, then 'released' to the holder (lib/src/hold-socket.js), which
+ * starts the next process now. A handover that fails says nothing: the next process starts when this one has
+ * exited, as before (its variant cache, say, still held until then).
+ * @param {ServiceParts} parts @param {import('pino').Logger} logger
+ */
+async function handOver(parts, logger) {
+  try {
+    await parts.handover?.();
+  } catch (err) {
+    logger.error({ err }, 'handover failed: the next process starts once this one has stopped');
+    return;
+  }
+  if (process.connected) process.send?.('released');
 }
 
 /**

@@ -11,18 +11,26 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { waitFor } from '../../test/support/ports.js';
 import { alive } from '../../test/support/processes.js';
+import { servicePid } from '../src/hold-socket.js';
 
 const holder = fileURLToPath(new URL('../src/hold-socket.js', import.meta.url));
 
-// answers its pid; /slow after 400 ms; it takes 300 ms to start, as a real service takes a while
+// answers its pid; /slow after 400 ms, /slower after 3 s; it takes 300 ms to start, as a real service takes a while
 const probe = `
   import { runService, sharedSettings, commonSettings } from '@stack/lib';
+  const DELAYS = { '/slow': 400, '/slower': 3000 };
+  // PROBE_LOCK: a file one process at a time holds, from its start to its exit (and not handed over)
+  if (process.env.PROBE_LOCK) {
+    const fs = await import('node:fs');
+    fs.writeFileSync(process.env.PROBE_LOCK, String(process.pid), { flag: 'wx' });
+    process.on('exit', () => fs.rmSync(process.env.PROBE_LOCK));
+  }
   await new Promise((resolve) => setTimeout(resolve, 300));
   await runService({
     name: 'probe',
     settings: [...sharedSettings, ...commonSettings('probe', 0, 0)],
     build: async () => ({
-      app: (req, res) => setTimeout(() => res.end(String(process.pid)), req.url === '/slow' ? 400 : 0),
+      app: (req, res) => setTimeout(() => res.end(String(process.pid)), DELAYS[req.url] ?? 0),
     }),
   });
 `;
@@ -135,6 +143,67 @@ test('SIGHUP: the next process takes over without its drain; the request in flig
     await waitFor(async () => !alive(first), 10_000, 'the old process gone');
     assert.ok(alive(second));
   });
+});
+
+test('SIGHUP: the next process serves at once while the old one still answers a long request', async () => {
+  await withHeld({}, async (socket, holderProcess, output) => {
+    const first = await servingPid(socket);
+    let answered = false;
+    const inFlight = get(socket, '/slower').finally(() => (answered = true));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const asked = Date.now();
+    holderProcess.kill('SIGHUP');
+    const second = await waitFor(
+      async () => Number((await get(socket, '/')).body) !== first,
+      10_000,
+      'the next process to answer',
+    ).then(() => servingPid(socket));
+    // the old one's request takes 3 s: the next process answers well before it (it used to start after)
+    assert.ok(!answered && Date.now() - asked < 2500, `the next process answered after ${Date.now() - asked} ms`);
+    assert.ok(alive(first), 'the old process still answering');
+    assert.equal(servicePid(/** @type {number} */ (holderProcess.pid)), second, 'the service named is the new one');
+    assert.deepEqual(await inFlight, { status: 200, body: String(first) });
+    await waitFor(async () => !alive(first), 10_000, 'the old process gone');
+    assert.ok(alive(second) && second !== first);
+    await waitFor(async () => /the old process of a restart has exited/.test(output()), 3000, 'its exit logged');
+  });
+});
+
+test('SIGTERM while the old process of a restart still answers: the holder waits for it, then exits 0', async () => {
+  await withHeld({ SHUTDOWN_DRAIN_S: '0' }, async (socket, holderProcess) => {
+    const first = await servingPid(socket);
+    const inFlight = get(socket, '/slower');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    holderProcess.kill('SIGHUP');
+    await waitFor(async () => Number((await get(socket, '/')).body) !== first, 10_000, 'the next process');
+    const second = await servingPid(socket);
+    const exited = once(holderProcess, 'exit');
+    holderProcess.kill('SIGTERM');
+    assert.deepEqual(await inFlight, { status: 200, body: String(first) }, 'the old request not cut');
+    const [code] = await exited;
+    assert.equal(code, 0);
+    assert.ok(!alive(first) && !alive(second), 'both processes gone with the holder');
+  });
+});
+
+test('SIGHUP to a service that needs what the old one holds until it exits: the next starts again after it', async () => {
+  const lock = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'probe-lock-')), 'lock');
+  try {
+    await withHeld({ PROBE_LOCK: lock }, async (socket, holderProcess, output) => {
+      const first = await servingPid(socket);
+      const inFlight = get(socket, '/slower');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      holderProcess.kill('SIGHUP');
+      await waitFor(async () => /started again once that has exited/.test(output()), 5000, 'the next one refused');
+      const second = await servingPid(socket);
+      assert.notEqual(second, first);
+      assert.deepEqual(await inFlight, { status: 200, body: String(first) });
+      assert.equal(holderProcess.exitCode, null, 'the holder still runs');
+      assert.equal(fs.readFileSync(lock, 'utf8'), String(second));
+    });
+  } finally {
+    fs.rmSync(path.dirname(lock), { recursive: true, force: true });
+  }
 });
 
 test('SIGHUP to a service that does not stop (hung): killed after --stop-wait-s, and the next one serves', async () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { childPids, processTree } from '../src/process-tree.js';
+import { alive, childPids, newest, processTree } from '../src/process-tree.js';
 
 test('a process tree lists children and their children, and a gone process has none', async () => {
   // a shell that starts a sleep and waits on it: this process, the shell, the sleep
@@ -21,4 +21,24 @@ test('a process tree lists children and their children, and a gone process has n
   }
   assert.deepEqual(childPids(/** @type {number} */ (shell.pid)), []);
   assert.deepEqual(processTree(/** @type {number} */ (shell.pid)), [shell.pid]);
+});
+
+test('newest: the process started last of several; alive: a running process and not a gone one', async () => {
+  const first = spawn('sleep', ['30']);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const second = spawn('sleep', ['30']);
+  const [a, b] = [/** @type {number} */ (first.pid), /** @type {number} */ (second.pid)];
+  try {
+    assert.equal(newest([b, a]), b);
+    assert.equal(newest([a, b]), b);
+    assert.ok(alive(a) && alive(process.pid));
+  } finally {
+    second.kill();
+    await once(second, 'exit');
+  }
+  assert.equal(newest([a, b]), a, 'one gone is left out');
+  assert.ok(!alive(b));
+  first.kill();
+  await once(first, 'exit');
+  assert.equal(newest([a, b]), undefined);
 });

@@ -243,6 +243,9 @@ await runService({
     });
     return {
       app,
+      // a held restart (lib/src/service.js): the variant cache's directory is one process's at a time; the
+      // requests this process still answers make their variants without it (uncached)
+      handover: () => variants.close(),
       async close() {
         priority.stop();
         await takedowns.close();

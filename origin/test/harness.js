@@ -15,25 +15,7 @@ import { startRedis, startService } from '../../test/support/processes.js';
  *   system's temp directory); a command it is started through (e.g. taskset -c 0)
  */
 export async function startOrigin(env = {}, { dataParent = os.tmpdir(), through = [] } = {}) {
-  const redis = await startRedis();
-  const site = await startImageServer();
-  const hive = await startHiveNode();
-  const port = await freePort();
-  const metricsPort = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(dataParent, 'origin-'));
-  const base = `http://127.0.0.1:${port}`;
-  const settings = {
-    ORIGIN_PORT: String(port),
-    ORIGIN_METRICS_PORT: String(metricsPort),
-    REDIS_URL: redis.url,
-    DATA_DIR: dataDir,
-    PUBLIC_URL: base,
-    FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1',
-    HIVE_API_URLS: hive.url,
-    UPLOAD_TOKENS: 'test-token',
-    METRICS_PASSWORD: TEST_METRICS_PASSWORD,
-    ...env,
-  };
+  const { redis, site, hive, port, metricsPort, dataDir, base, settings } = await originParts(env, dataParent);
   let proc = await startService('origin/bin/origin', settings, port, through);
   return {
     base,
@@ -65,6 +47,34 @@ export async function startOrigin(env = {}, { dataParent = os.tmpdir(), through 
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * What an origin runs with: real Redis, a local image site and Hive node, free ports, a data directory under
+ * `dataParent`, and its settings (`env` over the tests' own). @param {Record<string, string>} env @param {string} dataParent
+ */
+export async function originParts(env, dataParent) {
+  const redis = await startRedis();
+  const site = await startImageServer();
+  const hive = await startHiveNode();
+  const port = await freePort();
+  const metricsPort = await freePort();
+  const dataDir = fs.mkdtempSync(path.join(dataParent, 'origin-'));
+  const base = `http://127.0.0.1:${port}`;
+  /** @type {Record<string, string>} */
+  const settings = {
+    ORIGIN_PORT: String(port),
+    ORIGIN_METRICS_PORT: String(metricsPort),
+    REDIS_URL: redis.url,
+    DATA_DIR: dataDir,
+    PUBLIC_URL: base,
+    FETCH_ALLOW_PRIVATE_HOSTS: '127.0.0.1',
+    HIVE_API_URLS: hive.url,
+    UPLOAD_TOKENS: 'test-token',
+    METRICS_PASSWORD: TEST_METRICS_PASSWORD,
+    ...env,
+  };
+  return { redis, site, hive, port, metricsPort, dataDir, base, settings };
 }
 
 export { tokenUpload } from '../../test/support/upload.js';

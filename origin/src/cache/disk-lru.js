@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { alive } from '@stack/lib/src/process-tree.js';
 
 /**
  * A size-bounded cache of files on disk (the fetched originals: large, written while they stream in, read by
@@ -18,27 +19,37 @@ export class DiskLru {
     this.entries = new Map();
     /** shard directories known to exist: one mkdir per shard, not per file */
     this.shards = new Set();
-    // a random prefix per instance (two caches on one directory by mistake still never share a temp name),
-    // a count after it
-    this.tempPrefix = randomBytes(6).toString('hex');
+    // the process's pid (a start clears the temp files of processes gone, not those of one still finishing
+    // its requests: a held restart's, lib/src/service.js) and a random part per instance (two caches on one
+    // directory by mistake still never share a temp name), a count after it
+    this.tempPrefix = `${process.pid}-${randomBytes(6).toString('hex')}`;
     this.temps = 0;
   }
 
+  /**
+   * The index from the directory, and the temp files of processes gone removed. The process before this one
+   * may still be finishing its requests (a held restart): a file it evicts meanwhile is not counted, and its
+   * downloads under way are left to it.
+   */
   async init() {
-    await fs.mkdir(path.join(this.dir, 'tmp'), { recursive: true });
+    const temp = path.join(this.dir, 'tmp');
+    await fs.mkdir(temp, { recursive: true });
     const found = [];
     for (const shard of await fs.readdir(this.dir)) {
       if (shard === 'tmp') continue;
-      for (const name of await fs.readdir(path.join(this.dir, shard))) {
-        const stat = await fs.stat(path.join(this.dir, shard, name));
+      for (const name of await fs.readdir(path.join(this.dir, shard)).catch(() => [])) {
+        const stat = await fs.stat(path.join(this.dir, shard, name)).catch(() => null);
+        if (!stat) continue;
         const [key, ext = ''] = name.split('.');
         found.push({ key, ext, size: stat.size, atime: stat.atimeMs });
       }
     }
     found.sort((a, b) => a.atime - b.atime);
     for (const { key, ext, size } of found) this.remember(key, ext, size);
-    await fs.rm(path.join(this.dir, 'tmp'), { recursive: true, force: true });
-    await fs.mkdir(path.join(this.dir, 'tmp'), { recursive: true });
+    for (const name of await fs.readdir(temp)) {
+      const pid = Number(name.split('-')[0]);
+      if (!(pid > 0 && pid !== process.pid && alive(pid))) await fs.rm(path.join(temp, name), { force: true });
+    }
   }
 
   /** @param {string} key @param {string} ext */

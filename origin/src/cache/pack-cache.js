@@ -4,6 +4,7 @@ import { setImmediate as yieldToEvents } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { crc32 } from 'node:zlib';
 import { GoneError } from '@stack/lib';
+import { alive } from '@stack/lib/src/process-tree.js';
 import { FORGOTTEN, PackIndex } from './pack-index.js';
 
 // A record: magic, key (32 bytes), extension (4 bytes, zero-padded), data length, CRC-32 of the data; then the data.
@@ -558,15 +559,5 @@ export class PackCache {
       // already gone
     }
     await Promise.all(this.writing);
-  }
-}
-
-/** @param {number} pid */
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return /** @type {any} */ (err).code === 'EPERM';
   }
 }

@@ -54,9 +54,15 @@ export function createArchive(dataDir, { maxBytes, onChange = () => {}, onEvict 
 
   /** The index from the directory: blobs by age, each id to the blob whose inode it shares. */
   async function load() {
-    const found = await Promise.all(
-      (await filesIn(path.join(dir, 'blobs'))).map(async (file) => ({ file, stat: await fs.stat(file) })),
-    );
+    // (a file the process before this one removed meanwhile, finishing its requests at a held restart: skipped)
+    const found = (
+      await Promise.all(
+        (await filesIn(path.join(dir, 'blobs'))).map(async (file) => ({
+          file,
+          stat: await fs.stat(file).catch(() => null),
+        })),
+      )
+    ).flatMap(({ file, stat }) => (stat ? [{ file, stat }] : []));
     /** @type {Map<number, string>} */
     const byInode = new Map();
     for (const { file, stat } of found.sort((a, b) => a.stat.mtimeMs - b.stat.mtimeMs)) {
@@ -66,7 +72,9 @@ export function createArchive(dataDir, { maxBytes, onChange = () => {}, onEvict 
       bytes += stat.size;
     }
     for (const file of await filesIn(path.join(dir, 'ids'))) {
-      const sha = byInode.get((await fs.stat(file)).ino);
+      const stat = await fs.stat(file).catch(() => null);
+      if (!stat) continue;
+      const sha = byInode.get(stat.ino);
       if (!sha) await fs.rm(file, { force: true });
       else {
         ids.set(path.basename(file), sha);
