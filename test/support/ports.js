@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import net from 'node:net';
+import { alive } from '../../lib/src/process-tree.js';
 
 /** @param {number} port @returns {Promise<boolean>} */
 function canListen(port) {
@@ -12,9 +14,45 @@ function canListen(port) {
 
 const taken = new Set();
 
+// The ports handed out by every test process of this machine (the test files run at once, each a process;
+// a second run, the fresh-machine stage's): a file per port naming the process it went to. A port free when
+// one file picked it could be bound by another file's service before the first one's started (seen once:
+// a second origin whose port another process took answered nothing of its own).
+const CLAIMS = '/tmp/image-cdn-stack-test-ports';
+
+/**
+ * Claims `port` for this process across the machine: false when a live process claimed it already.
+ * @param {number} port
+ */
+function claim(port) {
+  const file = `${CLAIMS}/${port}`;
+  try {
+    fs.mkdirSync(CLAIMS, { recursive: true, mode: 0o1777 });
+    fs.chmodSync(CLAIMS, 0o1777);
+  } catch {
+    // another user's directory: sticky and open to all already
+  }
+  try {
+    fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch (err) {
+    if (/** @type {NodeJS.ErrnoException} */ (err).code !== 'EEXIST') return false;
+  }
+  try {
+    const holder = Number(fs.readFileSync(file, 'utf8'));
+    if (holder > 0 && alive(holder)) return holder === process.pid;
+    // left by a process gone: taken over, unless another process took it over at the same moment
+    fs.writeFileSync(file, String(process.pid));
+    return Number(fs.readFileSync(file, 'utf8')) === process.pid;
+  } catch {
+    return false; // another user's
+  }
+}
+
 /**
  * A free TCP port on loopback, below Linux's ephemeral range (32768+): a port the kernel handed out
  * could be handed out again as the local port of some outgoing connection before our server binds it.
+ * Claimed for this process (see CLAIMS), so no other test process of the machine is given it meanwhile.
  * @returns {Promise<number>}
  */
 export async function freePort() {
@@ -22,7 +60,7 @@ export async function freePort() {
     const port = 20000 + Math.floor(Math.random() * 12000);
     if (taken.has(port)) continue;
     taken.add(port);
-    if (await canListen(port)) return port;
+    if (claim(port) && (await canListen(port))) return port;
   }
 }
 
