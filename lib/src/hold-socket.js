@@ -15,11 +15,11 @@
 // time may hold (lib/src/service.js); the next one starts then, while the old one answers the requests it took
 // (killed if it has not stopped within --stop-wait-s, 15 s). One that stops without saying so is followed
 // when it has exited, and so is a next one that exits before it listens while the old one runs (it may have
-// needed what the old one held). SIGTERM/SIGINT: passed on; this process exits with the service (and once the old ones of
-// a restart have finished). A service that exits by itself after it was
-// listening (killed, out of memory) is started again at once; one that exits before (a bad setting), or a
-// fifth time in a minute, ends this process with its code, and supervisord's own retries and back-off take
-// over. The service stops by itself if this process dies (its IPC channel closes).
+// needed what the old one held). SIGTERM/SIGINT: passed on; this process exits with the service, once the old
+// ones of a restart have finished too. A service that exits by itself after it was listening (killed, out of
+// memory) is started again at once; one that exits before (a bad setting), or a fifth time in a minute, ends
+// this process with its code, and supervisord's own retries and back-off take over. The service stops by
+// itself if this process dies (its IPC channel closes).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
