@@ -19,24 +19,37 @@ const taken = new Set();
 // one file picked it could be bound by another file's service before the first one's started (seen once:
 // a second origin whose port another process took answered nothing of its own).
 const CLAIMS = '/tmp/image-cdn-stack-test-ports';
+/** the directory made (or found) by this process: made once, again only if it is gone */
+let claimsMade = false;
 
-/**
- * Claims `port` for this process across the machine: false when a live process claimed it already.
- * @param {number} port
- */
-function claim(port) {
-  const file = `${CLAIMS}/${port}`;
+function makeClaims() {
+  claimsMade = true;
   try {
     fs.mkdirSync(CLAIMS, { recursive: true, mode: 0o1777 });
     fs.chmodSync(CLAIMS, 0o1777);
   } catch {
     // another user's directory: sticky and open to all already
   }
+}
+
+/**
+ * Claims `port` for this process across the machine: false when a live process claimed it already.
+ * @param {number} port @param {boolean} [again] asked once more after the directory was made again
+ */
+function claim(port, again = false) {
+  const file = `${CLAIMS}/${port}`;
+  if (!claimsMade) makeClaims();
   try {
     fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
     return true;
   } catch (err) {
-    if (/** @type {NodeJS.ErrnoException} */ (err).code !== 'EEXIST') return false;
+    const { code } = /** @type {NodeJS.ErrnoException} */ (err);
+    if (code === 'ENOENT' && !again) {
+      // the directory removed since (a clean-up of /tmp): made again, the port asked once more
+      makeClaims();
+      return claim(port, true);
+    }
+    if (code !== 'EEXIST') return false;
   }
   try {
     const holder = Number(fs.readFileSync(file, 'utf8'));
