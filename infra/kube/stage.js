@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, test } from 'node:test';
 import sharp from 'sharp';
 import { base58Url } from '@stack/lib';
 import { sign } from '../../purge-service/src/signature.js';
@@ -39,6 +39,43 @@ function run(file, args, { timeout = 600_000, input = undefined } = {}) {
 }
 const kubectl = (/** @type {string[]} */ ...args) => run(`${ROOT}/infra/kube/cluster.sh`, ['kubectl', ...args]);
 const json = (/** @type {string[]} */ ...args) => JSON.parse(kubectl(...args, '-o', 'json'));
+
+/**
+ * What a failure leaves to read: the namespace's pods (ready or not, terminating or not), its endpoint slices,
+ * haproxy's last lines, the latest events, and the last lines of each container of a pod not Ready or
+ * terminating. Never throws (it is read while something failed).
+ */
+function namespaceReport() {
+  const read = (/** @type {string[]} */ ...args) => {
+    try {
+      return kubectl(...args);
+    } catch (err) {
+      return `(${/** @type {Error} */ (err).message.slice(0, 300)})\n`;
+    }
+  };
+  let report = `\n--- pods\n${read('-n', NAMESPACE, 'get', 'pods', '-o', 'wide')}`;
+  report += `--- endpoint slices\n${read('-n', NAMESPACE, 'get', 'endpointslices')}`;
+  // haproxy's log names each origin it took in or out (its discovery by DNS) and the 5xx it answered
+  report += `--- haproxy\n${read('-n', NAMESPACE, 'logs', `deploy/${RELEASE}-image-cdn-stack-haproxy`, '--all-containers', '--tail=30')}`;
+  report += `--- events\n${read('-n', NAMESPACE, 'get', 'events', '--sort-by=.lastTimestamp').split('\n').slice(-40).join('\n')}\n`;
+  /** @type {any[]} */
+  let pods = [];
+  try {
+    pods = json('-n', NAMESPACE, 'get', 'pods').items;
+  } catch {}
+  for (const pod of pods) {
+    const ready = pod.status.conditions?.find((/** @type {any} */ c) => c.type === 'Ready')?.status === 'True';
+    if (ready && !pod.metadata.deletionTimestamp) continue;
+    const name = pod.metadata.name;
+    report += `--- ${name} (ready ${ready}, deleted at ${pod.metadata.deletionTimestamp ?? '-'})\n`;
+    report += `${JSON.stringify(pod.status.containerStatuses?.map((/** @type {any} */ c) => ({ name: c.name, ready: c.ready, state: c.state })))}\n`;
+    report += read('-n', NAMESPACE, 'logs', name, '--all-containers', '--tail=30', '--prefix');
+  }
+  return report;
+}
+
+/** helm with `args` (its --wait may take its --timeout of 8 minutes). @param {string[]} args */
+const helm = (args) => run(HELM, args, { timeout: 900_000 });
 
 /** A hostPath PersistentVolume of `size` for the stage's claims, its directory the pods' user's. @param {string} name @param {string} size */
 function volume(name, size) {
@@ -91,58 +128,73 @@ const mark = (/** @type {string} */ name) => (times[name] = Math.round((Date.now
 
 before(
   async () => {
-    run(`${ROOT}/infra/kube/cluster.sh`, ['up']);
-    mark('cluster up');
-    // the images of this checkout, built by Podman as compose builds them, then handed to containerd
-    const dummy = {
-      S3_ACCESS_KEY_ID: 'x',
-      S3_SECRET_ACCESS_KEY: 'x',
-      METRICS_PASSWORD: 'x',
-      GRAFANA_ADMIN_PASSWORD: 'x',
-    };
-    execFileSync(`${ROOT}/infra/stack`, ['compose', 'build', 'render', 'components', 'versitygw'], {
-      env: { ...env, ...dummy },
-      stdio: 'ignore',
-      timeout: 1_200_000,
-    });
-    run(`${ROOT}/infra/kube/cluster.sh`, ['images']);
-    mark('images');
-    kubectl('delete', 'namespace', NAMESPACE, '--ignore-not-found', '--wait=true');
-    volume(`${NAMESPACE}-uploads`, '1Gi');
-    volume(`${NAMESPACE}-redis`, '1Gi');
-    run(HELM, [
-      'install',
-      RELEASE,
-      `${ROOT}/infra/helm/image-cdn-stack`,
-      '--namespace',
-      NAMESPACE,
-      '--create-namespace',
-      '-f',
-      `${ROOT}/infra/kube/values-one-node.yaml`,
-      '--set',
-      `secrets.values.UPLOAD_TOKENS=${TOKEN}`,
-      '--set',
-      'secrets.values.AVATAR_ADMIN_TOKEN=stage-admin',
-      '--set',
-      `secrets.values.PURGE_HMAC_KEYS=${HMAC}`,
-      '--wait',
-      '--timeout',
-      '8m',
-    ]);
-    mark('installed, every pod Ready');
-    base = await publish(`svc/${RELEASE}-image-cdn-stack-nginx`, 80);
-    // the resolver's admin API is an operator's surface, off the public path: reached straight, as an operator would
-    resolver = await publish(`deploy/${RELEASE}-image-cdn-stack-avatar-resolver`, 8801);
-    // Ready pods are not yet a serving chain (nginx → varnish → haproxy → resolver → Redis): its first 302
-    await waitFor(
-      async () => (await fetch(`${base}/u/carol/avatar`, { redirect: 'manual' })).status === 302,
-      120_000,
-      'the first avatar through the Service',
-    );
-    mark('published');
+    try {
+      await setUp();
+    } catch (err) {
+      process.stdout.write(namespaceReport());
+      throw err;
+    }
   },
   { timeout: 1_500_000 },
 );
+
+// a test that failed leaves what the namespace looked like in the log
+afterEach((t) => {
+  if (!t.passed) process.stdout.write(namespaceReport());
+});
+
+/** The cluster, the images of this checkout, the release installed and published on 127.0.0.1. */
+async function setUp() {
+  run(`${ROOT}/infra/kube/cluster.sh`, ['up']);
+  mark('cluster up');
+  // the images of this checkout, built by Podman as compose builds them, then handed to containerd
+  const dummy = {
+    S3_ACCESS_KEY_ID: 'x',
+    S3_SECRET_ACCESS_KEY: 'x',
+    METRICS_PASSWORD: 'x',
+    GRAFANA_ADMIN_PASSWORD: 'x',
+  };
+  execFileSync(`${ROOT}/infra/stack`, ['compose', 'build', 'render', 'components', 'versitygw'], {
+    env: { ...env, ...dummy },
+    stdio: 'ignore',
+    timeout: 1_200_000,
+  });
+  run(`${ROOT}/infra/kube/cluster.sh`, ['images']);
+  mark('images');
+  kubectl('delete', 'namespace', NAMESPACE, '--ignore-not-found', '--wait=true');
+  volume(`${NAMESPACE}-uploads`, '1Gi');
+  volume(`${NAMESPACE}-redis`, '1Gi');
+  helm([
+    'install',
+    RELEASE,
+    `${ROOT}/infra/helm/image-cdn-stack`,
+    '--namespace',
+    NAMESPACE,
+    '--create-namespace',
+    '-f',
+    `${ROOT}/infra/kube/values-one-node.yaml`,
+    '--set',
+    `secrets.values.UPLOAD_TOKENS=${TOKEN}`,
+    '--set',
+    'secrets.values.AVATAR_ADMIN_TOKEN=stage-admin',
+    '--set',
+    `secrets.values.PURGE_HMAC_KEYS=${HMAC}`,
+    '--wait',
+    '--timeout',
+    '8m',
+  ]);
+  mark('installed, every pod Ready');
+  base = await publish(`svc/${RELEASE}-image-cdn-stack-nginx`, 80);
+  // the resolver's admin API is an operator's surface, off the public path: reached straight, as an operator would
+  resolver = await publish(`deploy/${RELEASE}-image-cdn-stack-avatar-resolver`, 8801);
+  // Ready pods are not yet a serving chain (nginx → varnish → haproxy → resolver → Redis): its first 302
+  await waitFor(
+    async () => (await fetch(`${base}/u/carol/avatar`, { redirect: 'manual' })).status === 302,
+    120_000,
+    'the first avatar through the Service',
+  );
+  mark('published');
+}
 
 after(() => {
   for (const forward of forwards) forward.kill();
@@ -402,7 +454,7 @@ test(
   },
   async () => {
     s3Server();
-    run(HELM, [
+    helm([
       'upgrade',
       RELEASE,
       `${ROOT}/infra/helm/image-cdn-stack`,
@@ -512,3 +564,74 @@ test(
     assert.ok(statuses[200] >= 20, `steady traffic: ${statuses[200]} answers`);
   },
 );
+
+/** Whether every nginx pod is Ready and counted ready among its Service's endpoints. */
+function nginxServing() {
+  const pods = podsOf('nginx').filter((pod) => !pod.metadata.deletionTimestamp);
+  const ready = pods.filter(
+    (pod) => pod.status.conditions?.find((/** @type {any} */ c) => c.type === 'Ready')?.status === 'True',
+  );
+  const slices = json(
+    '-n',
+    NAMESPACE,
+    'get',
+    'endpointslices',
+    '-l',
+    `kubernetes.io/service-name=${RELEASE}-image-cdn-stack-nginx`,
+  ).items;
+  const endpoints = slices.flatMap((/** @type {any} */ slice) => slice.endpoints || []);
+  return {
+    pods: pods.length,
+    ready: ready.length,
+    endpoints: endpoints.filter((/** @type {any} */ e) => e.conditions?.ready).length,
+  };
+}
+
+test('every origin gone: nginx stays Ready in its Service and serves what varnish holds; a new variant is a 503', async () => {
+  // found by CI on 2026-11-28: nginx's readiness was the origin's /healthz through the chain, so origins not
+  // answering took every nginx pod out of the Service (cached images too), and held nginx's rollout (8 min)
+  const upload = await tokenUpload(base, fs.readFileSync(photo('Kite', '1920x1080')), 'kite.jpg', TOKEN);
+  assert.equal(upload.status, 200, await upload.clone().text());
+  const source = base58Url.encode(/** @type {{ url: string }} */ (await upload.json()).url);
+  const cached = `${base}/p/${source}?width=320&format=jpeg`;
+  assert.equal((await fetch(cached)).status, 200);
+  await waitFor(async () => (await fetch(cached)).headers.get('x-cache') === 'HIT', 30_000, 'the variant cached');
+  const origin = `deploy/${RELEASE}-image-cdn-stack-origin`;
+  const replicas = json('-n', NAMESPACE, 'get', origin).spec.replicas;
+  kubectl('-n', NAMESPACE, 'scale', origin, '--replicas=0');
+  try {
+    await waitFor(async () => podsOf('origin').length === 0, 180_000, 'every origin pod gone');
+    // varnish's probe calls the backend sick within about 6 s; nginx's readiness would fail after 3 × 5 s
+    const sick = Date.now();
+    await waitFor(
+      async () => {
+        const fresh = await fetch(`${base}/p/${source}?width=321&format=jpeg`);
+        await fresh.arrayBuffer();
+        return fresh.status === 503;
+      },
+      60_000,
+      'a new variant refused',
+    );
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, 25_000 - (Date.now() - sick))));
+    const serving = nginxServing();
+    assert.ok(serving.pods >= 1, 'an nginx pod');
+    assert.deepEqual(
+      serving,
+      { pods: serving.pods, ready: serving.pods, endpoints: serving.pods },
+      'nginx in its Service',
+    );
+    const stale = await fetch(cached);
+    assert.equal(stale.status, 200);
+    assert.equal((await sharp(Buffer.from(await stale.arrayBuffer())).metadata()).width, 320);
+    const fresh = await fetch(`${base}/p/${source}?width=322&format=jpeg`);
+    assert.equal(fresh.status, 503);
+    assert.match(String(fresh.headers.get('content-type')), /json/);
+  } finally {
+    kubectl('-n', NAMESPACE, 'scale', origin, `--replicas=${replicas}`);
+  }
+  await waitFor(
+    async () => (await fetch(`${base}/p/${source}?width=323&format=jpeg`)).status === 200,
+    180_000,
+    'new variants again once the origins are back',
+  );
+});
