@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { servicePid } from '../lib/src/hold-socket.js';
+import { alive } from '../lib/src/process-tree.js';
 import { httpOnSocket } from './wait-healthy.js';
 
 /**
@@ -213,8 +214,9 @@ function useVcl(dirs, name) {
 
 /**
  * Restarts a service by its socket's holder and waits until the next process serves: a new one runs (the
- * holder starts it once the old one has stopped accepting and handed over, or has exited), and the socket's
- * health check answered (by the next one: the old one accepts nothing more).
+ * holder starts it first; it goes on once the old one has stopped accepting and handed over, or has exited),
+ * the old one has exited (until then the next one may still be loading, the old one answering), and the
+ * socket's health check answered. A next one that cannot start leaves the old one serving: the wait fails.
  * @param {(...args: string[]) => string} ctl @param {string} program @param {string} socket
  */
 async function handover(ctl, program, socket) {
@@ -222,8 +224,13 @@ async function handover(ctl, program, socket) {
   const before = servicePid(holder);
   ctl('signal', 'HUP', program);
   const until = Date.now() + HANDOVER_WAIT_MS;
-  while (servicePid(holder) === before || !(await httpOnSocket(socket)())) {
-    if (Date.now() > until) throw new Error(`${program} did not serve again within ${HANDOVER_WAIT_MS / 1000} s`);
+  while ([0, before].includes(servicePid(holder)) || alive(before) || !(await httpOnSocket(socket)())) {
+    if (Date.now() > until)
+      throw new Error(
+        alive(before)
+          ? `${program}: the next process did not take over within ${HANDOVER_WAIT_MS / 1000} s (its log says why); the running one still serves`
+          : `${program} did not serve again within ${HANDOVER_WAIT_MS / 1000} s`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -265,9 +272,9 @@ async function restart(named, dirs) {
     throw new Error(`no program ${unknown.join(', ')} in this stack (${[...sections.keys()].join(', ')})`);
   for (const program of named.length ? named : SERVICES.filter((service) => sections.has(service))) {
     const socket = heldSocketOf(sections.get(program));
-    process.stdout.write(`${program}: restarted${socket ? ' (its socket held, no request refused)' : ''}\n`);
     if (socket) await handover(ctl, program, socket);
     else ctl('restart', program);
+    process.stdout.write(`${program}: restarted${socket ? ' (its socket held, no request refused)' : ''}\n`);
   }
 }
 

@@ -10,16 +10,20 @@
 // backlog and the next process takes them. The same idea as systemd's socket activation and nginx's binary
 // upgrade, for a program supervisord runs.
 //
-// SIGHUP: the service is started again (its settings file read again, its code loaded again): the running one
-// stops accepting at once, without its drain, and says 'released' once it has given up what one process at a
-// time may hold (lib/src/service.js); the next one starts then, while the old one answers the requests it took
-// (killed if it has not stopped within --stop-wait-s, 15 s). One that stops without saying so is followed
-// when it has exited, and so is a next one that exits before it listens while the old one runs (it may have
-// needed what the old one held). SIGTERM/SIGINT: passed on; this process exits with the service, once the old
-// ones of a restart have finished too. A service that exits by itself after it was listening (killed, out of
-// memory) is started again at once; one that exits before (a bad setting), or a fifth time in a minute, ends
-// this process with its code, and supervisord's own retries and back-off take over. The service stops by
-// itself if this process dies (its IPC channel closes).
+// SIGHUP: the service is started again (its settings file read again, its code loaded again): the next process
+// starts first and loads its code and settings while the running one still serves, then says 'prepared'
+// (lib/src/service.js); the running one then stops accepting at once, without its drain, and says 'released'
+// once it has given up what one process at a time may hold; the next one goes on then ('go': it builds and
+// listens), while the old one answers the requests it took (killed if it has not stopped within
+// --stop-wait-s, 15 s). The gap is the next one's build, not its whole start. A next process that exits
+// before it has loaded (new code that does not load, a setting it refuses) or does not load within 60 s is
+// given up, and the running one keeps serving: a restart that cannot work takes nothing down. One that stops
+// without saying 'released' is followed when it has exited, and so is a next one that exits before it
+// listens while the old one runs (it may have needed what the old one held). SIGTERM/SIGINT: passed on; this
+// process exits with the service, once the old ones of a restart have finished too. A service that exits by
+// itself after it was listening (killed, out of memory) is started again at once; one that exits before (a
+// bad setting), or a fifth time in a minute, ends this process with its code, and supervisord's own retries
+// and back-off take over. The service stops by itself if this process dies (its IPC channel closes).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -57,7 +61,8 @@ export function bindSocket(file) {
 
 /**
  * The pid of the process doing a program's work: the service a holder runs where `pid` is a holder (its newest
- * child: the old one of a restart may still be answering its last requests; 0 between two), else `pid` itself.
+ * child: the old one of a restart may still be answering its last requests, and the next one may still be
+ * loading, the old one serving meanwhile; 0 between two), else `pid` itself.
  * @param {number} pid @returns {number}
  */
 export function servicePid(pid) {
@@ -67,15 +72,21 @@ export function servicePid(pid) {
 
 /**
  * Holds `socket` and runs the service `command` on it, as the header says. stopWaitS: how long a service
- * asked to restart may take to stop before it is killed (as supervisord's stopwaitsecs for a stop).
- * @param {{ socket: string, command: string, args: string[], logger: import('pino').Logger, exit: (code: number) => void, stopWaitS: number }} options
+ * asked to restart may take to stop before it is killed (as supervisord's stopwaitsecs for a stop);
+ * prepareWaitS: how long the next process of a restart may take to load before it is given up.
+ * @param {{ socket: string, command: string, args: string[], logger: import('pino').Logger, exit: (code: number) => void, stopWaitS: number, prepareWaitS?: number }} options
  */
-export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
+export function holdSocket({ socket, command, args, logger, exit, stopWaitS, prepareWaitS = 60 }) {
   const handle = bindSocket(socket);
-  /** @type {import('node:child_process').ChildProcess | null} */
+  /** the service: serving, or starting to @type {import('node:child_process').ChildProcess | null} */
   let child = null;
   let ready = false;
+  /** the next process of a restart, loading its code while `child` still serves @type {import('node:child_process').ChildProcess | null} */
+  let next = null;
+  /** `next` has loaded (said 'prepared') and waits for its turn */
+  let nextPrepared = false;
   let stopping = false;
+  /** `child` was told to stop for a restart (SIGHUP) */
   let restarting = false;
   let restartWhenReady = false;
   /** @type {number[]} */
@@ -93,17 +104,17 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
   };
   // a stop ends this process once the service and every old one have exited (an old one's channel would close)
   const finishWhenAlone = () => {
-    if (stopCode !== null && !child && leaving.size === 0) finish(stopCode);
+    if (stopCode !== null && !child && !next && leaving.size === 0) finish(stopCode);
   };
-  const start = () => {
-    ready = false;
+  /** A service process; `prepare`: it loads, says 'prepared' and waits for 'go' (lib/src/service.js). @param {boolean} prepare */
+  const spawnService = (prepare) => {
     const started = spawn(command, args, {
       stdio: ['inherit', 'inherit', 'inherit', handle.fd, 'ipc'],
-      env: { ...process.env, LISTEN_FD: '3' },
+      env: { ...process.env, LISTEN_FD: '3', ...(prepare ? { HOLD_SOCKET_PREPARE: '1' } : {}) },
     });
-    child = started;
     started.on('message', (message) => {
       if (message === 'released') return released(started);
+      if (message === 'prepared') return prepared(started);
       if (message !== 'ready' || started !== child) return;
       ready = true;
       logger.info({ pid: started.pid, socket }, 'service listening on the held socket');
@@ -114,12 +125,66 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
       finish(1);
     });
     started.on('exit', (code, signal) => exited(started, code, signal));
+    return started;
+  };
+  const start = () => {
+    ready = false;
+    child = spawnService(false);
+  };
+  // the next process, loaded, takes the old one's place: it builds and listens now
+  const takeOver = () => {
+    const taking = /** @type {import('node:child_process').ChildProcess} */ (next);
+    next = null;
+    nextPrepared = false;
+    ready = false;
+    child = taking;
+    if (taking.connected) taking.send('go');
+  };
+  // the old one stops accepting (SIGHUP, lib/src/service.js); one that does not stop (hung, stopped) would
+  // hold every request waiting in the backlog: killed
+  const tellToStop = (/** @type {import('node:child_process').ChildProcess} */ old) => {
+    restarting = true;
+    old.kill('SIGHUP');
+    setTimeout(() => {
+      if ((old !== child && !leaving.has(old)) || old.exitCode !== null || old.signalCode !== null) return;
+      logger.error({ pid: old.pid, stopWaitS }, 'service did not stop for its restart: killed');
+      old.kill('SIGKILL');
+    }, stopWaitS * 1000).unref();
+  };
+  const prepared = (/** @type {import('node:child_process').ChildProcess} */ started) => {
+    if (started !== next) return;
+    nextPrepared = true;
+    if (!child) return takeOver(); // the old one exited while this one loaded
+    if (!restarting) tellToStop(child);
+  };
+  // a next process that exits before it took over (its new code or settings failed to load, it was given
+  // up): the running one keeps serving, and the restart is not done
+  const nextExited = (
+    /** @type {import('node:child_process').ChildProcess} */ gone,
+    /** @type {number | null} */ code,
+    /** @type {NodeJS.Signals | null} */ signal,
+  ) => {
+    next = null;
+    nextPrepared = false;
+    if (stopping) return finishWhenAlone();
+    if (!child) return start(); // nothing serves (the old one gone meanwhile): as after a crash
+    if (restarting) {
+      // the old one is stopping already: another one starts once it has released or exited
+      logger.error({ pid: gone.pid, code, signal }, 'the next process exited after it loaded: starting another');
+      return;
+    }
+    logger.error(
+      { pid: gone.pid, code, signal },
+      'the next process exited before it took over: the running one keeps serving (the restart was not done)',
+    );
+    if (restartWhenReady && ready) restart();
   };
   const exited = (
     /** @type {import('node:child_process').ChildProcess} */ gone,
     /** @type {number | null} */ code,
     /** @type {NodeJS.Signals | null} */ signal,
   ) => {
+    if (gone === next) return nextExited(gone, code, signal);
     if (gone !== child) {
       leaving.delete(gone);
       logger.info({ pid: gone.pid, code, signal }, 'the old process of a restart has exited');
@@ -134,6 +199,13 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
     if (stopping) {
       stopCode = code ?? 0;
       return finishWhenAlone();
+    }
+    // a restart under way: the next process takes over (once it has loaded)
+    if (next) {
+      restarting = false;
+      logger.info({ pid: gone.pid, code, signal }, 'service exited during a restart: the next one takes over');
+      if (nextPrepared) takeOver();
+      return;
     }
     // it may have needed what the old one still held (a service that hands over less than it should)
     if (!wasReady && leaving.size > 0) {
@@ -164,39 +236,41 @@ export function holdSocket({ socket, command, args, logger, exit, stopWaitS }) {
     );
     start();
   };
-  // the service asked to restart no longer accepts and holds nothing the next one needs: it starts now
+  // the service asked to restart no longer accepts and holds nothing the next one needs: the next goes on now
   const released = (/** @type {import('node:child_process').ChildProcess} */ old) => {
     if (old !== child || !restarting) return;
     restarting = false;
     leaving.add(old);
     child = null;
-    logger.info({ pid: old.pid }, 'service released its socket for a restart; starting it again');
+    logger.info({ pid: old.pid }, 'service released its socket for a restart; the next one takes over');
     if (stopping) {
       stopCode = 0;
       return finishWhenAlone();
     }
-    start();
+    if (next && nextPrepared) takeOver();
+    else if (!next) start();
   };
+  // the next process loads first, while this one serves; this one is told to stop once that one has loaded
   const restart = () => {
     restartWhenReady = false;
     if (stopping) return;
-    if (restarting || !child || !ready) {
+    if (restarting || next || !child || !ready) {
       restartWhenReady = true; // one starting now may have read the old settings
       return;
     }
-    restarting = true;
-    const old = child;
-    old.kill('SIGHUP');
-    // one that does not stop (hung, stopped) would hold every request waiting in the backlog: killed
+    const loading = spawnService(true);
+    next = loading;
+    nextPrepared = false;
     setTimeout(() => {
-      if ((old !== child && !leaving.has(old)) || old.exitCode !== null || old.signalCode !== null) return;
-      logger.error({ pid: old.pid, stopWaitS }, 'service did not stop for its restart: killed');
-      old.kill('SIGKILL');
-    }, stopWaitS * 1000).unref();
+      if (loading !== next || nextPrepared) return;
+      logger.error({ pid: loading.pid, prepareWaitS }, 'the next process did not load in time: given up');
+      loading.kill('SIGKILL');
+    }, prepareWaitS * 1000).unref();
   };
-  // (an old one of a restart is stopping already: it is left to finish)
+  // (an old one of a restart is stopping already: it is left to finish; a next one still loading is stopped)
   const stop = (/** @type {NodeJS.Signals} */ signal) => {
     stopping = true;
+    next?.kill(signal);
     if (child) child.kill(signal);
     else {
       stopCode = 0;

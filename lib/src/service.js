@@ -26,7 +26,8 @@ const IDLE_MS = 200;
  * connections, the requests in flight answered (STOP_WAIT_MS at most), the service's own close, exit 0. A second signal ends it at
  * once. On a socket held by lib/src/hold-socket.js, SIGHUP stops it the same way without the drain, and hands over
  * at once: once it no longer accepts and has given up its metrics port and what its `handover` releases, it tells
- * the holder ('released'), which starts the next process while this one answers what it took.
+ * the holder ('released'), which lets the next process (its code already loaded: awaitTurn) go on while this
+ * one answers what it took.
  * @param {{ name: string, settings: import('./config.js').Setting[], build: (ctx: ServiceContext) => Promise<ServiceParts> }} spec
  */
 export async function runService(spec) {
@@ -41,6 +42,8 @@ export async function runService(spec) {
   const prefix = spec.name.toUpperCase().replace(/-/g, '_');
   // taken before build() starts any process of its own
   const held = heldSocket();
+  // the next process of a held restart: its code and settings are loaded, the old one still serves
+  await awaitTurn();
   const logger = createLogger(spec.name, config.LOG_LEVEL);
   const registry = createRegistry(spec.name);
   survivePeerFaults(spec.name, logger, registry);
@@ -193,6 +196,32 @@ function heldSocket() {
   const fd = process.env.LISTEN_FD;
   delete process.env.LISTEN_FD;
   return fd && process.send ? Number(fd) : null;
+}
+
+/**
+ * The next process of a held restart (HOLD_SOCKET_PREPARE, lib/src/hold-socket.js) has loaded its code and its
+ * settings while the old one still serves: it says 'prepared' and waits for 'go', which the holder sends once
+ * the old one has stopped accepting and handed over; only then does it build (its caches, its ports) and
+ * listen. A process whose code or settings fail to load never gets here, and the old one keeps serving. Any
+ * other process goes on at once. The variable is removed, so no process this one starts takes it.
+ */
+function awaitTurn() {
+  const prepare = process.env.HOLD_SOCKET_PREPARE === '1';
+  delete process.env.HOLD_SOCKET_PREPARE;
+  if (!prepare || !process.connected || !process.send) return Promise.resolve();
+  return new Promise((resolve) => {
+    // the holder gone while this one waits: nothing would start it, nothing is held yet
+    const gone = () => process.exit(0);
+    const go = (/** @type {unknown} */ message) => {
+      if (message !== 'go') return;
+      process.off('message', go);
+      process.off('disconnect', gone);
+      resolve(null);
+    };
+    process.on('message', go);
+    process.once('disconnect', gone);
+    process.send?.('prepared');
+  });
 }
 
 /** @param {import('node:http').Server} server @param {number} fd */

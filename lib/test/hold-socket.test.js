@@ -15,23 +15,26 @@ import { servicePid } from '../src/hold-socket.js';
 
 const holder = fileURLToPath(new URL('../src/hold-socket.js', import.meta.url));
 
-// answers its pid; /slow after 400 ms, /slower after 3 s; it takes 300 ms to start, as a real service takes a while
+// answers its pid; /slow after 400 ms, /slower after 3 s; it takes 300 ms (PROBE_LOAD_MS) to load, as a real
+// service's code takes a while
 const probe = `
+  import fs from 'node:fs';
   import { runService, sharedSettings, commonSettings } from '@stack/lib';
   const DELAYS = { '/slow': 400, '/slower': 3000 };
-  // PROBE_LOCK: a file one process at a time holds, from its start to its exit (and not handed over)
-  if (process.env.PROBE_LOCK) {
-    const fs = await import('node:fs');
-    fs.writeFileSync(process.env.PROBE_LOCK, String(process.pid), { flag: 'wx' });
-    process.on('exit', () => fs.rmSync(process.env.PROBE_LOCK));
-  }
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await new Promise((resolve) => setTimeout(resolve, Number(process.env.PROBE_LOAD_MS || 300)));
+  // PROBE_BROKEN: while that file exists, the code does not load (a checkout with an error)
+  if (process.env.PROBE_BROKEN && fs.existsSync(process.env.PROBE_BROKEN)) throw new Error('the code does not load');
   await runService({
     name: 'probe',
     settings: [...sharedSettings, ...commonSettings('probe', 0, 0)],
-    build: async () => ({
-      app: (req, res) => setTimeout(() => res.end(String(process.pid)), DELAYS[req.url] ?? 0),
-    }),
+    build: async () => {
+      // PROBE_LOCK: a file one process at a time holds, from its build to its exit (and not handed over)
+      if (process.env.PROBE_LOCK) {
+        fs.writeFileSync(process.env.PROBE_LOCK, String(process.pid), { flag: 'wx' });
+        process.on('exit', () => fs.rmSync(process.env.PROBE_LOCK));
+      }
+      return { app: (req, res) => setTimeout(() => res.end(String(process.pid)), DELAYS[req.url] ?? 0) };
+    },
   });
 `;
 
@@ -184,6 +187,43 @@ test('SIGTERM while the old process of a restart still answers: the holder waits
     assert.equal(code, 0);
     assert.ok(!alive(first) && !alive(second), 'both processes gone with the holder');
   });
+});
+
+test('SIGHUP: the next process loads while the old one still serves; a request meanwhile is answered by the old one at once', async () => {
+  await withHeld({ PROBE_LOAD_MS: '3000' }, async (socket, holderProcess) => {
+    const first = await servingPid(socket);
+    holderProcess.kill('SIGHUP');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const asked = Date.now();
+    const answer = /** @type {any} */ (await get(socket, '/'));
+    // before: the old one stopped accepting at the SIGHUP, and this request waited for the next one's load
+    assert.deepEqual(answer, { status: 200, body: String(first) }, 'answered by the old one');
+    assert.ok(Date.now() - asked < 1500, `answered after ${Date.now() - asked} ms`);
+    await waitFor(async () => Number((await get(socket, '/')).body) !== first, 10_000, 'the next one serving');
+    await waitFor(async () => !alive(first), 10_000, 'the old one gone');
+  });
+});
+
+test('SIGHUP with code that does not load: the running one keeps serving, every request answered; the next SIGHUP works', async () => {
+  const broken = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'probe-broken-')), 'broken');
+  try {
+    await withHeld({ PROBE_BROKEN: broken }, async (socket, holderProcess, output) => {
+      const first = await servingPid(socket);
+      fs.writeFileSync(broken, '');
+      holderProcess.kill('SIGHUP');
+      const failed = waitFor(async () => /exited before it took over/.test(output()), 10_000, 'the next one given up');
+      const answers = await askThrough(socket, failed);
+      assert.ok(answers.length > 10, `${answers.length} answers`);
+      for (const answer of answers) assert.deepEqual(answer, { status: 200, body: String(first) });
+      assert.match(output(), /the running one keeps serving/);
+      assert.equal(holderProcess.exitCode, null, 'the holder still runs');
+      fs.rmSync(broken);
+      holderProcess.kill('SIGHUP');
+      await waitFor(async () => Number((await get(socket, '/')).body) !== first, 10_000, 'the next one serving');
+    });
+  } finally {
+    fs.rmSync(path.dirname(broken), { recursive: true, force: true });
+  }
 });
 
 test('SIGHUP to a service that needs what the old one holds until it exits: the next starts again after it', async () => {
