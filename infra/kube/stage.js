@@ -43,7 +43,7 @@ const json = (/** @type {string[]} */ ...args) => JSON.parse(kubectl(...args, '-
 /**
  * What a failure leaves to read: the namespace's pods (ready or not, terminating or not), its endpoint slices,
  * haproxy's last lines, the latest events, and the last lines of each container of a pod not Ready or
- * terminating. Never throws (it is read while something failed).
+ * terminating (nginx's error log too). Never throws (it is read while something failed).
  */
 function namespaceReport() {
   const read = (/** @type {string[]} */ ...args) => {
@@ -70,6 +70,21 @@ function namespaceReport() {
     report += `--- ${name} (ready ${ready}, deleted at ${pod.metadata.deletionTimestamp ?? '-'})\n`;
     report += `${JSON.stringify(pod.status.containerStatuses?.map((/** @type {any} */ c) => ({ name: c.name, ready: c.ready, state: c.state })))}\n`;
     report += read('-n', NAMESPACE, 'logs', name, '--all-containers', '--tail=30', '--prefix');
+    // nginx writes its errors to its file (the upstream it cannot reach), not to the container's output
+    if (pod.metadata.labels?.['app.kubernetes.io/component'] === 'nginx')
+      report += read(
+        '-n',
+        NAMESPACE,
+        'exec',
+        name,
+        '-c',
+        'nginx',
+        '--',
+        'tail',
+        '-n',
+        '20',
+        '/stack/logs/nginx-error.log',
+      );
   }
   return report;
 }
@@ -364,6 +379,37 @@ test('the Redis pod restarted: an upload and a purge acknowledged before are ser
     async () => avatarTarget((await avatarOf('bob')).location) === newer,
     120_000,
     'the purge acknowledged before the restart reaching varnish',
+  );
+});
+
+test('the varnish pod replaced (a new address): nginx follows it within seconds, reloaded, not restarted', async () => {
+  // found by CI on 2026-11-28: nginx resolves the varnish pods' names only when it loads its config; an
+  // upgrade replaced varnish-0 as a new nginx pod started, and nginx sent everything to the old address
+  // ("No route to host") for 8 minutes
+  const nginxRestarts = () =>
+    podsOf('nginx')
+      .flatMap((pod) => pod.status.containerStatuses || [])
+      .filter((/** @type {any} */ container) => container.name === 'nginx')
+      .reduce((/** @type {number} */ sum, /** @type {any} */ container) => sum + container.restartCount, 0);
+  const restartsBefore = nginxRestarts();
+  const varnish = `${RELEASE}-image-cdn-stack-varnish-0`;
+  const addressBefore = json('-n', NAMESPACE, 'get', 'pod', varnish).status.podIP;
+  kubectl('-n', NAMESPACE, 'delete', 'pod', varnish, '--wait=true');
+  kubectl('-n', NAMESPACE, 'wait', '--for=condition=Ready', `pod/${varnish}`, '--timeout=180s');
+  const addressAfter = json('-n', NAMESPACE, 'get', 'pod', varnish).status.podIP;
+  assert.notEqual(addressAfter, addressBefore, 'the new varnish pod has a new address');
+  const replaced = Date.now();
+  await waitFor(
+    async () => (await fetch(`${base}/u/carol/avatar`, { redirect: 'manual' })).status === 302,
+    60_000,
+    `nginx reaching varnish at its new address ${addressAfter}`,
+  );
+  process.stdout.write(`  nginx served through the new varnish pod ${Date.now() - replaced} ms after it was Ready\n`);
+  assert.equal(nginxRestarts(), restartsBefore, 'nginx was not restarted');
+  const said = kubectl('-n', NAMESPACE, 'logs', `deploy/${RELEASE}-image-cdn-stack-nginx`, '-c', 'follow-nodes');
+  assert.match(
+    said,
+    new RegExp(`varnish node addresses changed: nginx reloads.*${addressAfter.replace(/\./g, '\\.')}`),
   );
 });
 
