@@ -84,6 +84,8 @@ if (import.meta.main) {
       let pid = 0;
       try {
         pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
+        // (an empty file, nginx writing it: 0 would signal this process's own group)
+        if (!(pid > 0)) throw new Error(`no pid in ${pidFile}`);
         process.kill(pid, 'SIGHUP');
       } catch (err) {
         // nginx not running yet (or restarting): it resolves the names itself when it starts
