@@ -331,7 +331,8 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 status) status ;;
-kubectl) shift; kubectl "$@" ;;
+# exec: whoever started this (the stage's port-forwards) stops kubectl itself when it stops this process
+kubectl) shift; exec "$BIN/kubectl" --kubeconfig "$K/admin.conf" "$@" ;;
 images) images ;;
 test) up && node --test --test-force-exit --test-reporter=spec "$ROOT/infra/kube/stage.js" ;;
 *) echo "usage: $0 up | down | status | images | test | kubectl ARGS…" >&2; exit 2 ;;
