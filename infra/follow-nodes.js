@@ -12,6 +12,7 @@
 import dns from 'node:dns/promises';
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
+import { nodeHost } from './render/nginx.js';
 
 /**
  * The addresses of each node's name, or null while one does not resolve. @param {string[]} nodes
@@ -21,9 +22,8 @@ export async function addressesOf(nodes, lookup) {
   /** @type {Record<string, string[]>} */
   const addresses = {};
   for (const node of nodes) {
-    const host = node.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
     try {
-      addresses[node] = [...(await lookup(host))].sort();
+      addresses[node] = [...(await lookup(nodeHost(node)))].sort();
     } catch {
       return null;
     }

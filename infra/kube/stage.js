@@ -40,6 +40,9 @@ function run(file, args, { timeout = 600_000, input = undefined } = {}) {
 const kubectl = (/** @type {string[]} */ ...args) => run(`${ROOT}/infra/kube/cluster.sh`, ['kubectl', ...args]);
 const json = (/** @type {string[]} */ ...args) => JSON.parse(kubectl(...args, '-o', 'json'));
 
+/** Whether a pod's Ready condition is True. @param {any} pod */
+const isReady = (pod) => pod.status.conditions?.find((/** @type {any} */ c) => c.type === 'Ready')?.status === 'True';
+
 /**
  * What a failure leaves to read: the namespace's pods (ready or not, terminating or not), its endpoint slices,
  * haproxy's last lines, the latest events, and the last lines of each container of a pod not Ready or
@@ -64,7 +67,7 @@ function namespaceReport() {
     pods = json('-n', NAMESPACE, 'get', 'pods').items;
   } catch {}
   for (const pod of pods) {
-    const ready = pod.status.conditions?.find((/** @type {any} */ c) => c.type === 'Ready')?.status === 'True';
+    const ready = isReady(pod);
     if (ready && !pod.metadata.deletionTimestamp) continue;
     const name = pod.metadata.name;
     report += `--- ${name} (ready ${ready}, deleted at ${pod.metadata.deletionTimestamp ?? '-'})\n`;
@@ -614,9 +617,7 @@ test(
 /** Whether every nginx pod is Ready and counted ready among its Service's endpoints. */
 function nginxServing() {
   const pods = podsOf('nginx').filter((pod) => !pod.metadata.deletionTimestamp);
-  const ready = pods.filter(
-    (pod) => pod.status.conditions?.find((/** @type {any} */ c) => c.type === 'Ready')?.status === 'True',
-  );
+  const ready = pods.filter(isReady);
   const slices = json(
     '-n',
     NAMESPACE,

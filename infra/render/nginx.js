@@ -37,7 +37,7 @@ export function nginxValues(config, { CONF_DIR }) {
     // names to resolve at run time: haproxy's (the upload check), a cluster's varnish nodes (their checks)
     NGINX_RESOLVER: nginxResolver([
       config.HAPROXY_HOST,
-      ...config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => hostAndPort(node).host.replace(/^\[|\]$/g, '')),
+      ...config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => nodeHost(node)),
     ]),
     // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
     NGINX_UPLOAD_CHECK_ADDRESS: config.HAPROXY_SOCKETS
@@ -123,6 +123,9 @@ function hostAndPort(node) {
   const colon = node.lastIndexOf(':');
   return colon === -1 ? { host: node, port: '' } : { host: node.slice(0, colon), port: node.slice(colon + 1) };
 }
+
+/** A node's host name or address as a resolver takes it (an IPv6 address without its brackets). @param {string} node */
+export const nodeHost = (node) => hostAndPort(node).host.replace(/^\[|\]$/g, '');
 
 /**
  * nginx's way to varnish: this stack's own node, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
