@@ -51,7 +51,7 @@ export const stackSettings = [
     name: 'PURGE_SERVICE_UPSTREAM',
     type: 'string',
     default: '',
-    doc: "how nginx reaches the purge service (host:port); empty: this stack's",
+    doc: "how nginx reaches the purge service (host:port; a host by name is resolved at run time through the first nameserver of /etc/resolv.conf, fully qualified); empty: this stack's",
   },
   {
     name: 'NGINX_BIND',
@@ -243,13 +243,13 @@ export const stackSettings = [
     name: 'ORIGIN_SERVERS',
     type: 'list',
     default: '',
-    doc: "origin servers haproxy balances (host:port list); empty: this stack's origin",
+    doc: "origin servers haproxy balances (host:port list; a host by name is resolved again at run time, fully qualified: haproxy's resolvers know no search domains); empty: this stack's origin",
   },
   {
     name: 'AVATAR_SERVERS',
     type: 'list',
     default: '',
-    doc: "avatar resolvers haproxy balances; empty: this stack's resolver",
+    doc: "avatar resolvers haproxy balances (host:port list; a host by name is resolved again at run time, fully qualified); empty: this stack's resolver",
   },
   {
     name: 'ORIGIN_DISCOVERY',

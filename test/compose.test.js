@@ -60,13 +60,54 @@ before(
 
 after(() => {
   compose('down', '-v', '--remove-orphans');
-  const left = execFileSync(
-    'podman',
-    ['ps', '-a', '--filter', 'label=com.docker.compose.project=image-cdn-stack', '--format', '{{.Names}}'],
-    { env: { ...env, CONTAINERS_CONF: `${ROOT}/infra/podman/containers.conf` }, encoding: 'utf8' },
+  const left = podman(
+    'ps',
+    '-a',
+    '--filter',
+    'label=com.docker.compose.project=image-cdn-stack',
+    '--format',
+    '{{.Names}}',
   );
   assert.equal(left.trim(), '', 'every container removed');
 });
+
+/**
+ * Points an account's avatar at a URL, from inside the compose network (the resolver's admin API is not
+ * published). @param {string} account @param {string} url
+ */
+function setAvatar(account, url) {
+  compose(
+    'exec',
+    '-T',
+    'avatar-resolver',
+    'node',
+    '-e',
+    `fetch('http://127.0.0.1:8801/admin/accounts/${account}', { method: 'PUT', headers: { authorization: 'Bearer compose-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: ${JSON.stringify(url)} }) }).then(async (r) => { if (r.status !== 200) { console.error(r.status, await r.text()); process.exit(1); } }, (e) => { console.error(e); process.exit(1); })`,
+  );
+}
+
+/** podman …, on the compose stack's engine @param {string[]} args */
+function podman(...args) {
+  return execFileSync('podman', args, {
+    env: { ...env, CONTAINERS_CONF: `${ROOT}/infra/podman/containers.conf` },
+    encoding: 'utf8',
+  });
+}
+
+/** Each service's container address on the compose network. @param {string[]} services */
+function addresses(services) {
+  return Object.fromEntries(
+    services.map((service) => [
+      service,
+      podman(
+        'inspect',
+        '-f',
+        '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}',
+        `image-cdn-stack_${service}_1`,
+      ).trim(),
+    ]),
+  );
+}
 
 test(
   'compose: an upload, a resize, an avatar redirect and a signed purge through the published port',
@@ -75,17 +116,7 @@ test(
     await smoke(base, {
       uploadToken: 'compose-token',
       hmacKey: 'compose-hmac',
-      // from inside the compose network: the resolver's admin API is not published
-      setAvatar: (account, url) => {
-        compose(
-          'exec',
-          '-T',
-          'avatar-resolver',
-          'node',
-          '-e',
-          `fetch('http://127.0.0.1:8801/admin/accounts/${account}', { method: 'PUT', headers: { authorization: 'Bearer compose-admin', 'content-type': 'application/json' }, body: JSON.stringify({ avatar: ${JSON.stringify(url)} }) }).then(async (r) => { if (r.status !== 200) { console.error(r.status, await r.text()); process.exit(1); } }, (e) => { console.error(e); process.exit(1); })`,
-        );
-      },
+      setAvatar,
     });
   },
 );
@@ -244,5 +275,49 @@ test(
     // the shared volume's top and what every service reads are root's: no service can rewrite them
     const stat = compose('exec', '-T', 'nginx', 'stat', '-c', '%u %a', '/stack', '/stack/env', '/stack/conf').trim();
     assert.deepEqual(stat.split('\n'), ['0 755', '0 640', '0 755']);
+  },
+);
+
+test(
+  'compose: containers restarted or recreated alone come back at new addresses, and the stack follows them; `up` again on the running stack',
+  { timeout: 600_000 },
+  async () => {
+    // `up` on a running stack (a changed setting): it once refused, the network's IPAM taken for a change
+    compose('up');
+    const hops = ['varnish', 'haproxy', 'origin', 'avatar-resolver', 'purge-service'];
+    const before = addresses(hops);
+    // a restart of the components in the middle, and what an upgrade of the app image recreates
+    compose('restart', 'varnish', 'haproxy');
+    compose('up', '-d', '--no-deps', '--force-recreate', 'origin', 'avatar-resolver', 'purge-service');
+    const now = addresses(hops);
+    for (const hop of hops)
+      assert.notEqual(now[hop], before[hop], `${hop} at a new address (else this proves nothing)`);
+    // nginx follows varnish, varnish haproxy, haproxy the origin and the resolver, nginx the purge service:
+    // within seconds, nothing restarted but what was
+    const started = Date.now();
+    await waitFor(
+      async () => (await fetch(`${base}/healthz`).catch(() => null))?.status === 200,
+      60_000,
+      'the origin through nginx, varnish and haproxy at their new addresses',
+    );
+    await waitFor(
+      async () => (await fetch(`${base}/u/newcomer/avatar`, { redirect: 'manual' }).catch(() => null))?.status === 302,
+      60_000,
+      'an avatar redirect from the recreated resolver',
+    );
+    const hook = await fetch(`${base}/hooks/avatar`, {
+      method: 'POST',
+      body: '{}',
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(hook.status, 401, 'the recreated purge service answers its route (an unsigned hook refused)');
+    assert.ok(Date.now() - started < 60_000);
+    await smoke(base, {
+      uploadToken: 'compose-token',
+      hmacKey: 'compose-hmac',
+      setAvatar,
+      // another picture than the first run's (uploads are named by their content)
+      color: '#2060a0',
+    });
   },
 );

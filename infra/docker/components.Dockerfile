@@ -13,5 +13,7 @@ RUN apt-get update \
 # a user per role, the same uids as the app image's; varnish's working directory is the edge's (compose runs
 # varnish and its exporter as cdn-edge; the chart mounts a volume of its own there)
 COPY infra/docker/add-users.sh /usr/local/sbin/
+# compose's nginx and varnish follow their next hop's address (a container restarted or recreated alone)
+COPY infra/docker/follow-address.sh infra/docker/varnish-reload.sh /usr/local/bin/
 RUN add-users.sh && mkdir -p /stack /var/lib/varnish/stack && chown cdn-edge:cdn-edge /var/lib/varnish/stack
 USER 10001

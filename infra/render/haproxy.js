@@ -1,5 +1,6 @@
 // haproxy's part of the render: the values of haproxy.cfg.template (its origins and resolvers, the
 // avatar resolvers, the stats password).
+import net from 'node:net';
 import { socketPaths } from '../resolve.js';
 import { statsPassword } from '../secrets.js';
 
@@ -7,39 +8,63 @@ import { statsPassword } from '../secrets.js';
  * haproxy.cfg's values. @param {Record<string, any>} config @returns {Record<string, string>}
  */
 export function haproxyValues(config) {
-  const servers = (/** @type {string} */ name, /** @type {string[]} */ list, /** @type {string} */ extra) =>
-    list.map((address, i) => `  server ${name}${i + 1} ${address} check ${extra}`).join('\n');
+  const named = [...config.ORIGIN_SERVERS, ...config.AVATAR_SERVERS].some(isName);
   return {
     HAPROXY_STATS_PASSWORD: statsPassword(config),
     ...haproxyBinds(config),
-    ...originServers(config, servers),
+    HAPROXY_RESOLVERS:
+      config.ORIGIN_DISCOVERY || named ? RESOLVERS : '# every server by address: no DNS resolution at run time',
+    ...originServers(config),
     AVATAR_SERVER_LINES: servers('resolver', config.AVATAR_SERVERS, 'maxconn 512'),
   };
 }
 
 /**
+ * haproxy's resolvers: /etc/resolv.conf's nameservers (an answer from any of them counts; haproxy waits for
+ * all before it takes a "no such name"). A name asked again 2 s after it had none (a container between its
+ * removal and its successor), and an address gone from the answers dropped after 5 s: a server by name then
+ * moves to its successor's address within seconds (with 30 s, the default, an avatar resolver recreated by
+ * compose was asked at its old address for half a minute).
+ */
+const RESOLVERS =
+  'resolvers system\n  parse-resolv-conf\n  hold valid 5s\n  hold nx 2s\n  hold obsolete 5s\n  accepted_payload_size 8192';
+
+/** Whether a server's host:port names its host (not an address, nor a unix@ socket). @param {string} address */
+const isName = (address) =>
+  !address.startsWith('unix@') && !net.isIP(address.slice(0, address.lastIndexOf(':')).replace(/^\[|\]$/g, ''));
+
+/**
+ * haproxy's server lines of a list. A server given by name follows its address at run time (haproxy's
+ * resolvers, /etc/resolv.conf's nameservers; a name that does not resolve at start leaves it down until it
+ * does): a container or a Service recreated with a new address is reached at it within seconds, not once
+ * haproxy restarts. @param {string} name @param {string[]} list @param {string} extra
+ */
+function servers(name, list, extra) {
+  return list.map((address, i) => `  server ${name}${i + 1} ${address} check ${extra}${followed(address)}`).join('\n');
+}
+
+/** @param {string} address */
+const followed = (address) => (isName(address) ? ' resolvers system init-addr libc,none' : '');
+
+/**
  * haproxy's origins: the ORIGIN_SERVERS list (uploads tracking the images backend's health checks), or with
  * ORIGIN_DISCOVERY every address a DNS name resolves to, followed as it changes (a Kubernetes headless
- * Service: origins scaled up or down join and leave without a reload), through the resolvers of
- * /etc/resolv.conf.
- * @param {Record<string, any>} config @param {(name: string, list: string[], extra: string) => string} servers
+ * Service, compose's origin service: origins scaled up or down join and leave without a reload).
+ * @param {Record<string, any>} config
  */
-function originServers(config, servers) {
+function originServers(config) {
   if (!config.ORIGIN_DISCOVERY) {
     return {
-      HAPROXY_RESOLVERS: '# origins by address (ORIGIN_SERVERS): no DNS resolution at run time',
       ORIGIN_SERVER_LINES: servers('origin', config.ORIGIN_SERVERS, `maxconn ${config.HAPROXY_ORIGIN_MAXCONN}`),
       UPLOAD_SERVER_LINES: config.ORIGIN_SERVERS.map(
         (/** @type {string} */ address, /** @type {number} */ i) =>
-          `  server origin${i + 1} ${address} track be_images/origin${i + 1} maxconn ${config.HAPROXY_UPLOAD_MAXCONN}`,
+          `  server origin${i + 1} ${address} track be_images/origin${i + 1} maxconn ${config.HAPROXY_UPLOAD_MAXCONN}${followed(address)}`,
       ).join('\n'),
     };
   }
   const template = (/** @type {string} */ maxconn) =>
     `1-${config.ORIGIN_DISCOVERY_SLOTS} ${config.ORIGIN_DISCOVERY} check resolvers system init-addr none maxconn ${maxconn}`;
   return {
-    HAPROXY_RESOLVERS:
-      'resolvers system\n  parse-resolv-conf\n  hold valid 5s\n  hold obsolete 30s\n  accepted_payload_size 8192',
     ORIGIN_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_ORIGIN_MAXCONN))}`,
     UPLOAD_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_UPLOAD_MAXCONN))}`,
   };

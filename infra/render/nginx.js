@@ -34,11 +34,14 @@ export function nginxValues(config, { CONF_DIR }) {
       ? '# Server-Timing passed to the public (NGINX_SERVER_TIMING)'
       : 'proxy_hide_header Server-Timing;',
     NGINX_ERROR_PAGES: nginxErrorPages(),
-    // names to resolve at run time: haproxy's (the upload check), a cluster's varnish nodes (their checks)
+    // names to resolve at run time: haproxy's (the upload check), a cluster's varnish nodes (their checks), the
+    // purge service's (its route)
     NGINX_RESOLVER: nginxResolver([
       config.HAPROXY_HOST,
       ...config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => nodeHost(node)),
+      nodeHost(config.PURGE_SERVICE_UPSTREAM),
     ]),
+    ...purgeServiceRoute(config.PURGE_SERVICE_UPSTREAM),
     // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
     NGINX_UPLOAD_CHECK_ADDRESS: config.HAPROXY_SOCKETS
       ? `"unix:${socketPaths(config.STACK_DIR).images}"`
@@ -78,19 +81,41 @@ export const NGINX_ERRORS = [
 ];
 
 /**
- * nginx's resolver, for the upload check's socket to haproxy (upload-body.lua) when haproxy is a name
- * (compose's service, the chart's Service): the nameservers of the resolv.conf the render step sees, which
- * is nginx's (same container network or pod). Addresses need none.
- * @param {string[]} hosts
+ * nginx's resolver, for the names it asks at run time (the upload check's haproxy, the purge service, a
+ * cluster's varnish nodes: compose's services, the chart's Services): the first nameserver of the resolv.conf
+ * the render step sees, which is nginx's (same container network or pod), the one libc asks first. Only the
+ * first: nginx asks its nameservers in turn and takes a "no such name" as the answer, and Podman lists the
+ * host's nameservers after its network's own, which know none of its containers' names (every other upload
+ * was refused). Answers kept 5 s: a container recreated with a new address is reached at it within seconds.
+ * Addresses need none. @param {string[]} hosts
  */
 function nginxResolver(hosts) {
-  if (hosts.every((host) => net.isIP(host))) return '# every host by address: no resolver needed';
-  const servers = fs.existsSync('/etc/resolv.conf')
-    ? [...fs.readFileSync('/etc/resolv.conf', 'utf8').matchAll(/^\s*nameserver\s+(\S+)/gm)].map((match) =>
-        net.isIPv6(match[1]) ? `[${match[1]}]` : match[1],
-      )
-    : [];
-  return servers.length ? `resolver ${servers.join(' ')} valid=30s;` : '# no nameserver in /etc/resolv.conf';
+  if (hosts.every((host) => net.isIP(host) || host.startsWith('unix:')))
+    return '# every host by address: no resolver needed';
+  const server = fs.existsSync('/etc/resolv.conf')
+    ? /^\s*nameserver\s+(\S+)/m.exec(fs.readFileSync('/etc/resolv.conf', 'utf8'))?.[1]
+    : undefined;
+  if (!server) return '# no nameserver in /etc/resolv.conf';
+  return `resolver ${net.isIPv6(server) ? `[${server}]` : server} valid=5s;`;
+}
+
+/**
+ * How nginx reaches the purge service (its webhooks' route): an upstream with kept-alive connections when it
+ * is an address or a socket; by name, the name resolved at run time through nginx's resolver (a proxy_pass
+ * to a variable), so a purge service recreated with a new address (compose's container after an upgrade) is
+ * reached at it, not at the address nginx saw when it loaded its config. @param {string} upstream
+ */
+function purgeServiceRoute(upstream) {
+  const host = nodeHost(upstream);
+  if (net.isIP(host) || upstream.startsWith('unix:'))
+    return {
+      NGINX_PURGE_UPSTREAM: `upstream purge_service {\n    server ${upstream};\n    keepalive 8;\n  }`,
+      NGINX_PURGE_PASS: 'proxy_pass http://purge_service;',
+    };
+  return {
+    NGINX_PURGE_UPSTREAM: `# the purge service by name (${host}): resolved at run time, in its route`,
+    NGINX_PURGE_PASS: `set $purge_service "${upstream}";\n      proxy_pass http://$purge_service;`,
+  };
 }
 
 /** nginx's error_page lines and the internal locations that answer them. */

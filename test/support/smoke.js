@@ -11,11 +11,13 @@ import { tokenUpload } from './upload.js';
 
 /**
  * @param {string} base the edge, e.g. http://127.0.0.1:8080
- * @param {{ uploadToken: string, hmacKey: string, setAvatar: (account: string, url: string) => Promise<void> | void }} how
- *   setAvatar: point the account's avatar at a URL (the resolver's admin API is not on the public path)
+ * @param {{ uploadToken: string, hmacKey: string, setAvatar: (account: string, url: string) => Promise<void> | void, color?: string }} how
+ *   setAvatar: point the account's avatar at a URL (the resolver's admin API is not on the public path);
+ *   color: the uploaded picture's (another than the last run's: uploads are named by their content, and the
+ *   avatar must change)
  */
-export async function smoke(base, { uploadToken, hmacKey, setAvatar }) {
-  const original = await solid(640, 480, 'png');
+export async function smoke(base, { uploadToken, hmacKey, setAvatar, color }) {
+  const original = await solid(640, 480, 'png', color);
   const uploaded = await tokenUpload(base, original, 'photo.png', uploadToken);
   assert.equal(uploaded.status, 200, await uploaded.clone().text());
   const { url } = /** @type {{ url: string }} */ (await uploaded.json());
