@@ -321,3 +321,38 @@ test(
     });
   },
 );
+
+test(
+  'compose: `--scale origin=2`: haproxy finds the second origin by name and gives it its share',
+  { timeout: 300_000 },
+  async () => {
+    compose('up', '-d', '--no-recreate', '--scale', 'origin=2', 'origin');
+    /** Uploads an origin counted, read from its own metrics port. @param {number} index */
+    const uploads = (index) =>
+      Number(
+        compose(
+          'exec',
+          '-T',
+          '--index',
+          String(index),
+          'origin',
+          'node',
+          '-e',
+          `fetch('http://127.0.0.1:9800/metrics', { headers: { authorization: 'Basic ' + btoa('metrics:compose-metrics') } }).then((r) => r.text()).then((t) => console.log(t.split('\\n').filter((line) => line.startsWith('origin_uploads_total{')).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0)))`,
+        ).trim(),
+      );
+    const before = [await uploads(1), await uploads(2)];
+    let sent = 0;
+    await waitFor(
+      async () => {
+        const response = await tokenUpload(base, await solid(90 + sent, 60, 'jpeg'), 'scaled.jpg', 'compose-token');
+        assert.equal(response.status, 200, await response.clone().text());
+        sent += 1;
+        return (await uploads(2)) > before[1] && (await uploads(1)) > before[0];
+      },
+      90_000,
+      'uploads stored by both origins',
+    );
+    assert.ok(sent <= 40, `both origins took uploads within ${sent}`);
+  },
+);
