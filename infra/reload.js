@@ -224,7 +224,17 @@ async function handover(ctl, program, socket) {
   const before = servicePid(holder);
   ctl('signal', 'HUP', program);
   const until = Date.now() + HANDOVER_WAIT_MS;
-  while ([0, before].includes(servicePid(holder)) || alive(before) || !(await httpOnSocket(socket)())) {
+  let next = 0;
+  for (;;) {
+    const now = servicePid(holder);
+    if (![0, before].includes(now)) next = now;
+    if (next && now === next && !alive(before) && (await httpOnSocket(socket)())) return;
+    // the next process seen, then gone while the old one still runs: the holder gave it up (it exited while
+    // loading), and the old one serves on; said at once, not after the whole wait
+    if (next && !alive(next) && alive(before))
+      throw new Error(
+        `${program}: the next process exited before it took over (its log says why); the running one still serves`,
+      );
     if (Date.now() > until)
       throw new Error(
         alive(before)
