@@ -22,6 +22,18 @@ const CLAIMS = '/tmp/image-cdn-stack-test-ports';
 /** the directory made (or found) by this process: made once, again only if it is gone */
 let claimsMade = false;
 
+/** the ports this process claimed: their files removed when it exits (one killed leaves them, taken over later) */
+const claimed = new Set();
+process.on('exit', () => {
+  for (const port of claimed) {
+    try {
+      if (Number(fs.readFileSync(`${CLAIMS}/${port}`, 'utf8')) === process.pid) fs.unlinkSync(`${CLAIMS}/${port}`);
+    } catch {
+      // gone already, or another user's
+    }
+  }
+});
+
 function makeClaims() {
   claimsMade = true;
   try {
@@ -73,7 +85,8 @@ export async function freePort() {
     const port = 20000 + Math.floor(Math.random() * 12000);
     if (taken.has(port)) continue;
     taken.add(port);
-    if (claim(port) && (await canListen(port))) return port;
+    if (claim(port)) claimed.add(port);
+    if (claimed.has(port) && (await canListen(port))) return port;
   }
 }
 
