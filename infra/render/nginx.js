@@ -39,7 +39,7 @@ export function nginxValues(config, { CONF_DIR }) {
     NGINX_RESOLVER: nginxResolver([
       config.HAPROXY_HOST,
       ...config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => nodeHost(node)),
-      nodeHost(config.PURGE_SERVICE_UPSTREAM),
+      ...(config.PURGE_SERVICE_UPSTREAM.startsWith('unix:') ? [] : [nodeHost(config.PURGE_SERVICE_UPSTREAM)]),
     ]),
     ...purgeServiceRoute(config.PURGE_SERVICE_UPSTREAM),
     // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
@@ -85,13 +85,12 @@ export const NGINX_ERRORS = [
  * cluster's varnish nodes: compose's services, the chart's Services): the first nameserver of the resolv.conf
  * the render step sees, which is nginx's (same container network or pod), the one libc asks first. Only the
  * first: nginx asks its nameservers in turn and takes a "no such name" as the answer, and Podman lists the
- * host's nameservers after its network's own, which know none of its containers' names (every other upload
- * was refused). Answers kept 5 s: a container recreated with a new address is reached at it within seconds.
+ * host's nameservers after its network's own, which know none of its containers' names (an upload check or a
+ * webhook would fail whenever nginx asked the host's). Answers kept 5 s: a container recreated with a new address is reached at it within seconds.
  * Addresses need none. @param {string[]} hosts
  */
 function nginxResolver(hosts) {
-  if (hosts.every((host) => net.isIP(host) || host.startsWith('unix:')))
-    return '# every host by address: no resolver needed';
+  if (hosts.every((host) => net.isIP(host))) return '# every host by address: no resolver needed';
   const server = fs.existsSync('/etc/resolv.conf')
     ? /^\s*nameserver\s+(\S+)/m.exec(fs.readFileSync('/etc/resolv.conf', 'utf8'))?.[1]
     : undefined;

@@ -1,0 +1,90 @@
+// Names a hop resolves at run time (compose's containers, the chart's Services): haproxy's servers given by
+// name follow their address through its resolvers, nginx reaches a purge service given by name through its
+// resolver; addresses and sockets stay as they were (nothing resolved, kept-alive upstreams).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { haproxyValues } from '../render/haproxy.js';
+import { nginxValues } from '../render/nginx.js';
+
+/** haproxy's values for these servers. @param {Record<string, any>} servers */
+const haproxy = (servers) =>
+  haproxyValues({
+    ORIGIN_SERVERS: [],
+    AVATAR_SERVERS: [],
+    ORIGIN_DISCOVERY: '',
+    ORIGIN_DISCOVERY_SLOTS: 4,
+    HAPROXY_ORIGIN_MAXCONN: 0,
+    HAPROXY_UPLOAD_MAXCONN: 4,
+    HAPROXY_STATS_PASSWORD: 'x',
+    LISTEN_ADDRESS: '127.0.0.1',
+    HAPROXY_IMAGES_PORT: 8081,
+    HAPROXY_AVATARS_PORT: 8082,
+    ...servers,
+  });
+
+test('haproxy: a server by name follows its address at run time; one by address or socket is not resolved', () => {
+  const named = haproxy({ ORIGIN_SERVERS: ['origin.example.internal:8800'], AVATAR_SERVERS: ['avatar-resolver:8801'] });
+  assert.match(named.HAPROXY_RESOLVERS, /^resolvers system\n {2}parse-resolv-conf\n/);
+  assert.match(named.HAPROXY_RESOLVERS, /hold nx 2s\n {2}hold obsolete 5s/);
+  assert.match(
+    named.ORIGIN_SERVER_LINES,
+    /server origin1 origin\.example\.internal:8800 check .* resolvers system init-addr libc,none$/,
+  );
+  assert.match(named.UPLOAD_SERVER_LINES, /track be_images\/origin1 .* resolvers system init-addr libc,none$/);
+  assert.match(
+    named.AVATAR_SERVER_LINES,
+    /server resolver1 avatar-resolver:8801 check .* resolvers system init-addr libc,none$/,
+  );
+
+  const addressed = haproxy({
+    ORIGIN_SERVERS: ['unix@/run/origin.sock', '[::1]:8800'],
+    AVATAR_SERVERS: ['10.0.0.2:8801'],
+  });
+  assert.doesNotMatch(addressed.HAPROXY_RESOLVERS, /resolvers system/);
+  for (const lines of [addressed.ORIGIN_SERVER_LINES, addressed.UPLOAD_SERVER_LINES, addressed.AVATAR_SERVER_LINES])
+    assert.doesNotMatch(lines, /resolvers/);
+
+  const discovered = haproxy({ ORIGIN_DISCOVERY: 'origin:8800', AVATAR_SERVERS: ['10.0.0.2:8801'] });
+  assert.match(discovered.HAPROXY_RESOLVERS, /^resolvers system/);
+  assert.match(
+    discovered.ORIGIN_SERVER_LINES,
+    /server-template origin 1-4 origin:8800 check resolvers system init-addr none/,
+  );
+});
+
+test('nginx: a purge service by name is resolved at run time, in its route; by address, a kept-alive upstream', () => {
+  /** @param {string} upstream */
+  const values = (upstream) =>
+    nginxValues(
+      {
+        UPLOAD_MAX_BYTES: 1024,
+        HAPROXY_SERVER_TIMEOUT_S: 60,
+        NGINX_WORKER_CONNECTIONS: 1024,
+        NGINX_TRUSTED_PROXIES: [],
+        NGINX_BIND: '127.0.0.1',
+        HAPROXY_HOST: '127.0.0.1',
+        HAPROXY_SOCKETS: true,
+        EDGE_VARNISH_NODES: [],
+        STACK_DIR: '/stack',
+        PURGE_SERVICE_UPSTREAM: upstream,
+      },
+      { CONF_DIR: '/stack/conf' },
+    );
+  for (const upstream of ['127.0.0.1:8802', 'unix:/stack/run/purge.sock']) {
+    const byAddress = values(upstream);
+    assert.equal(
+      byAddress.NGINX_PURGE_UPSTREAM,
+      `upstream purge_service {\n    server ${upstream};\n    keepalive 8;\n  }`,
+    );
+    assert.equal(byAddress.NGINX_PURGE_PASS, 'proxy_pass http://purge_service;');
+    assert.match(byAddress.NGINX_RESOLVER, /^# every host by address/);
+  }
+  const byName = values('purge-service:8802');
+  assert.match(byName.NGINX_PURGE_UPSTREAM, /^# /, 'no upstream block: it would be resolved once');
+  assert.equal(
+    byName.NGINX_PURGE_PASS,
+    'set $purge_service "purge-service:8802";\n      proxy_pass http://$purge_service;',
+  );
+  // one nameserver, the first of resolv.conf (nginx takes any one's "no such name" as the answer)
+  assert.match(byName.NGINX_RESOLVER, /^resolver \S+ valid=5s;$/);
+});
