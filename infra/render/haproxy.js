@@ -66,7 +66,11 @@ function originServers(config) {
     `1-${config.ORIGIN_DISCOVERY_SLOTS} ${config.ORIGIN_DISCOVERY} check resolvers system init-addr none maxconn ${maxconn}`;
   return {
     ORIGIN_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_ORIGIN_MAXCONN))}`,
-    UPLOAD_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_UPLOAD_MAXCONN))}`,
+    // uploads' servers check for themselves here (a template cannot track be_images' by slot): one passed
+    // check lets a new origin in (be_images wants two), so uploads are taken no later than /p/ and /healthz
+    // are answered (a compose stack's first upload after /healthz answered was a 503: uploads had no origin
+    // up yet, their checks two seconds behind)
+    UPLOAD_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_UPLOAD_MAXCONN))} inter 2s fall 2 rise 1`,
   };
 }
 

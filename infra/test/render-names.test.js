@@ -50,6 +50,11 @@ test('haproxy: a server by name follows its address at run time; one by address 
     discovered.ORIGIN_SERVER_LINES,
     /server-template origin 1-4 origin:8800 check resolvers system init-addr none/,
   );
+  // uploads' slots check for themselves: in no later than be_images' (rise 1 against 2)
+  assert.match(
+    discovered.UPLOAD_SERVER_LINES,
+    /server-template origin 1-4 origin:8800 check .* inter 2s fall 2 rise 1$/,
+  );
 });
 
 test('nginx: a purge service by name is resolved at run time, in its route; by address, a kept-alive upstream', () => {
