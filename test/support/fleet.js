@@ -5,6 +5,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT } from '../../infra/resolve.js';
+import { allSettings } from '../../infra/settings.js';
+
+/** the stack's setting names: the caller's environment's are left out (the fleet's layout and `settings` decide) */
+const SETTINGS = new Set((await allSettings()).map((setting) => setting.name));
 
 /**
  * The fleet's settings (machines a, b, c on `hosts`) and its commands; nothing runs until `fleet('up')`.
@@ -13,7 +17,10 @@ import { ROOT } from '../../infra/resolve.js';
 export function fleetOn(hosts, settings, { timeoutMs = 600_000 } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-'));
   fs.chmodSync(dir, 0o755);
-  const env = { ...process.env, FLEET_HOSTS: hosts.join(','), FLEET_DIR: dir, LOG_LEVEL: 'warn', ...settings };
+  // a shell's exported NGINX_PORT (the environment wins over a machine's file) moved every edge off the
+  // ports the layout names (…:8080 in PUBLIC_URL and the tests)
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !SETTINGS.has(name)));
+  const env = { ...inherited, FLEET_HOSTS: hosts.join(','), FLEET_DIR: dir, LOG_LEVEL: 'warn', ...settings };
   /** ./infra/stack fleet <action>, which must succeed. @param {string} action */
   const fleet = (action) => {
     const result = spawnSync(`${ROOT}/infra/stack`, ['fleet', action], {
