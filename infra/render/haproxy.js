@@ -1,14 +1,14 @@
 // haproxy's part of the render: the values of haproxy.cfg.template (its origins and resolvers, the
 // avatar resolvers, the stats password).
-import net from 'node:net';
 import { socketPaths } from '../resolve.js';
 import { statsPassword } from '../secrets.js';
+import { hostName } from './nginx.js';
 
 /**
  * haproxy.cfg's values. @param {Record<string, any>} config @returns {Record<string, string>}
  */
 export function haproxyValues(config) {
-  const named = [...config.ORIGIN_SERVERS, ...config.AVATAR_SERVERS].some(isName);
+  const named = [...config.ORIGIN_SERVERS, ...config.AVATAR_SERVERS].some(hostName);
   return {
     HAPROXY_STATS_PASSWORD: statsPassword(config),
     ...haproxyBinds(config),
@@ -29,10 +29,6 @@ export function haproxyValues(config) {
 const RESOLVERS =
   'resolvers system\n  parse-resolv-conf\n  hold valid 5s\n  hold nx 2s\n  hold obsolete 5s\n  accepted_payload_size 8192';
 
-/** Whether a server's host:port names its host (not an address, nor a unix@ socket). @param {string} address */
-const isName = (address) =>
-  !address.startsWith('unix@') && !net.isIP(address.slice(0, address.lastIndexOf(':')).replace(/^\[|\]$/g, ''));
-
 /**
  * haproxy's server lines of a list. A server given by name follows its address at run time (haproxy's
  * resolvers, /etc/resolv.conf's nameservers; a name that does not resolve at start leaves it down until it
@@ -44,7 +40,7 @@ function servers(name, list, extra) {
 }
 
 /** @param {string} address */
-const followed = (address) => (isName(address) ? ' resolvers system init-addr libc,none' : '');
+const followed = (address) => (hostName(address) ? ' resolvers system init-addr libc,none' : '');
 
 /**
  * haproxy's origins: the ORIGIN_SERVERS list (uploads tracking the images backend's health checks), or with

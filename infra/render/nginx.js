@@ -39,7 +39,7 @@ export function nginxValues(config, { CONF_DIR }) {
     NGINX_RESOLVER: nginxResolver([
       config.HAPROXY_HOST,
       ...config.EDGE_VARNISH_NODES.map((/** @type {string} */ node) => nodeHost(node)),
-      ...(config.PURGE_SERVICE_UPSTREAM.startsWith('unix:') ? [] : [nodeHost(config.PURGE_SERVICE_UPSTREAM)]),
+      ...[hostName(config.PURGE_SERVICE_UPSTREAM)].filter(Boolean),
     ]),
     ...purgeServiceRoute(config.PURGE_SERVICE_UPSTREAM),
     // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
@@ -86,8 +86,8 @@ export const NGINX_ERRORS = [
  * the render step sees, which is nginx's (same container network or pod), the one libc asks first. Only the
  * first: nginx asks its nameservers in turn and takes a "no such name" as the answer, and Podman lists the
  * host's nameservers after its network's own, which know none of its containers' names (an upload check or a
- * webhook would fail whenever nginx asked the host's). Answers kept 5 s: a container recreated with a new address is reached at it within seconds.
- * Addresses need none. @param {string[]} hosts
+ * webhook would fail whenever nginx asked the host's). Answers kept 5 s: a container recreated with a new
+ * address is reached at it within seconds. Addresses need none. @param {string[]} hosts
  */
 function nginxResolver(hosts) {
   if (hosts.every((host) => net.isIP(host))) return '# every host by address: no resolver needed';
@@ -105,8 +105,8 @@ function nginxResolver(hosts) {
  * reached at it, not at the address nginx saw when it loaded its config. @param {string} upstream
  */
 function purgeServiceRoute(upstream) {
-  const host = nodeHost(upstream);
-  if (net.isIP(host) || upstream.startsWith('unix:'))
+  const host = hostName(upstream);
+  if (!host)
     return {
       NGINX_PURGE_UPSTREAM: `upstream purge_service {\n    server ${upstream};\n    keepalive 8;\n  }`,
       NGINX_PURGE_PASS: 'proxy_pass http://purge_service;',
@@ -150,6 +150,16 @@ function hostAndPort(node) {
 
 /** A node's host name or address as a resolver takes it (an IPv6 address without its brackets). @param {string} node */
 export const nodeHost = (node) => hostAndPort(node).host.replace(/^\[|\]$/g, '');
+
+/**
+ * The host name a host:port names, to be resolved at run time; '' for an address or a Unix socket (nginx's
+ * `unix:…`, haproxy's `unix@…`). @param {string} address
+ */
+export function hostName(address) {
+  if (/^unix[:@]/.test(address)) return '';
+  const host = nodeHost(address);
+  return net.isIP(host) ? '' : host;
+}
 
 /**
  * nginx's way to varnish: this stack's own node, or with EDGE_VARNISH_NODES a cluster, each URL on one node by
