@@ -45,8 +45,9 @@ const isReady = (pod) => pod.status.conditions?.find((/** @type {any} */ c) => c
 
 /**
  * What a failure leaves to read: the namespace's pods (ready or not, terminating or not), its endpoint slices,
- * haproxy's last lines, the latest events, and the last lines of each container of a pod not Ready or
- * terminating (nginx's error log too). Never throws (it is read while something failed).
+ * haproxy's last lines, the latest events, why each container that restarted ended, and the last lines of
+ * each container of a pod not Ready or terminating (nginx's error log too). Never throws (it is read while
+ * something failed).
  */
 function namespaceReport() {
   const read = (/** @type {string[]} */ ...args) => {
@@ -67,9 +68,15 @@ function namespaceReport() {
     pods = json('-n', NAMESPACE, 'get', 'pods').items;
   } catch {}
   for (const pod of pods) {
+    const name = pod.metadata.name;
+    // a container that restarted: why it ended last time, and its last lines then
+    for (const container of pod.status.containerStatuses || []) {
+      if (!container.restartCount) continue;
+      report += `--- ${name}/${container.name} restarted ${container.restartCount} times; last ${JSON.stringify(container.lastState)}\n`;
+      report += read('-n', NAMESPACE, 'logs', name, '-c', container.name, '--previous', '--tail=10');
+    }
     const ready = isReady(pod);
     if (ready && !pod.metadata.deletionTimestamp) continue;
-    const name = pod.metadata.name;
     report += `--- ${name} (ready ${ready}, deleted at ${pod.metadata.deletionTimestamp ?? '-'})\n`;
     report += `${JSON.stringify(pod.status.containerStatuses?.map((/** @type {any} */ c) => ({ name: c.name, ready: c.ready, state: c.state })))}\n`;
     report += read('-n', NAMESPACE, 'logs', name, '--all-containers', '--tail=30', '--prefix');
@@ -409,10 +416,11 @@ test('the varnish pod replaced (a new address): nginx follows it within seconds,
   );
   process.stdout.write(`  nginx served through the new varnish pod ${Date.now() - replaced} ms after it was Ready\n`);
   assert.equal(nginxRestarts(), restartsBefore, 'nginx was not restarted');
-  const said = kubectl('-n', NAMESPACE, 'logs', `deploy/${RELEASE}-image-cdn-stack-nginx`, '-c', 'follow-nodes');
+  // infra/docker/follow-address.sh's line, in the nginx container's log: the new address, and nginx reloaded
+  const said = kubectl('-n', NAMESPACE, 'logs', `deploy/${RELEASE}-image-cdn-stack-nginx`, '-c', 'nginx');
   assert.match(
     said,
-    new RegExp(`varnish node addresses changed: nginx reloads.*${addressAfter.replace(/\./g, '\\.')}`),
+    new RegExp(`follow-address: [^\\n]*=${addressAfter.replace(/\./g, '\\.')} [^\\n]*\\(was [^\\n]*-s reload`),
   );
 });
 
@@ -584,7 +592,13 @@ test(
     const ask = (/** @type {number} */ width) =>
       fetch(`${base}/p/${source}?width=${width}&format=jpeg`).then(
         async (response) => ({ status: response.status, headers: response.headers, body: await response.text() }),
-        () => null,
+        (/** @type {Error & { cause?: Error }} */ err) => {
+          if (samples.length < 6)
+            samples.push(
+              `no answer at ${Math.round((Date.now() - start) / 100) / 10} s: ${err.message} (${err.cause?.message})`,
+            );
+          return null;
+        },
       );
     const client = async () => {
       while (Date.now() < end) {

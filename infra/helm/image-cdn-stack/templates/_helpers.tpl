@@ -119,7 +119,12 @@ secrets that pod's configs hold. (dict "root" $ "keys" (list …) "aclPasswords"
 
 {{/* A container's rendered settings, read by a shell before it starts its program. */}}
 {{- define "cdn.withSettings" -}}
-set -a; . /stack/env; set +a; exec {{ . }}
+{{ include "cdn.loadSettings" . }} exec {{ . }}
+{{- end -}}
+
+{{/* The shell words that put the stack's settings (rendered into /stack/env) in the environment. */}}
+{{- define "cdn.loadSettings" -}}
+set -a; . /stack/env; set +a;
 {{- end -}}
 
 {{/* The scratch volumes of a pod with a render step. */}}
