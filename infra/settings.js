@@ -160,7 +160,7 @@ export const stackSettings = [
     name: 'EDGE_VARNISH_NODES',
     type: 'list',
     default: '',
-    doc: "a varnish cluster (host:port list) nginx spreads requests over by a consistent hash of the URL, each object cached once; the purge service purges each node (PURGE_VARNISH_NODES follows it); names are resolved when nginx loads its config (the chart's nginx reloads when one's address changes: infra/docker/follow-address.sh beside it); empty: this stack's varnish over its socket",
+    doc: "a varnish cluster (host:port list) nginx spreads requests over by a consistent hash of the URL, each object cached once; the purge service purges each node (PURGE_VARNISH_NODES follows it); names are resolved when nginx loads its config, and nginx reloads when one's address changes (infra/docker/follow-address.sh starts it: one box, compose, the chart); empty: this stack's varnish over its socket",
   },
   {
     name: 'EDGE_VARNISH_FAIL_TIMEOUT_S',

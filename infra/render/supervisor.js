@@ -1,10 +1,12 @@
 // supervisord's part of the render: which programs this machine runs, as which user, from where.
 import path from 'node:path';
 import { ROLES, appRoot, inApp, stackUsers } from '../users.js';
+import { hostName } from './nginx.js';
 
 /**
  * supervisord.conf's values. @param {Record<string, any>} config
- * @param {{ DATA_ROOT: string, LOG_DIR: string }} dirs @returns {Record<string, string>}
+ * @param {{ DATA_ROOT: string, LOG_DIR: string, RUN_DIR: string, CONF_DIR: string }} dirs
+ * @returns {Record<string, string>}
  */
 export function supervisorValues(config, dirs) {
   const users = stackUsers(config);
@@ -12,7 +14,9 @@ export function supervisorValues(config, dirs) {
   const userLine = (/** @type {typeof ROLES[number]} */ role) =>
     users ? `user=${users[role].name}` : '; the user that started the stack';
   const withSecrets = path.join(app, 'infra', 'with-secrets');
+  const nginx = `nginx -p ${dirs.RUN_DIR}/nginx -c ${dirs.CONF_DIR}/nginx.conf -e ${dirs.LOG_DIR}/nginx-error.log`;
   return {
+    NGINX_COMMAND: nginxCommand(app, nginx, config.EDGE_VARNISH_NODES),
     APP_ROOT: app,
     APP_NODE_BIN: inApp(app, path.dirname(process.execPath)),
     SUPERVISOR_USER_LINE: process.getuid?.() === 0 ? 'user=root' : '; started by a user: every program runs as it',
@@ -27,6 +31,19 @@ export function supervisorValues(config, dirs) {
     HOLD_ORIGIN_SOCKET: holdSocket(app, config.ORIGIN_SOCKET),
     HOLD_RESOLVER_SOCKET: holdSocket(app, config.AVATAR_RESOLVER_SOCKET),
   };
+}
+
+/**
+ * nginx's command: with varnish nodes given by name (EDGE_VARNISH_NODES), started by the follower of their
+ * addresses (infra/docker/follow-address.sh, as compose and the chart do), which reloads nginx when one
+ * changes, since nginx resolves a name only when it loads its config; otherwise nginx alone.
+ * @param {string} app @param {string} nginx @param {string[]} nodes
+ */
+function nginxCommand(app, nginx, nodes) {
+  const names = nodes.filter((node) => hostName(node));
+  if (!names.length) return nginx;
+  const follower = path.join(app, 'infra', 'docker', 'follow-address.sh');
+  return `${follower} 2 "${nginx} -s reload" ${names.join(',')} -- ${nginx}`;
 }
 
 /**

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { haproxyValues } from '../render/haproxy.js';
 import { nginxValues } from '../render/nginx.js';
+import { supervisorValues } from '../render/supervisor.js';
 
 /** haproxy's values for these servers. @param {Record<string, any>} servers */
 const haproxy = (servers) =>
@@ -92,4 +93,22 @@ test('nginx: a purge service by name is resolved at run time, in its route; by a
   );
   // one nameserver, the first of resolv.conf (nginx takes any one's "no such name" as the answer)
   assert.match(byName.NGINX_RESOLVER, /^resolver \S+ valid=5s;$/);
+});
+
+test('supervisord: nginx with varnish nodes by name is started by the follower of their addresses; by address, alone', () => {
+  const dirs = { DATA_ROOT: '/s/data', LOG_DIR: '/s/logs', RUN_DIR: '/s/run', CONF_DIR: '/s/conf' };
+  const nginx = 'nginx -p /s/run/nginx -c /s/conf/nginx.conf -e /s/logs/nginx-error.log';
+  const command = (/** @type {string[]} */ nodes) =>
+    supervisorValues(
+      { STACK_DIR: '/s', EDGE_VARNISH_NODES: nodes, ORIGIN_SOCKET: '', AVATAR_RESOLVER_SOCKET: '' },
+      dirs,
+    ).NGINX_COMMAND;
+  assert.equal(command([]), nginx);
+  assert.equal(command(['10.0.0.1:6081', '[::1]:6081']), nginx);
+  const followed = command(['varnish-a.example.internal:6081', '10.0.0.2:6081', 'varnish-c:6081']);
+  assert.match(
+    followed,
+    /^\S+\/infra\/docker\/follow-address\.sh 2 "nginx -p \S+ -c \S+ -e \S+ -s reload" varnish-a\.example\.internal:6081,varnish-c:6081 -- nginx -p /,
+  );
+  assert.ok(followed.endsWith(` -- ${nginx}`));
 });
