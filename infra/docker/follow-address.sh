@@ -47,6 +47,8 @@ follow() {
   done
 }
 
+# no names (every node an address): nothing to follow
+[ -z "$names" ] && [ $# -gt 0 ] && exec "$@"
 first=$(look) || first=
 [ $# -eq 0 ] && follow "$first"
 follow "$first" &

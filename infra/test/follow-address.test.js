@@ -108,3 +108,17 @@ test('follow-address.sh -- PROGRAM: becomes the program, looked before it starte
   program.kill();
   await waitFor(async () => followers() === '', 5000, 'the follower ending with the program');
 });
+
+test('follow-address.sh -- PROGRAM with no names to follow: the program alone, no follower beside it', async (t) => {
+  const { dir, follow } = scene(t);
+  const pidFile = path.join(dir, 'program.pid');
+  const program = follow(['', '--', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 30`]);
+  await waitFor(
+    async () => fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8').endsWith('\n'),
+    5000,
+    'the program',
+  );
+  assert.equal(Number(fs.readFileSync(pidFile, 'utf8')), program.pid);
+  // the program is `sleep 30` now: whatever names this test's directory is a follower
+  assert.equal(spawnSync('pgrep', ['-f', dir]).stdout.toString().trim(), '');
+});
