@@ -2,7 +2,7 @@
 // run for real, with a `getent` of this test's own on PATH answering from a file, so names can move, vanish
 // and come back.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,6 +12,24 @@ import { waitFor } from '../../test/support/ports.js';
 
 const script = path.join(ROOT, 'infra/docker/follow-address.sh');
 const settle = () => new Promise((resolve) => setTimeout(resolve, 600));
+
+/**
+ * The pids whose command line names `text`, from /proc (a fresh machine may have no pgrep).
+ * @param {string} text
+ */
+function processesNaming(text) {
+  return fs
+    .readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text);
+      } catch {
+        return false;
+      }
+    })
+    .join(' ');
+}
 
 /**
  * A directory with a hosts file, a `getent ahosts` answering from it, and a reload command that appends to a
@@ -103,7 +121,7 @@ test('follow-address.sh -- PROGRAM: becomes the program, looked before it starte
   await settle();
   assert.equal(reloads(), 1);
   // the follower beside it (its command line names this test's directory) ends with the program
-  const followers = () => spawnSync('pgrep', ['-f', dir]).stdout.toString().trim();
+  const followers = () => processesNaming(dir);
   assert.notEqual(followers(), '', 'the follower runs beside the program');
   program.kill();
   await waitFor(async () => followers() === '', 5000, 'the follower ending with the program');
@@ -120,5 +138,5 @@ test('follow-address.sh -- PROGRAM with no names to follow: the program alone, n
   );
   assert.equal(Number(fs.readFileSync(pidFile, 'utf8')), program.pid);
   // the program is `sleep 30` now: whatever names this test's directory is a follower
-  assert.equal(spawnSync('pgrep', ['-f', dir]).stdout.toString().trim(), '');
+  assert.equal(processesNaming(dir), '');
 });
