@@ -33,7 +33,8 @@ function processesNaming(text) {
 
 /**
  * A directory with a hosts file, a `getent ahosts` answering from it, and a reload command that appends to a
- * log (and fails while a "fail" file exists); `follow(args)` starts the follower with them.
+ * log (and fails while a "fail" file exists); `follow(args)` starts the follower with them, `followProgram`
+ * with a program.
  * @param {import('node:test').TestContext} t
  */
 function scene(t) {
@@ -49,6 +50,16 @@ function scene(t) {
   );
   const command = `[ ! -e ${dir}/fail ] && echo reloaded >> ${log}`;
   const state = { said: '' };
+  /** @param {string[]} args what follows SECONDS COMMAND */
+  const follow = (args) => {
+    const follower = spawn(script, ['0.1', command, ...args], {
+      env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    t.after(() => follower.kill());
+    follower.stderr.on('data', (chunk) => (state.said += chunk));
+    return follower;
+  };
   return {
     dir,
     state,
@@ -57,15 +68,21 @@ function scene(t) {
     /** @param {boolean} on */
     failing: (on) => (on ? fs.writeFileSync(path.join(dir, 'fail'), '') : fs.rmSync(path.join(dir, 'fail'))),
     reloads: () => (fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').filter(Boolean).length : 0),
-    /** @param {string[]} args what follows SECONDS COMMAND */
-    follow: (args) => {
-      const follower = spawn(script, ['0.1', command, ...args], {
-        env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      t.after(() => follower.kill());
-      follower.stderr.on('data', (chunk) => (state.said += chunk));
-      return follower;
+    follow,
+    /**
+     * The follower with `-- PROGRAM` (a shell that writes its pid, then becomes `sleep 30`), once the program
+     * runs; asserts the follower became it (exec). @param {string[]} nodes
+     */
+    followProgram: async (nodes) => {
+      const pidFile = path.join(dir, 'program.pid');
+      const program = follow([...nodes, '--', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 30`]);
+      await waitFor(
+        async () => fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8').endsWith('\n'),
+        5000,
+        'the program',
+      );
+      assert.equal(Number(fs.readFileSync(pidFile, 'utf8')), program.pid, 'the follower became the program (exec)');
+      return program;
     },
   };
 }
@@ -102,17 +119,10 @@ test('follow-address.sh: a reload when an address changes, none while nothing mo
 });
 
 test('follow-address.sh -- PROGRAM: becomes the program, looked before it started; a name first unresolved is a reload once it resolves', async (t) => {
-  const { dir, state, setHosts, reloads, follow } = scene(t);
+  const { dir, state, setHosts, reloads, followProgram } = scene(t);
   // varnish-0 being replaced as the program starts: the program could not resolve it either
   setHosts('haproxy 10.0.0.6\n');
-  const pidFile = path.join(dir, 'program.pid');
-  const program = follow(['varnish-0:6081', 'haproxy', '--', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 30`]);
-  await waitFor(
-    async () => fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8').endsWith('\n'),
-    5000,
-    'the program',
-  );
-  assert.equal(Number(fs.readFileSync(pidFile, 'utf8')), program.pid, 'the follower became the program (exec)');
+  const program = await followProgram(['varnish-0:6081', 'haproxy']);
   await settle();
   assert.equal(reloads(), 0, 'nothing while varnish-0 does not resolve');
   setHosts('varnish-0 10.0.0.9\nhaproxy 10.0.0.6\n');
@@ -128,15 +138,8 @@ test('follow-address.sh -- PROGRAM: becomes the program, looked before it starte
 });
 
 test('follow-address.sh -- PROGRAM with no names to follow: the program alone, no follower beside it', async (t) => {
-  const { dir, follow } = scene(t);
-  const pidFile = path.join(dir, 'program.pid');
-  const program = follow(['', '--', 'sh', '-c', `echo $$ > ${pidFile}; exec sleep 30`]);
-  await waitFor(
-    async () => fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8').endsWith('\n'),
-    5000,
-    'the program',
-  );
-  assert.equal(Number(fs.readFileSync(pidFile, 'utf8')), program.pid);
+  const { dir, followProgram } = scene(t);
+  await followProgram(['']);
   // the program is `sleep 30` now: whatever names this test's directory is a follower
   assert.equal(processesNaming(dir), '');
 });
