@@ -22,7 +22,8 @@ RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --
  && rm -rf /var/lib/apt/lists/*
 # a user per role (the origin's is uid 10001); /stack is root's, filled by the render step
 COPY infra/docker/add-users.sh /usr/local/sbin/
-RUN add-users.sh && mkdir -p /stack /data && chown cdn-origin:cdn-origin /data
+RUN add-users.sh && mkdir -p /stack /data/variants /data/originals /data/archive \
+  && chown -R cdn-origin:cdn-origin /data
 COPY --from=deps /app/node_modules node_modules
 COPY package.json .env.example LICENSE ./
 COPY lib lib

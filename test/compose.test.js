@@ -354,5 +354,24 @@ test(
       'uploads stored by both origins',
     );
     assert.ok(sent <= 40, `both origins took uploads within ${sent}`);
+    // each origin's result cache is its own (a volume each): its lock names its own container
+    /** @param {number} index */
+    const cacheOf = (index) =>
+      JSON.parse(
+        compose(
+          'exec',
+          '-T',
+          '--index',
+          String(index),
+          'origin',
+          'node',
+          '-e',
+          `const fs = require('fs'); console.log(JSON.stringify({ host: require('os').hostname(), lock: JSON.parse(fs.readFileSync('/data/variants/lock', 'utf8')) }))`,
+        ).trim(),
+      );
+    const [first, second] = [cacheOf(1), cacheOf(2)];
+    assert.equal(first.lock.host, first.host);
+    assert.equal(second.lock.host, second.host);
+    assert.notEqual(first.host, second.host);
   },
 );

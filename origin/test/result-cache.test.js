@@ -193,3 +193,78 @@ test('an origin answers while its result-cache index is rebuilt after a start; o
     await origin.stop();
   }
 });
+
+/**
+ * Holds a result cache directory from a process of a pid namespace of its own (as a container's origin: pid 1),
+ * until killed; resolves with its output once it says it holds it or exits. Null where namespaces can't be
+ * made here. @param {string} dir
+ */
+async function holdInOwnNamespace(dir, host) {
+  const script = `import { PackCache } from ${JSON.stringify(path.resolve('src/cache/pack-cache.js'))};
+    try { new PackCache(${JSON.stringify(dir)}, 1024 * 1024).init(); console.log('held by', process.pid); }
+    catch (err) { console.log(err.message); process.exit(3); }
+    setInterval(() => {}, 1000);`;
+  const asRoot = process.getuid?.() === 0 ? [] : ['--user', '--map-root-user'];
+  const node = `exec ${JSON.stringify(process.execPath)} --input-type=module -e "$0"`;
+  const unshare = [...asRoot, '--uts', '--pid', '--fork', '--kill-child', '--mount-proc'];
+  const child = spawn('unshare', [...unshare, 'sh', '-c', `hostname ${host} && ${node}`, script], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk) => (out += chunk));
+  child.stderr.on('data', (chunk) => (out += chunk));
+  const code = await new Promise((resolve) => {
+    child.once('exit', resolve);
+    child.stdout.on('data', () => out.includes('held by') && resolve(null));
+  });
+  if (code !== null && !out.includes('in use')) return { child, out: null, why: out.trim() };
+  return { child, out: out.trim() };
+}
+
+test('two origins in pid namespaces of their own (containers) never share a result cache directory', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pack-'));
+  const children = [];
+  t.after(() => {
+    for (const child of children) child.kill('SIGKILL'); // (unshare leaves SIGTERM to the program; --kill-child ends it)
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const first = await holdInOwnNamespace(dir, 'origin-1');
+  children.push(first.child);
+  if (first.out === null) return t.skip(`no pid namespace here: ${first.why}`);
+  assert.equal(first.out, 'held by 1'); // as each container's origin
+  const second = await holdInOwnNamespace(dir, 'origin-2');
+  children.push(second.child);
+  assert.match(String(second.out), /in use by process 1 on origin-1 \(another container or machine sharing it\)/);
+  // nor in this one's
+  assert.throws(() => new PackCache(dir, 1024 * 1024).init(), /in use by process 1 on/);
+});
+
+test('a result cache lock: stale elsewhere taken over, a container restarted takes its own, a lost one stops the cache', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pack-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const lock = path.join(dir, 'lock');
+  const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  const elsewhere = { pid: 1, space: `${boot}/pid:[1]`, host: 'other-container' };
+  fs.writeFileSync(lock, JSON.stringify(elsewhere));
+  assert.throws(() => new PackCache(dir, 1024 * 1024).init(), /in use by process 1 on other-container/);
+  // not renewed for a minute: its holder is gone
+  const old = new Date(Date.now() - 60_000);
+  fs.utimesSync(lock, old, old);
+  const cache = new PackCache(dir, 1024 * 1024);
+  cache.init();
+  await cache.close();
+  // this container's own earlier run (its host name, another pid namespace), renewed just now: taken at once
+  fs.writeFileSync(lock, JSON.stringify({ ...elsewhere, host: os.hostname() }));
+  const again = new PackCache(dir, 1024 * 1024);
+  again.init();
+  again.put('b'.repeat(64), 'jpg', Buffer.from('bytes'));
+  assert.ok(again.get('b'.repeat(64)));
+  // taken over by another (two took a stale lock at once, or it was removed by hand): this one stops using it
+  fs.writeFileSync(lock, JSON.stringify(elsewhere));
+  again.dirLock.renew();
+  assert.equal(again.get('b'.repeat(64)), null);
+  again.put('c'.repeat(64), 'jpg', Buffer.from('more'));
+  assert.equal(again.get('c'.repeat(64)), null);
+  await again.close();
+  assert.ok(fs.existsSync(lock), "the other holder's lock is left alone");
+});

@@ -4,7 +4,7 @@ import { setImmediate as yieldToEvents } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { crc32 } from 'node:zlib';
 import { GoneError } from '@stack/lib';
-import { alive } from '@stack/lib/src/process-tree.js';
+import { DirLock } from './dir-lock.js';
 import { FORGOTTEN, PackIndex } from './pack-index.js';
 
 // A record: magic, key (32 bytes), extension (4 bytes, zero-padded), data length, CRC-32 of the data; then the data.
@@ -100,8 +100,8 @@ class RecordList {
  * and a key forgotten meanwhile (a takedown) is not brought back by an older record.
  * Crash safety: a record lands in one write; on start a record that runs past its file's end or (in the two
  * newest segments without an index file, the only ones maybe not synced) fails its CRC ends that segment,
- * which is cut there. A segment is synced when the next one starts. One process per directory (a lock file
- * says which).
+ * which is cut there. A segment is synced when the next one starts. One process per directory (dir-lock.js:
+ * another container sharing the volume included); one that finds its lock taken over stops using it.
  */
 export class PackCache {
   /**
@@ -111,6 +111,7 @@ export class PackCache {
   constructor(dir, maxBytes, { segmentBytes, warn = () => {} } = {}) {
     this.dir = path.resolve(dir);
     this.lockFile = path.join(this.dir, 'lock');
+    this.dirLock = new DirLock(this.lockFile, { onLost: (holder) => this.abandon(holder) });
     this.maxBytes = maxBytes;
     // a 32nd of the bound: eviction frees that much at a time
     this.segmentBytes = segmentBytes || Math.min(MAX_SEGMENT, Math.max(MIN_SEGMENT, Math.floor(maxBytes / 32)));
@@ -178,15 +179,22 @@ export class PackCache {
 
   /** Refuses a directory another live process holds (two appending to one segment would interleave records). */
   lock() {
-    let holder = 0;
-    try {
-      holder = Number(fs.readFileSync(this.lockFile, 'utf8'));
-    } catch (err) {
-      if (/** @type {any} */ (err).code !== 'ENOENT') throw err;
-    }
-    if (holder && holder !== process.pid && alive(holder))
-      throw new Error(`${this.dir} is in use by process ${holder}`);
-    fs.writeFileSync(this.lockFile, String(process.pid));
+    this.dirLock.take();
+  }
+
+  /**
+   * Stops using the directory: another process took its lock over (its records may land where this one's
+   * index points). Every variant is a miss from now on, and nothing more is appended.
+   * @param {{ pid: number, host: string } | null} holder
+   */
+  abandon(holder) {
+    if (this.closed) return;
+    this.warn(
+      { dir: this.dir, holder },
+      'variant cache: another process took this directory over; this origin stops using it (a directory each)',
+    );
+    this.closed = true;
+    this.index.clear();
   }
 
   /** A segment's file opened with `flags`, not yet indexed. @param {number} seq @param {string} flags @returns {Segment} */
@@ -553,11 +561,7 @@ export class PackCache {
     this.segments = [];
     this.bySeq.clear();
     this.index.clear();
-    try {
-      if (Number(fs.readFileSync(this.lockFile, 'utf8')) === process.pid) fs.rmSync(this.lockFile);
-    } catch {
-      // already gone
-    }
+    this.dirLock.release();
     await Promise.all(this.writing);
   }
 }
