@@ -286,10 +286,18 @@ test(
     compose('up');
     const hops = ['varnish', 'haproxy', 'origin', 'avatar-resolver', 'purge-service'];
     const before = addresses(hops);
+    const segments = () =>
+      compose('exec', '-T', 'origin', 'ls', '/data/variants')
+        .split('\n')
+        .filter((name) => name.endsWith('.pack'));
+    const cached = segments();
     // a restart of the components in the middle, and what an upgrade of the app image recreates
     compose('restart', 'varnish', 'haproxy');
     compose('up', '-d', '--no-deps', '--force-recreate', 'origin', 'avatar-resolver', 'purge-service');
     const now = addresses(hops);
+    // the recreated origin has the old one's result cache (its volume kept), and a segment of its own
+    assert.ok(cached.length > 0);
+    assert.deepEqual(segments().slice(0, cached.length), cached);
     for (const hop of hops)
       assert.notEqual(now[hop], before[hop], `${hop} at a new address (else this proves nothing)`);
     // nginx follows varnish, varnish haproxy, haproxy the origin and the resolver, nginx the purge service:
