@@ -288,6 +288,39 @@ async function restart(named, dirs) {
   }
 }
 
+/** How long a process has run, as supervisorctl says it (H:MM:SS). @param {number} pid */
+function uptimeOf(pid) {
+  // /proc/PID/stat: field 22 is the start in clock ticks since boot (100 a second on Linux); the command (2)
+  // may hold spaces, so counted from its closing parenthesis
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const bootS = Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+  const s = Math.max(0, Math.floor(bootS - Number(fields[19]) / 100));
+  const pad = (/** @type {number} */ n) => String(n).padStart(2, '0');
+  return `${Math.floor(s / 3600)}:${pad(Math.floor(s / 60) % 60)}:${pad(s % 60)}`;
+}
+
+/**
+ * `./infra/stack status`'s lines of the services on held sockets: supervisord's uptime is their holder's, so
+ * each one's own pid and uptime say whether it was started again since (a crash, a restart).
+ * @param {Record<string, string>} dirs
+ */
+function serving(dirs) {
+  const sections = programSections(fs.readFileSync(path.join(dirs.conf, 'supervisord.conf'), 'utf8'));
+  const ctl = supervisorctl(dirs.conf);
+  for (const [program, section] of sections) {
+    if (!heldSocketOf(section)) continue;
+    try {
+      const holder = Number(ctl('pid', program).trim());
+      const service = servicePid(holder);
+      if (!holder || !service || service === holder) continue;
+      const line = `serving   pid ${service}, uptime ${uptimeOf(service)} (under its socket holder, pid ${holder})`;
+      process.stdout.write(`${program.padEnd(32)} ${line}\n`);
+    } catch {
+      // not running (supervisorctl says so above), or between two processes
+    }
+  }
+}
+
 async function main() {
   const stackDir = String(process.env.STACK_DIR);
   // in the run directory, as up starts the programs: a check run as a program's user from a private checkout
@@ -299,6 +332,7 @@ async function main() {
     logs: path.join(stackDir, 'logs'),
   };
   if (process.argv[2] === '--restart') return restart(process.argv.slice(3), dirs);
+  if (process.argv[2] === '--serving') return serving(dirs);
   const before = process.argv[2];
   const sectionsBefore = programSections(fs.readFileSync(path.join(before, 'conf', 'supervisord.conf'), 'utf8'));
   const sectionsAfter = programSections(fs.readFileSync(path.join(dirs.conf, 'supervisord.conf'), 'utf8'));

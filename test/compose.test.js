@@ -335,19 +335,16 @@ test(
   { timeout: 300_000 },
   async () => {
     compose('up', '-d', '--no-recreate', '--scale', 'origin=2', 'origin');
+    /** What a script printed in origin container `index`. @param {number} index @param {string} script */
+    const inOrigin = (index, script) =>
+      compose('exec', '-T', '--index', String(index), 'origin', 'node', '-e', script).trim();
     /** Uploads an origin counted, read from its own metrics port. @param {number} index */
     const uploads = (index) =>
       Number(
-        compose(
-          'exec',
-          '-T',
-          '--index',
-          String(index),
-          'origin',
-          'node',
-          '-e',
+        inOrigin(
+          index,
           `fetch('http://127.0.0.1:9800/metrics', { headers: { authorization: 'Basic ' + btoa('metrics:compose-metrics') } }).then((r) => r.text()).then((t) => console.log(t.split('\\n').filter((line) => line.startsWith('origin_uploads_total{')).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0)))`,
-        ).trim(),
+        ),
       );
     const before = [await uploads(1), await uploads(2)];
     let sent = 0;
@@ -366,16 +363,10 @@ test(
     /** @param {number} index */
     const cacheOf = (index) =>
       JSON.parse(
-        compose(
-          'exec',
-          '-T',
-          '--index',
-          String(index),
-          'origin',
-          'node',
-          '-e',
+        inOrigin(
+          index,
           `const fs = require('fs'); console.log(JSON.stringify({ host: require('os').hostname(), lock: JSON.parse(fs.readFileSync('/data/variants/lock', 'utf8')) }))`,
-        ).trim(),
+        ),
       );
     const [first, second] = [cacheOf(1), cacheOf(2)];
     assert.equal(first.lock.host, first.host);

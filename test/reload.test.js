@@ -151,6 +151,14 @@ test('restart (new code checked out): the origin and the resolver start again on
   assert.equal(now.holder, then.holder);
   assert.notEqual(now.origin, then.origin);
   assert.notEqual(await stack.servicePid('avatar-resolver'), resolverThen);
+  // status names the new process under the same holder, started just now
+  const { stdout: status } = await stack.status();
+  const serving = new RegExp(
+    `^origin +serving   pid ${now.origin}, uptime 0:00:\\d\\d \\(under its socket holder, pid ${then.holder}\\)$`,
+    'm',
+  );
+  assert.match(status, serving);
+  assert.match(status, /^avatar-resolver +serving   pid \d+, uptime /m);
   await assert.rejects(stack.restart('no-such-program'), (/** @type {any} */ err) => {
     assert.equal(err.code, 2);
     assert.match(err.stderr, /no program no-such-program/);

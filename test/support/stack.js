@@ -199,6 +199,10 @@ export async function startStack(settings = {}) {
         /** @type {any} */ (await response.json()).data.result
       );
     },
+    /** ./infra/stack status: supervisord's lines, and the held services' own. */
+    status() {
+      return stack(['status']);
+    },
     /** ./infra/stack restart PROGRAM … (after an update of the code). @param {...string} programs */
     restart(...programs) {
       return stack(['restart', ...programs]);
