@@ -61,6 +61,9 @@ async function openCaches(config, logger, metrics) {
   const variants = new PackCache(path.join(config.DATA_DIR, 'variants'), config.VARIANTS_CACHE_BYTES, {
     warn: (details, message) => logger.warn(details, message),
   });
+  await variants.dirLock.waitForStale((holder) =>
+    logger.warn({ holder }, 'variant cache: held by a process elsewhere; waiting for its lock to go stale'),
+  );
   variants.init();
   metrics.watchResultCache(variants);
   await originalsCache.init();

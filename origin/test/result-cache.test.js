@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import sharp from 'sharp';
+import { DirLock } from '../src/cache/dir-lock.js';
 import { PackCache, recordHeader } from '../src/cache/pack-cache.js';
 import { decode } from '../../test/support/images.js';
 import { metricValue } from '../../test/support/metrics.js';
@@ -267,4 +268,31 @@ test('a result cache lock: stale elsewhere taken over, a container restarted tak
   assert.equal(again.get('c'.repeat(64)), null);
   await again.close();
   assert.ok(fs.existsSync(lock), "the other holder's lock is left alone");
+});
+
+test('an origin waits for a lock elsewhere to go stale (a pod replaced after its predecessor was killed), not for one still renewed', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pack-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const lock = path.join(dir, 'lock');
+  const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  const elsewhere = JSON.stringify({ pid: 1, space: `${boot}/pid:[1]`, host: 'killed-pod' });
+  fs.writeFileSync(lock, elsewhere);
+  const lastRenewed = new Date(Date.now() - 13_500); // stale at 15 s
+  fs.utimesSync(lock, lastRenewed, lastRenewed);
+  const cache = new PackCache(dir, 1024 * 1024);
+  const waits = [];
+  const started = Date.now();
+  await cache.dirLock.waitForStale((holder) => waits.push(holder.host));
+  assert.deepEqual(waits, ['killed-pod']);
+  assert.ok(Date.now() - started >= 1000, `waited ${Date.now() - started} ms`);
+  cache.init();
+  await cache.close();
+
+  // a holder that goes on renewing is there: waited for a while, then refused
+  fs.writeFileSync(lock, elsewhere);
+  const renewing = setInterval(() => fs.utimesSync(lock, new Date(), new Date()), 50);
+  t.after(() => clearInterval(renewing));
+  const short = new DirLock(lock, { staleMs: 400, renewMs: 100 });
+  await short.waitForStale();
+  assert.throws(() => short.take(), /in use by process 1 on killed-pod/);
 });

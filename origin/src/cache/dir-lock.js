@@ -76,6 +76,22 @@ export class DirLock {
     return Date.now() - holder.renewedAt < this.staleMs;
   }
 
+  /**
+   * Waits while a holder elsewhere may be gone without a word (a pod replaced after its predecessor was
+   * killed, whose lock is not stale yet): until its lock is stale or gone, at most `staleMs` and a renewal
+   * (a holder still renewing it then is there: `take` refuses). A holder of this pid namespace is not waited
+   * for: it lives or not. @param {(holder: Holder) => void} [onWait] told once, when it waits
+   */
+  async waitForStale(onWait = () => {}) {
+    const deadline = Date.now() + this.staleMs + this.renewMs;
+    for (let told = false; ; told = true) {
+      const holder = this.holder();
+      if (!holder || holder.space === this.me.space || !this.heldBy(holder) || Date.now() > deadline) return;
+      if (!told) onWait(holder);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(500, this.renewMs)));
+    }
+  }
+
   /** Takes the lock, or throws saying who holds it; renewed from now on until `release`. */
   take() {
     const holder = this.holder();
