@@ -100,7 +100,10 @@ export class DirLock {
         holder.space === this.me.space ? '' : ` on ${holder.host} (another container or machine sharing it)`;
       throw new Error(`${this.file.replace(/\/[^/]+$/, '')} is in use by process ${holder.pid}${where}`);
     }
-    fs.writeFileSync(this.file, JSON.stringify(this.me));
+    // whole or not at all for a reader (a file being written reads empty, as nobody's)
+    const temp = `${this.file}.${process.pid}.${this.me.host}`;
+    fs.writeFileSync(temp, JSON.stringify(this.me));
+    fs.renameSync(temp, this.file);
     clearInterval(this.timer);
     this.timer = setInterval(() => this.renew(), this.renewMs).unref();
   }
