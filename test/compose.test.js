@@ -54,6 +54,17 @@ before(
       180_000,
       'nginx answering through the whole compose stack',
     );
+    // and uploads (not an image: the origin's 4xx): haproxy's upload servers check for themselves, and come
+    // in up to 250 ms after /healthz's
+    await waitFor(
+      async () => {
+        const response = await tokenUpload(base, Buffer.from('not an image'), 'probe.jpg', 'compose-token');
+        await response.arrayBuffer();
+        return response.status !== 503;
+      },
+      30_000,
+      'uploads reaching an origin',
+    );
   },
   { timeout: 1_200_000 },
 );
@@ -93,6 +104,12 @@ function podman(...args) {
     encoding: 'utf8',
   });
 }
+
+/** The first origin's result cache segments, oldest first. */
+const segments = () =>
+  compose('exec', '-T', 'origin', 'ls', '/data/variants')
+    .split('\n')
+    .filter((name) => name.endsWith('.pack'));
 
 /** Each service's container address on the compose network. @param {string[]} services */
 function addresses(services) {
@@ -286,10 +303,6 @@ test(
     compose('up');
     const hops = ['varnish', 'haproxy', 'origin', 'avatar-resolver', 'purge-service'];
     const before = addresses(hops);
-    const segments = () =>
-      compose('exec', '-T', 'origin', 'ls', '/data/variants')
-        .split('\n')
-        .filter((name) => name.endsWith('.pack'));
     const cached = segments();
     // a restart of the components in the middle, and what an upgrade of the app image recreates
     compose('restart', 'varnish', 'haproxy');
@@ -327,6 +340,25 @@ test(
       // another picture than the first run's (uploads are named by their content)
       color: '#2060a0',
     });
+  },
+);
+
+test(
+  'compose: an origin killed (as by the OOM killer) and started again takes its result cache back at once',
+  { timeout: 300_000 },
+  async () => {
+    const cached = segments();
+    podman('kill', '-s', 'KILL', 'image-cdn-stack_origin_1');
+    compose('start', 'origin');
+    await waitFor(
+      async () => (await fetch(`${base}/healthz`).catch(() => null))?.status === 200,
+      60_000,
+      'the origin started again, through the edge',
+    );
+    // its lock names its container's earlier run (another pid namespace, the same host): not waited for
+    const logs = podman('logs', '--since', '5m', 'image-cdn-stack_origin_1');
+    assert.doesNotMatch(logs, /waiting for its lock to go stale/);
+    assert.deepEqual(segments().slice(0, cached.length), cached);
   },
 );
 

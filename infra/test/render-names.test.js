@@ -54,7 +54,7 @@ test('haproxy: a server by name follows its address at run time; one by address 
   // uploads' slots check for themselves: in no later than be_images' (rise 1 against 2)
   assert.match(
     discovered.UPLOAD_SERVER_LINES,
-    /server-template origin 1-4 origin:8800 check .* inter 2s fall 2 rise 1$/,
+    /server-template origin 1-4 origin:8800 check .* inter 2s downinter 250ms fall 2 rise 1$/,
   );
 });
 
