@@ -13,7 +13,7 @@ import { base58Url } from '@stack/lib';
 import { solid } from './support/images.js';
 import { metricValue } from './support/metrics.js';
 import { freePort, waitFor } from './support/ports.js';
-import { startStack } from './support/stack.js';
+import { privateHosts, startStack } from './support/stack.js';
 
 const run = promisify(execFile);
 /** @type {Awaited<ReturnType<typeof startStack>>} */
@@ -22,6 +22,13 @@ let stack;
 let nodeB = null;
 let portA = 0;
 let portB = 0;
+// the nodes by name, in a hosts file of the stack's own where this process may make one (root): nginx
+// follows their addresses (infra/docker/follow-address.sh under supervisord) and its checks resolve them;
+// elsewhere by address
+const hosts = privateHosts({ 'varnish-a.cluster.test': '127.0.0.1', 'varnish-b.cluster.test': '127.0.0.1' });
+/** each node as EDGE_VARNISH_NODES names it (in nginx's log and its metrics; the purge service labels the address) */
+let edgeNodeA = '';
+let edgeNodeB = '';
 
 /** The second varnish node, named node-b; then the edge sends it its share. */
 async function startNodeB() {
@@ -77,23 +84,29 @@ async function nodeStates() {
 before(async () => {
   portA = await freePort();
   portB = await freePort();
-  stack = await startStack({
-    VARNISH_PORT: String(portA),
-    EDGE_VARNISH_NODES: `127.0.0.1:${portA},127.0.0.1:${portB}`,
-    UPLOAD_TOKENS: 'cluster',
-    AVATAR_ADMIN_TOKEN: 'cluster-admin',
-    NGINX_RATE_LIMIT: '100000',
-    NGINX_RATE_BURST: '100000',
-    VARNISH_MISS_LIMIT: '0',
-    PURGE_NODE_RETRY_MS: '200',
-    // the two nodes are purged over TCP, from this machine
-    VARNISH_PURGERS: '127.0.0.1',
-  });
+  edgeNodeA = `${hosts ? 'varnish-a.cluster.test' : '127.0.0.1'}:${portA}`;
+  edgeNodeB = `${hosts ? 'varnish-b.cluster.test' : '127.0.0.1'}:${portB}`;
+  stack = await startStack(
+    {
+      VARNISH_PORT: String(portA),
+      EDGE_VARNISH_NODES: `${edgeNodeA},${edgeNodeB}`,
+      UPLOAD_TOKENS: 'cluster',
+      AVATAR_ADMIN_TOKEN: 'cluster-admin',
+      NGINX_RATE_LIMIT: '100000',
+      NGINX_RATE_BURST: '100000',
+      VARNISH_MISS_LIMIT: '0',
+      PURGE_NODE_RETRY_MS: '200',
+      // the two nodes are purged over TCP, from this machine
+      VARNISH_PURGERS: '127.0.0.1',
+    },
+    { hostsFile: hosts?.file },
+  );
   await startNodeB();
 });
 after(async () => {
   await killNodeB();
   await stack?.stop();
+  hosts?.remove();
 });
 
 /** @param {Buffer} body */
@@ -187,13 +200,13 @@ test("a varnish node hung (SIGSTOP: its connections open, nothing answered): in 
   let answers;
   try {
     // two missed checks a second apart, each waiting at most a second: nginx says so in its error log
-    const said = `varnish node 127.0.0.1:${portB} does not answer`;
+    const said = `varnish node ${edgeNodeB} does not answer`;
     const since = () => fs.readFileSync(log).subarray(logged).toString();
     await waitFor(async () => since().includes(said), 10_000, `nginx's log: ${said}`);
     // and on its status port, for Prometheus (whose alert EdgeVarnishNodeOut reads it)
-    assert.deepEqual(await nodeStates(), { [`127.0.0.1:${portA}`]: '1', [`127.0.0.1:${portB}`]: '0' });
+    assert.deepEqual(await nodeStates(), { [edgeNodeA]: '1', [edgeNodeB]: '0' });
     await waitFor(
-      async () => (await stack.prometheus(`edge_varnish_node_up{node="127.0.0.1:${portB}"} == 0`)).length === 1,
+      async () => (await stack.prometheus(`edge_varnish_node_up{node="${edgeNodeB}"} == 0`)).length === 1,
       20_000,
       'Prometheus scraping node-b out',
     );
@@ -209,7 +222,7 @@ test("a varnish node hung (SIGSTOP: its connections open, nothing answered): in 
   }
   await waitFor(async () => (await get(onB[0])).node === 'node-b', 15_000, 'node-b serving its URLs again');
   assert.equal((await get(onB[0])).cache, 'HIT', 'what node-b held, it still holds');
-  assert.deepEqual(await nodeStates(), { [`127.0.0.1:${portA}`]: '1', [`127.0.0.1:${portB}`]: '1' });
+  assert.deepEqual(await nodeStates(), { [edgeNodeA]: '1', [edgeNodeB]: '1' });
 });
 
 test('an avatar changed while a varnish node is down: once it is back, no request gets the old avatar', async () => {
@@ -282,4 +295,51 @@ test('an avatar changed while a varnish node is down: once it is back, no reques
       }
     }
   }
+});
+
+test('a varnish node given by name, moved to another address: nginx follows it (its URLs to the other node, no error), and back', async (t) => {
+  if (!hosts) return t.skip("names need a hosts file of the stack's own: a private mount namespace (root)");
+  if (!nodeB) await startNodeB();
+  // nginx's checks resolve the names as the system does (/etc/hosts first): both in (node-b maybe just back)
+  const bothIn = JSON.stringify({ [edgeNodeA]: '1', [edgeNodeB]: '1' });
+  await waitFor(async () => JSON.stringify(await nodeStates()) === bothIn, 15_000, `node states ${bothIn}`);
+  const urls = Array.from({ length: 48 }, (_, i) => `${stack.base}/healthz?moved=${i}`);
+  /** what answered each URL: status and node */
+  const served = () =>
+    Promise.all(
+      urls.map(async (url) => {
+        const { status, node } = await get(url);
+        return `${status} ${node}`;
+      }),
+    );
+  assert.ok((await served()).includes('200 node-b'), 'node-b holds some of the URLs');
+  const nginx = await stack.pid('nginx');
+  const log = path.join(stack.dir, 'logs', 'nginx.log');
+  const logged = fs.statSync(log).size;
+  const followed = (/** @type {string} */ address) =>
+    new RegExp(`follow-address: [^(]*varnish-b\\.cluster\\.test=${address.replaceAll('.', '\\.')}[ ;]`).test(
+      fs.readFileSync(log).subarray(logged).toString(),
+    );
+  // an address where nothing listens (a node replaced, its new address not serving yet)
+  hosts.set({ 'varnish-a.cluster.test': '127.0.0.1', 'varnish-b.cluster.test': '127.0.0.3' });
+  try {
+    await waitFor(async () => followed('127.0.0.3'), 15_000, 'nginx reloaded by its follower for the new address');
+    await waitFor(
+      async () => (await nodeStates())[edgeNodeB] === '0',
+      15_000,
+      'nginx checking node-b at its new address',
+    );
+    const answers = await served();
+    assert.ok(
+      answers.every((answer) => answer.startsWith('200 ') && answer !== '200 node-b'),
+      answers.join(', '),
+    );
+  } finally {
+    hosts.set({ 'varnish-a.cluster.test': '127.0.0.1', 'varnish-b.cluster.test': '127.0.0.1' });
+  }
+  // back: node-b's URLs reach it only through an upstream nginx resolved again
+  await waitFor(async () => (await served()).includes('200 node-b'), 15_000, 'node-b serving its URLs again');
+  assert.ok(followed('127.0.0.1'));
+  assert.deepEqual(await nodeStates(), { [edgeNodeA]: '1', [edgeNodeB]: '1' });
+  assert.equal(await stack.pid('nginx'), nginx, 'nginx reloaded, not restarted');
 });

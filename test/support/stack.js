@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -74,12 +74,35 @@ const PORTS = [
   'MTAIL_PORT',
 ];
 
+// in a private mount namespace ($0: the file; then the command)
+const BIND_HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"';
+
+/**
+ * A file to be a stack's /etc/hosts (startStack's `hostsFile`): this machine's own lines and `names` (name →
+ * address), rewritten in place by `set` (the programs see the same file), or null where this process cannot
+ * make a private mount namespace (not root). @param {Record<string, string>} names
+ */
+export function privateHosts(names) {
+  if (spawnSync('unshare', ['--mount', 'true']).status !== 0) return null;
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'hosts-')), 'hosts');
+  const own = fs.readFileSync('/etc/hosts', 'utf8');
+  /** @param {Record<string, string>} now */
+  const set = (now) => {
+    const lines = Object.entries(now).map(([name, address]) => `${address} ${name}`);
+    fs.writeFileSync(file, `${own}\n${lines.join('\n')}\n`, { mode: 0o644 });
+  };
+  set(names);
+  return { file, set, remove: () => fs.rmSync(path.dirname(file), { recursive: true, force: true }) };
+}
+
 /**
  * An isolated stack started through the launcher (./infra/stack up) on free ports in its own STACK_DIR,
- * so it never collides with a stack a person is running.
- * @param {Record<string, string>} [settings]
+ * so it never collides with a stack a person is running. `hostsFile`: the stack's programs see that file as
+ * their /etc/hosts (every launcher command runs in a private mount namespace where it is bound there; root
+ * only, see `privateHosts`), so a test can give names addresses and move them.
+ * @param {Record<string, string>} [settings] @param {{ hostsFile?: string }} [options]
  */
-export async function startStack(settings = {}) {
+export async function startStack(settings = {}, { hostsFile } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stack-'));
   fs.chmodSync(dir, 0o755);
   /** @type {Record<string, string>} */
@@ -94,8 +117,16 @@ export async function startStack(settings = {}) {
   for (const name of PORTS) env[name] = String(await freePort());
   Object.assign(env, settings);
   const childEnv = { ...process.env, ...env };
+  const launcher = path.join(root, 'infra/stack');
   const stack = /** @type {(args: string[]) => Promise<{ stdout: string, stderr: string }>} */ (
-    (args) => run(path.join(root, 'infra/stack'), args, { env: childEnv, cwd: root, maxBuffer: 10 * 1024 * 1024 })
+    (args) =>
+      hostsFile
+        ? run('unshare', ['--mount', '--', 'sh', '-c', BIND_HOSTS, hostsFile, launcher, ...args], {
+            env: childEnv,
+            cwd: root,
+            maxBuffer: 10 * 1024 * 1024,
+          })
+        : run(launcher, args, { env: childEnv, cwd: root, maxBuffer: 10 * 1024 * 1024 })
   );
   const started = Date.now();
   try {
