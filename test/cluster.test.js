@@ -24,8 +24,14 @@ let portA = 0;
 let portB = 0;
 // the nodes by name, in a hosts file of the stack's own where this process may make one (root): nginx
 // follows their addresses (infra/docker/follow-address.sh under supervisord) and its checks resolve them;
-// elsewhere by address
-const hosts = privateHosts({ 'varnish-a.cluster.test': '127.0.0.1', 'varnish-b.cluster.test': '127.0.0.1' });
+// and the avatar resolver, which haproxy's resolvers (DNS only) cannot find: it keeps its address from
+// start. Elsewhere by address.
+const names = {
+  'varnish-a.cluster.test': '127.0.0.1',
+  'varnish-b.cluster.test': '127.0.0.1',
+  'avatar-resolver.cluster.test': '127.0.0.1',
+};
+const hosts = privateHosts(names);
 /** each node as EDGE_VARNISH_NODES names it (in nginx's log and its metrics; the purge service labels the address) */
 let edgeNodeA = '';
 let edgeNodeB = '';
@@ -86,6 +92,11 @@ before(async () => {
   portB = await freePort();
   edgeNodeA = `${hosts ? 'varnish-a.cluster.test' : '127.0.0.1'}:${portA}`;
   edgeNodeB = `${hosts ? 'varnish-b.cluster.test' : '127.0.0.1'}:${portB}`;
+  const resolverPort = await freePort();
+  /** @type {Record<string, string>} */
+  const resolverByName = hosts
+    ? { AVATAR_RESOLVER_PORT: String(resolverPort), AVATAR_SERVERS: `avatar-resolver.cluster.test:${resolverPort}` }
+    : {};
   stack = await startStack(
     {
       VARNISH_PORT: String(portA),
@@ -98,6 +109,7 @@ before(async () => {
       PURGE_NODE_RETRY_MS: '200',
       // the two nodes are purged over TCP, from this machine
       VARNISH_PURGERS: '127.0.0.1',
+      ...resolverByName,
     },
     { hostsFile: hosts?.file },
   );
@@ -321,7 +333,7 @@ test('a varnish node given by name, moved to another address: nginx follows it (
       fs.readFileSync(log).subarray(logged).toString(),
     );
   // an address where nothing listens (a node replaced, its new address not serving yet)
-  hosts.set({ 'varnish-a.cluster.test': '127.0.0.1', 'varnish-b.cluster.test': '127.0.0.3' });
+  hosts.set({ ...names, 'varnish-b.cluster.test': '127.0.0.3' });
   try {
     await waitFor(async () => followed('127.0.0.3'), 15_000, 'nginx reloaded by its follower for the new address');
     await waitFor(
@@ -335,11 +347,14 @@ test('a varnish node given by name, moved to another address: nginx follows it (
       answers.join(', '),
     );
   } finally {
-    hosts.set({ 'varnish-a.cluster.test': '127.0.0.1', 'varnish-b.cluster.test': '127.0.0.1' });
+    hosts.set(names);
   }
   // back: node-b's URLs reach it only through an upstream nginx resolved again
   await waitFor(async () => (await served()).includes('200 node-b'), 15_000, 'node-b serving its URLs again');
   assert.ok(followed('127.0.0.1'));
   assert.deepEqual(await nodeStates(), { [edgeNodeA]: '1', [edgeNodeB]: '1' });
   assert.equal(await stack.pid('nginx'), nginx, 'nginx reloaded, not restarted');
+  // haproxy still reaches the resolver by the name only /etc/hosts knows, a minute and more after its start
+  const avatar = await get(`${stack.base}/u/cluster-named/avatar`);
+  assert.equal(avatar.status, 302);
 });

@@ -21,13 +21,22 @@ export function haproxyValues(config) {
 
 /**
  * haproxy's resolvers: /etc/resolv.conf's nameservers (an answer from any of them counts; haproxy waits for
- * all before it takes a "no such name"). A name asked again 2 s after it had none (a container between its
- * removal and its successor), and an address gone from the answers dropped after 5 s: a server by name then
- * moves to its successor's address within seconds (with 30 s, the default, an avatar resolver recreated by
- * compose was asked at its old address for half a minute).
+ * all before it takes a "no such name"), asked again every second. An address gone from the answers is
+ * dropped after 5 s: a server by name then moves to its successor's address within seconds (with 30 s, the
+ * default, an avatar resolver recreated by compose was asked at its old address for half a minute). A name
+ * DNS has no answer for (a name kept in /etc/hosts, which haproxy's resolvers never read; a container
+ * between its removal and its successor) or a DNS server that fails keeps the address it had (from libc at
+ * start, or DNS since) for an hour, its health checks deciding, instead of being put in maintenance within
+ * seconds (with `hold nx 2s`, every origin and resolver of a fleet named in /etc/hosts was, 2 s after start).
  */
-const RESOLVERS =
-  'resolvers system\n  parse-resolv-conf\n  hold valid 5s\n  hold nx 2s\n  hold obsolete 5s\n  accepted_payload_size 8192';
+const RESOLVERS = [
+  'resolvers system',
+  '  parse-resolv-conf',
+  '  hold valid 5s',
+  ...['nx', 'other', 'refused', 'timeout'].map((status) => `  hold ${status} 1h`),
+  '  hold obsolete 5s',
+  '  accepted_payload_size 8192',
+].join('\n');
 
 /**
  * haproxy's server lines of a list. A server given by name follows its address at run time (haproxy's

@@ -26,7 +26,9 @@ const haproxy = (servers) =>
 test('haproxy: a server by name follows its address at run time; one by address or socket is not resolved', () => {
   const named = haproxy({ ORIGIN_SERVERS: ['origin.example.internal:8800'], AVATAR_SERVERS: ['avatar-resolver:8801'] });
   assert.match(named.HAPROXY_RESOLVERS, /^resolvers system\n {2}parse-resolv-conf\n/);
-  assert.match(named.HAPROXY_RESOLVERS, /hold nx 2s\n {2}hold obsolete 5s/);
+  // a name DNS does not know (kept in /etc/hosts) keeps its address: not put in maintenance
+  assert.match(named.HAPROXY_RESOLVERS, /hold nx 1h\n {2}hold other 1h\n {2}hold refused 1h\n {2}hold timeout 1h\n/);
+  assert.match(named.HAPROXY_RESOLVERS, /hold obsolete 5s/);
   assert.match(
     named.ORIGIN_SERVER_LINES,
     /server origin1 origin\.example\.internal:8800 check .* resolvers system init-addr libc,none$/,
