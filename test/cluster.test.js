@@ -358,3 +358,28 @@ test('a varnish node given by name, moved to another address: nginx follows it (
   const avatar = await get(`${stack.base}/u/cluster-named/avatar`);
   assert.equal(avatar.status, 302);
 });
+
+test('an avatar resolver given by a name only /etc/hosts knows, moved: haproxy follows it (reloaded, not restarted), and back', async (t) => {
+  if (!hosts) return t.skip("names need a hosts file of the stack's own: a private mount namespace (root)");
+  const haproxy = await stack.pid('haproxy');
+  const log = path.join(stack.dir, 'logs', 'haproxy.log');
+  const logged = fs.statSync(log).size;
+  const followed = (/** @type {string} */ address) =>
+    new RegExp(`follow-address: [^(]*avatar-resolver\\.cluster\\.test=${address.replaceAll('.', '\\.')}[ ;]`).test(
+      fs.readFileSync(log).subarray(logged).toString(),
+    );
+  let account = 0;
+  // an account no cache holds: haproxy asks the resolver
+  const avatar = async () => (await get(`${stack.base}/u/moved${account++}/avatar`)).status;
+  assert.equal(await avatar(), 302);
+  hosts.set({ ...names, 'avatar-resolver.cluster.test': '127.0.0.3' });
+  try {
+    await waitFor(async () => followed('127.0.0.3'), 15_000, 'haproxy reloaded by its follower for the new address');
+    await waitFor(async () => (await avatar()) !== 302, 15_000, 'haproxy asking the resolver at its new address');
+  } finally {
+    hosts.set(names);
+  }
+  await waitFor(async () => (await avatar()) === 302, 15_000, 'haproxy asking the resolver where it is again');
+  assert.ok(followed('127.0.0.1'));
+  assert.equal(await stack.pid('haproxy'), haproxy, 'haproxy reloaded, not restarted');
+});

@@ -8,8 +8,8 @@
 # them (EDGE_VARNISH_NODES as it is).
 # The first look (getent: libc resolves as the program will) is taken before PROGRAM starts (exec: this
 # process becomes it; the follower runs beside it as its child); every SECONDS after, when the addresses
-# differ from the last ones seen, COMMAND runs (sh -c: the program loads its config again and resolves
-# anew). A reload only when something moved: each one closes the program's idle kept-alive connections, and
+# differ from the last ones seen, COMMAND runs (sh -c, with the program's pid in $FOLLOWED: the program
+# loads its config again and resolves anew). A reload only when something moved: each one closes the program's idle kept-alive connections, and
 # a client may be sending on one at that moment. A failed COMMAND (the program not running yet, or
 # restarting) is tried again at the next look. While a name does not resolve nothing is done: the program
 # would refuse the config, and keeps the one it runs. For compose's nginx and varnish and the chart's nginx
@@ -42,7 +42,7 @@ follow() {
     now=$(look) || continue
     [ "$now" = "$last" ] && continue
     echo "follow-address: $now (was ${last:-not resolved}): $command" >&2
-    sh -c "$command" || { echo "follow-address: '$command' failed; again at the next look" >&2; continue; }
+    FOLLOWED=$$ sh -c "$command" || { echo "follow-address: '$command' failed; again at the next look" >&2; continue; }
     last=$now
   done
 }

@@ -15,8 +15,15 @@ export function supervisorValues(config, dirs) {
     users ? `user=${users[role].name}` : '; the user that started the stack';
   const withSecrets = path.join(app, 'infra', 'with-secrets');
   const nginx = `nginx -p ${dirs.RUN_DIR}/nginx -c ${dirs.CONF_DIR}/nginx.conf -e ${dirs.LOG_DIR}/nginx-error.log`;
+  const haproxy = `haproxy -W -db -f ${dirs.CONF_DIR}/haproxy.cfg`;
   return {
-    NGINX_COMMAND: nginxCommand(app, nginx, config.EDGE_VARNISH_NODES),
+    NGINX_COMMAND: followed(app, nginx, `${nginx} -s reload`, config.EDGE_VARNISH_NODES),
+    // haproxy follows its servers' names through DNS itself (its resolvers), not a name only /etc/hosts
+    // knows: reloaded by the follower (master-worker: SIGUSR2 to the master) when one moves
+    HAPROXY_COMMAND: followed(app, haproxy, 'kill -USR2 $FOLLOWED', [
+      ...config.ORIGIN_SERVERS,
+      ...config.AVATAR_SERVERS,
+    ]),
     APP_ROOT: app,
     APP_NODE_BIN: inApp(app, path.dirname(process.execPath)),
     SUPERVISOR_USER_LINE: process.getuid?.() === 0 ? 'user=root' : '; started by a user: every program runs as it',
@@ -34,16 +41,17 @@ export function supervisorValues(config, dirs) {
 }
 
 /**
- * nginx's command: with varnish nodes given by name (EDGE_VARNISH_NODES), started by the follower of their
- * addresses (infra/docker/follow-address.sh, as compose and the chart do), which reloads nginx when one
- * changes, since nginx resolves a name only when it loads its config; otherwise nginx alone.
- * @param {string} app @param {string} nginx @param {string[]} nodes
+ * A program's command: with next hops given by name, started by the follower of their addresses
+ * (infra/docker/follow-address.sh, as compose and the chart do), which runs `reload` when one changes (nginx
+ * and haproxy resolve a name as the system does only when they load their config: nginx's varnish nodes,
+ * haproxy's origins and resolvers kept in /etc/hosts); otherwise the program alone.
+ * @param {string} app @param {string} program @param {string} reload @param {string[]} nodes
  */
-function nginxCommand(app, nginx, nodes) {
+function followed(app, program, reload, nodes) {
   const names = nodes.filter((node) => hostName(node));
-  if (!names.length) return nginx;
+  if (!names.length) return program;
   const follower = path.join(app, 'infra', 'docker', 'follow-address.sh');
-  return `${follower} 2 "${nginx} -s reload" ${names.join(',')} -- ${nginx}`;
+  return `${follower} 2 "${reload}" ${names.join(',')} -- ${program}`;
 }
 
 /**

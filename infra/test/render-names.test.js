@@ -97,14 +97,25 @@ test('nginx: a purge service by name is resolved at run time, in its route; by a
   assert.match(byName.NGINX_RESOLVER, /^resolver \S+ valid=5s;$/);
 });
 
+const dirs = { DATA_ROOT: '/s/data', LOG_DIR: '/s/logs', RUN_DIR: '/s/run', CONF_DIR: '/s/conf' };
+/** supervisord's values for these settings. @param {Record<string, any>} settings */
+const supervisor = (settings) =>
+  supervisorValues(
+    {
+      STACK_DIR: '/s',
+      EDGE_VARNISH_NODES: [],
+      ORIGIN_SERVERS: [],
+      AVATAR_SERVERS: [],
+      ORIGIN_SOCKET: '',
+      AVATAR_RESOLVER_SOCKET: '',
+      ...settings,
+    },
+    dirs,
+  );
+
 test('supervisord: nginx with varnish nodes by name is started by the follower of their addresses; by address, alone', () => {
-  const dirs = { DATA_ROOT: '/s/data', LOG_DIR: '/s/logs', RUN_DIR: '/s/run', CONF_DIR: '/s/conf' };
   const nginx = 'nginx -p /s/run/nginx -c /s/conf/nginx.conf -e /s/logs/nginx-error.log';
-  const command = (/** @type {string[]} */ nodes) =>
-    supervisorValues(
-      { STACK_DIR: '/s', EDGE_VARNISH_NODES: nodes, ORIGIN_SOCKET: '', AVATAR_RESOLVER_SOCKET: '' },
-      dirs,
-    ).NGINX_COMMAND;
+  const command = (/** @type {string[]} */ nodes) => supervisor({ EDGE_VARNISH_NODES: nodes }).NGINX_COMMAND;
   assert.equal(command([]), nginx);
   assert.equal(command(['10.0.0.1:6081', '[::1]:6081']), nginx);
   const followed = command(['varnish-a.example.internal:6081', '10.0.0.2:6081', 'varnish-c:6081']);
@@ -113,4 +124,16 @@ test('supervisord: nginx with varnish nodes by name is started by the follower o
     /^\S+\/infra\/docker\/follow-address\.sh 2 "nginx -p \S+ -c \S+ -e \S+ -s reload" varnish-a\.example\.internal:6081,varnish-c:6081 -- nginx -p /,
   );
   assert.ok(followed.endsWith(` -- ${nginx}`));
+});
+
+test('supervisord: haproxy with origins or resolvers by name is started by the follower, reloaded by SIGUSR2', () => {
+  const haproxy = 'haproxy -W -db -f /s/conf/haproxy.cfg';
+  const command = (/** @type {string[]} */ origins, /** @type {string[]} */ resolvers) =>
+    supervisor({ ORIGIN_SERVERS: origins, AVATAR_SERVERS: resolvers }).HAPROXY_COMMAND;
+  assert.equal(command(['unix@/s/run/origin/origin.sock'], ['unix@/s/run/resolver/resolver.sock']), haproxy);
+  assert.equal(command(['10.0.0.1:8800'], ['10.0.0.1:8801']), haproxy);
+  assert.match(
+    command(['origin-a:8800', '10.0.0.2:8800'], ['resolver-a.internal:8801']),
+    /^\S+\/infra\/docker\/follow-address\.sh 2 "kill -USR2 \$FOLLOWED" origin-a:8800,resolver-a\.internal:8801 -- haproxy -W -db -f \/s\/conf\/haproxy\.cfg$/,
+  );
 });
