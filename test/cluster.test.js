@@ -309,6 +309,20 @@ test('an avatar changed while a varnish node is down: once it is back, no reques
   }
 });
 
+/**
+ * Whether the follower of addresses (infra/docker/follow-address.sh) has written in the stack's `log`, from
+ * now on, that `name` is at `address` (then reloading its program). @param {string} log @param {string} name
+ */
+function followerSaid(log, name) {
+  const file = path.join(stack.dir, 'logs', log);
+  const from = fs.statSync(file).size;
+  const literal = (/** @type {string} */ text) => text.replaceAll('.', '\\.');
+  return (/** @type {string} */ address) =>
+    new RegExp(`follow-address: [^(]*${literal(name)}=${literal(address)}[ ;]`).test(
+      fs.readFileSync(file).subarray(from).toString(),
+    );
+}
+
 test('a varnish node given by name, moved to another address: nginx follows it (its URLs to the other node, no error), and back', async (t) => {
   if (!hosts) return t.skip("names need a hosts file of the stack's own: a private mount namespace (root)");
   if (!nodeB) await startNodeB();
@@ -326,12 +340,7 @@ test('a varnish node given by name, moved to another address: nginx follows it (
     );
   assert.ok((await served()).includes('200 node-b'), 'node-b holds some of the URLs');
   const nginx = await stack.pid('nginx');
-  const log = path.join(stack.dir, 'logs', 'nginx.log');
-  const logged = fs.statSync(log).size;
-  const followed = (/** @type {string} */ address) =>
-    new RegExp(`follow-address: [^(]*varnish-b\\.cluster\\.test=${address.replaceAll('.', '\\.')}[ ;]`).test(
-      fs.readFileSync(log).subarray(logged).toString(),
-    );
+  const followed = followerSaid('nginx.log', 'varnish-b.cluster.test');
   // an address where nothing listens (a node replaced, its new address not serving yet)
   hosts.set({ ...names, 'varnish-b.cluster.test': '127.0.0.3' });
   try {
@@ -362,12 +371,7 @@ test('a varnish node given by name, moved to another address: nginx follows it (
 test('an avatar resolver given by a name only /etc/hosts knows, moved: haproxy follows it (reloaded, not restarted), and back', async (t) => {
   if (!hosts) return t.skip("names need a hosts file of the stack's own: a private mount namespace (root)");
   const haproxy = await stack.pid('haproxy');
-  const log = path.join(stack.dir, 'logs', 'haproxy.log');
-  const logged = fs.statSync(log).size;
-  const followed = (/** @type {string} */ address) =>
-    new RegExp(`follow-address: [^(]*avatar-resolver\\.cluster\\.test=${address.replaceAll('.', '\\.')}[ ;]`).test(
-      fs.readFileSync(log).subarray(logged).toString(),
-    );
+  const followed = followerSaid('haproxy.log', 'avatar-resolver.cluster.test');
   let account = 0;
   // an account no cache holds: haproxy asks the resolver
   const avatar = async () => (await get(`${stack.base}/u/moved${account++}/avatar`)).status;
