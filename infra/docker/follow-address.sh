@@ -9,11 +9,12 @@
 # The first look (getent: libc resolves as the program will) is taken before PROGRAM starts (exec: this
 # process becomes it; the follower runs beside it as its child); every SECONDS after, when the addresses
 # differ from the last ones seen, COMMAND runs (sh -c, with the program's pid in $FOLLOWED: the program
-# loads its config again and resolves anew). A reload only when something moved: each one closes the program's idle kept-alive connections, and
-# a client may be sending on one at that moment. A failed COMMAND (the program not running yet, or
-# restarting) is tried again at the next look. While a name does not resolve nothing is done: the program
-# would refuse the config, and keeps the one it runs. For compose's nginx and varnish and the chart's nginx
-# (the components image has no Node); logs to stderr.
+# loads its config again and resolves anew). A reload only when something moved: each one closes the
+# program's idle kept-alive connections, and a client may be sending on one at that moment. A failed COMMAND
+# (the program not running yet, or restarting) is tried again at the next look. While a name does not
+# resolve nothing is done: the program would refuse the config, and keeps the one it runs. For compose's
+# nginx and varnish, the chart's nginx (the components image has no Node), and native nginx and haproxy
+# with next hops by name (infra/render/supervisor.js); logs to stderr.
 every=$1
 command=$2
 shift 2
