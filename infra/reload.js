@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { servicePid } from '../lib/src/hold-socket.js';
-import { alive } from '../lib/src/process-tree.js';
+import { alive, startTicks } from '../lib/src/process-tree.js';
 import { httpOnSocket } from './wait-healthy.js';
 
 /**
@@ -290,11 +290,11 @@ async function restart(named, dirs) {
 
 /** How long a process has run, as supervisorctl says it (H:MM:SS). @param {number} pid */
 function uptimeOf(pid) {
-  // /proc/PID/stat: field 22 is the start in clock ticks since boot (100 a second on Linux); the command (2)
-  // may hold spaces, so counted from its closing parenthesis
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  // its start, in clock ticks since boot (100 a second on Linux), against the time since boot
+  const started = startTicks(pid);
+  if (started < 0) throw new Error(`process ${pid} is gone`);
   const bootS = Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
-  const s = Math.max(0, Math.floor(bootS - Number(fields[19]) / 100));
+  const s = Math.max(0, Math.floor(bootS - started / 100));
   const pad = (/** @type {number} */ n) => String(n).padStart(2, '0');
   return `${Math.floor(s / 3600)}:${pad(Math.floor(s / 60) % 60)}:${pad(s % 60)}`;
 }

@@ -36,6 +36,20 @@ const hosts = privateHosts(names);
 let edgeNodeA = '';
 let edgeNodeB = '';
 
+/**
+ * What answered 48 URLs of the edge (`/healthz?<tag>=0…47`, spread over the nodes by the hash): each a status and
+ * the node that served it ("200 node-b"). @param {string} tag
+ */
+function whoServes(tag) {
+  return Promise.all(
+    Array.from({ length: 48 }, async (_, i) => {
+      const response = await fetch(`${stack.base}/healthz?${tag}=${i}`);
+      await response.arrayBuffer();
+      return `${response.status} ${response.headers.get('x-served-by')}`;
+    }),
+  );
+}
+
 /** The second varnish node, named node-b; then the edge sends it its share. */
 async function startNodeB() {
   nodeB = await stack.startVarnish('node-b', portB);
@@ -45,12 +59,7 @@ async function startNodeB() {
   let seen = [];
   await waitFor(
     async () => {
-      seen = await Promise.all(
-        Array.from({ length: 48 }, async (_, i) => {
-          const response = await fetch(`${stack.base}/healthz?n=${i}`);
-          return `${response.status} ${response.headers.get('x-served-by')}`;
-        }),
-      );
+      seen = await whoServes('n');
       // its share of 48 URLs (about half: a few would be unlucky one time in a hundred, as ports vary)
       return seen.filter((answer) => answer === '200 node-b').length >= 8;
     },
@@ -329,15 +338,7 @@ test('a varnish node given by name, moved to another address: nginx follows it (
   // nginx's checks resolve the names as the system does (/etc/hosts first): both in (node-b maybe just back)
   const bothIn = JSON.stringify({ [edgeNodeA]: '1', [edgeNodeB]: '1' });
   await waitFor(async () => JSON.stringify(await nodeStates()) === bothIn, 15_000, `node states ${bothIn}`);
-  const urls = Array.from({ length: 48 }, (_, i) => `${stack.base}/healthz?moved=${i}`);
-  /** what answered each URL: status and node */
-  const served = () =>
-    Promise.all(
-      urls.map(async (url) => {
-        const { status, node } = await get(url);
-        return `${status} ${node}`;
-      }),
-    );
+  const served = () => whoServes('moved');
   assert.ok((await served()).includes('200 node-b'), 'node-b holds some of the URLs');
   const nginx = await stack.pid('nginx');
   const followed = followerSaid('nginx.log', 'varnish-b.cluster.test');

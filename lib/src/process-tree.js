@@ -59,7 +59,7 @@ export function newest(pids) {
 }
 
 /** A process's start time in clock ticks since boot (field 22 of its stat); -1 once it is gone. @param {number} pid */
-function startTicks(pid) {
+export function startTicks(pid) {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // the fields after the command's name, which is in parentheses and may hold spaces

@@ -197,8 +197,8 @@ test('an origin answers while its result-cache index is rebuilt after a start; o
 
 /**
  * Holds a result cache directory from a process of a pid namespace of its own (as a container's origin: pid 1),
- * until killed; resolves with its output once it says it holds it or exits. Null where namespaces can't be
- * made here. @param {string} dir
+ * on host name `host`, until killed; resolves with its output once it says it holds it or exits. Null where
+ * namespaces can't be made here. @param {string} dir @param {string} host
  */
 async function holdInOwnNamespace(dir, host) {
   const script = `import { PackCache } from ${JSON.stringify(path.resolve('src/cache/pack-cache.js'))};
@@ -240,13 +240,17 @@ test('two origins in pid namespaces of their own (containers) never share a resu
   assert.throws(() => new PackCache(dir, 1024 * 1024).init(), /in use by process 1 on/);
 });
 
+/** A lock file's text as an origin in another container (pid 1 there) on `host` writes it. @param {string} host */
+function lockElsewhere(host) {
+  const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  return JSON.stringify({ pid: 1, space: `${boot}/pid:[1]`, host });
+}
+
 test('a result cache lock: stale elsewhere taken over, a container restarted takes its own, a lost one stops the cache', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pack-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const lock = path.join(dir, 'lock');
-  const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-  const elsewhere = { pid: 1, space: `${boot}/pid:[1]`, host: 'other-container' };
-  fs.writeFileSync(lock, JSON.stringify(elsewhere));
+  fs.writeFileSync(lock, lockElsewhere('other-container'));
   assert.throws(() => new PackCache(dir, 1024 * 1024).init(), /in use by process 1 on other-container/);
   // not renewed for a minute: its holder is gone
   const old = new Date(Date.now() - 60_000);
@@ -255,13 +259,13 @@ test('a result cache lock: stale elsewhere taken over, a container restarted tak
   cache.init();
   await cache.close();
   // this container's own earlier run (its host name, another pid namespace), renewed just now: taken at once
-  fs.writeFileSync(lock, JSON.stringify({ ...elsewhere, host: os.hostname() }));
+  fs.writeFileSync(lock, lockElsewhere(os.hostname()));
   const again = new PackCache(dir, 1024 * 1024);
   again.init();
   again.put('b'.repeat(64), 'jpg', Buffer.from('bytes'));
   assert.ok(again.get('b'.repeat(64)));
   // taken over by another (two took a stale lock at once, or it was removed by hand): this one stops using it
-  fs.writeFileSync(lock, JSON.stringify(elsewhere));
+  fs.writeFileSync(lock, lockElsewhere('other-container'));
   again.dirLock.renew();
   assert.equal(again.get('b'.repeat(64)), null);
   again.put('c'.repeat(64), 'jpg', Buffer.from('more'));
@@ -274,8 +278,7 @@ test('an origin waits for a lock elsewhere to go stale (a pod replaced after its
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pack-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const lock = path.join(dir, 'lock');
-  const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-  const elsewhere = JSON.stringify({ pid: 1, space: `${boot}/pid:[1]`, host: 'killed-pod' });
+  const elsewhere = lockElsewhere('killed-pod');
   fs.writeFileSync(lock, elsewhere);
   const lastRenewed = new Date(Date.now() - 13_500); // stale at 15 s
   fs.utimesSync(lock, lastRenewed, lastRenewed);

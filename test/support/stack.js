@@ -118,15 +118,12 @@ export async function startStack(settings = {}, { hostsFile } = {}) {
   Object.assign(env, settings);
   const childEnv = { ...process.env, ...env };
   const launcher = path.join(root, 'infra/stack');
+  const options = { env: childEnv, cwd: root, maxBuffer: 10 * 1024 * 1024 };
   const stack = /** @type {(args: string[]) => Promise<{ stdout: string, stderr: string }>} */ (
     (args) =>
       hostsFile
-        ? run('unshare', ['--mount', '--', 'sh', '-c', BIND_HOSTS, hostsFile, launcher, ...args], {
-            env: childEnv,
-            cwd: root,
-            maxBuffer: 10 * 1024 * 1024,
-          })
-        : run(launcher, args, { env: childEnv, cwd: root, maxBuffer: 10 * 1024 * 1024 })
+        ? run('unshare', ['--mount', '--', 'sh', '-c', BIND_HOSTS, hostsFile, launcher, ...args], options)
+        : run(launcher, args, options)
   );
   const started = Date.now();
   try {

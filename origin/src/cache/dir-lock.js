@@ -8,6 +8,7 @@
 // over stops using the directory (`onLost`).
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { alive } from '@stack/lib/src/process-tree.js';
 
 /** @typedef {{ pid: number, space: string, host: string, renewedAt: number }} Holder */
@@ -98,7 +99,7 @@ export class DirLock {
     if (holder && this.heldBy(holder)) {
       const where =
         holder.space === this.me.space ? '' : ` on ${holder.host} (another container or machine sharing it)`;
-      throw new Error(`${this.file.replace(/\/[^/]+$/, '')} is in use by process ${holder.pid}${where}`);
+      throw new Error(`${path.dirname(this.file)} is in use by process ${holder.pid}${where}`);
     }
     // whole or not at all for a reader (a file being written reads empty, as nobody's)
     const temp = `${this.file}.${process.pid}.${this.me.host}`;
