@@ -72,6 +72,7 @@ export const TEMPLATES = [
   ['nginx/nginx.conf.template', 'nginx.conf'],
   ['nginx/upload-body.lua.template', 'nginx/upload-body.lua'],
   ['nginx/edge-nodes.lua.template', 'nginx/edge_nodes.lua'],
+  ['nginx/hosts.lua.template', 'nginx/hosts.lua'],
   ['vcl/default.vcl.template', 'varnish/default.vcl'],
   ['vcl/sizes.vcl.template', 'varnish/sizes.vcl'],
   ['vcl/limits.vcl.template', 'varnish/limits.vcl'],

@@ -45,13 +45,13 @@ export const stackSettings = [
     name: 'HAPROXY_HOST',
     type: 'string',
     default: '',
-    doc: 'how varnish reaches haproxy; empty: LISTEN_ADDRESS (compose: haproxy)',
+    doc: "how varnish and nginx's upload check reach haproxy; empty: LISTEN_ADDRESS (compose: haproxy). A name is followed: varnish loads its VCL again when its address changes, the upload check resolves it per upload (/etc/hosts first, then DNS)",
   },
   {
     name: 'PURGE_SERVICE_UPSTREAM',
     type: 'string',
     default: '',
-    doc: "how nginx reaches the purge service (host:port; a host by name is resolved at run time through the first nameserver of /etc/resolv.conf, fully qualified); empty: this stack's",
+    doc: "how nginx reaches the purge service (host:port; a host by name is resolved at run time: /etc/hosts first, then the first nameserver of /etc/resolv.conf, fully qualified); empty: this stack's",
   },
   {
     name: 'NGINX_BIND',

@@ -24,12 +24,15 @@ let portA = 0;
 let portB = 0;
 // the nodes by name, in a hosts file of the stack's own where this process may make one (root): nginx
 // follows their addresses (infra/docker/follow-address.sh under supervisord) and its checks resolve them;
-// and the avatar resolver, which haproxy's resolvers (DNS only) cannot find: it keeps its address from
-// start. Elsewhere by address.
+// the avatar resolver, which haproxy's resolvers (DNS only) cannot find: it keeps its address from start;
+// haproxy (varnish's backend, nginx's upload check) and the purge service (nginx's webhooks route), which
+// nginx's resolver (DNS only) cannot find either. Elsewhere by address.
 const names = {
   'varnish-a.cluster.test': '127.0.0.1',
   'varnish-b.cluster.test': '127.0.0.1',
   'avatar-resolver.cluster.test': '127.0.0.1',
+  'haproxy.cluster.test': '127.0.0.1',
+  'purge.cluster.test': '127.0.0.1',
 };
 const hosts = privateHosts(names);
 /** each node as EDGE_VARNISH_NODES names it (in nginx's log and its metrics; the purge service labels the address) */
@@ -102,9 +105,16 @@ before(async () => {
   edgeNodeA = `${hosts ? 'varnish-a.cluster.test' : '127.0.0.1'}:${portA}`;
   edgeNodeB = `${hosts ? 'varnish-b.cluster.test' : '127.0.0.1'}:${portB}`;
   const resolverPort = await freePort();
+  const purgePort = await freePort();
   /** @type {Record<string, string>} */
-  const resolverByName = hosts
-    ? { AVATAR_RESOLVER_PORT: String(resolverPort), AVATAR_SERVERS: `avatar-resolver.cluster.test:${resolverPort}` }
+  const byName = hosts
+    ? {
+        AVATAR_RESOLVER_PORT: String(resolverPort),
+        AVATAR_SERVERS: `avatar-resolver.cluster.test:${resolverPort}`,
+        HAPROXY_HOST: 'haproxy.cluster.test',
+        PURGE_SERVICE_PORT: String(purgePort),
+        PURGE_SERVICE_UPSTREAM: `purge.cluster.test:${purgePort}`,
+      }
     : {};
   stack = await startStack(
     {
@@ -118,7 +128,7 @@ before(async () => {
       PURGE_NODE_RETRY_MS: '200',
       // the two nodes are purged over TCP, from this machine
       VARNISH_PURGERS: '127.0.0.1',
-      ...resolverByName,
+      ...byName,
     },
     { hostsFile: hosts?.file },
   );
@@ -387,4 +397,55 @@ test('an avatar resolver given by a name only /etc/hosts knows, moved: haproxy f
   await waitFor(async () => (await avatar()) === 302, 15_000, 'haproxy asking the resolver where it is again');
   assert.ok(followed('127.0.0.1'));
   assert.equal(await stack.pid('haproxy'), haproxy, 'haproxy reloaded, not restarted');
+});
+
+test('haproxy and the purge service given by names only /etc/hosts knows, moved: uploads checked, images and webhooks reach them, and again once back', async (t) => {
+  if (!hosts) return t.skip("names need a hosts file of the stack's own: a private mount namespace (root)");
+  const varnish = await stack.pid('varnish');
+  const followed = followerSaid('varnish.log', 'haproxy.cluster.test');
+  const source = base58Url.encode(await upload(await solid(300, 200, 'png')));
+  const body = await solid(64, 48, 'png');
+  let width = 20;
+  // an upload (nginx's Lua checks it with the origin through haproxy), then a variant no cache holds yet
+  // straight from the stack's own varnish node (it asks haproxy; node-b, started by this test, resolved the
+  // name once), then a webhook (nginx's route to the purge service: unsigned, the service's 401)
+  const answers = async () => {
+    const form = new FormData();
+    form.append('image_file', new Blob([new Uint8Array(body)]), 'a.png');
+    const uploaded = await fetch(`${stack.base}/upload`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer cluster' },
+      body: form,
+    });
+    /** @type {any} */
+    const json = await uploaded.json().catch(() => null);
+    const variant = await fetch(`http://127.0.0.1:${portA}/p/${source}?width=${(width += 1)}`);
+    await variant.arrayBuffer();
+    const hook = await fetch(`${stack.base}/hooks/avatar`, { method: 'POST', body: '{"account":"a"}' });
+    const hookJson = /** @type {any} */ (await hook.json().catch(() => null));
+    return [
+      `upload ${uploaded.status}${uploaded.status === 200 && json?.url ? '' : ' ' + JSON.stringify(json)}`,
+      `variant ${variant.status}`,
+      `hook ${hook.status} ${hookJson?.error?.name}`,
+    ].join(', ');
+  };
+  const working = /^upload 200, variant 200, hook 401 [a-z_]+$/;
+  assert.match(await answers(), working);
+  hosts.set({ ...names, 'haproxy.cluster.test': '127.0.0.3', 'purge.cluster.test': '127.0.0.3' });
+  try {
+    await waitFor(async () => followed('127.0.0.3'), 15_000, 'varnish reloaded by its follower for the new address');
+    // nothing listens there: each answered by the layer in front, as the JSON error of a service away (varnish
+    // once its new VCL is in use)
+    const away = /^upload 503 .*"service_unavailable".*, variant 503, hook 503 service_unavailable$/;
+    /** @type {string} */
+    let seen = '';
+    await waitFor(async () => away.test((seen = await answers())), 15_000, 'each answered as away').catch((err) => {
+      throw new Error(`${err.message}: ${seen}`);
+    });
+  } finally {
+    hosts.set(names);
+  }
+  await waitFor(async () => working.test(await answers()), 15_000, 'each reached where it is again');
+  assert.ok(followed('127.0.0.1'));
+  assert.equal(await stack.pid('varnish'), varnish, 'varnish reloaded, not restarted');
 });

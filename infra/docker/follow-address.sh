@@ -13,8 +13,8 @@
 # program's idle kept-alive connections, and a client may be sending on one at that moment. A failed COMMAND
 # (the program not running yet, or restarting) is tried again at the next look. While a name does not
 # resolve nothing is done: the program would refuse the config, and keeps the one it runs. For compose's
-# nginx and varnish, the chart's nginx (the components image has no Node), and native nginx and haproxy
-# with next hops by name (infra/render/supervisor.js); logs to stderr.
+# nginx and varnish, the chart's nginx (the components image has no Node), and native nginx, varnish and
+# haproxy with next hops by name (infra/render/supervisor.js); logs to stderr.
 every=$1
 command=$2
 shift 2

@@ -1,7 +1,8 @@
 #!/bin/sh
 # varnish-reload.sh WORKDIR VCL: varnish loads its VCL again (resolving its backends' names anew) and uses it,
-# then discards the ones it no longer uses, as infra/reload.js does for the native stack. For compose's
-# varnish container (follow-address.sh), where there is no Node.
+# then discards the ones it no longer uses, as infra/reload.js does for `stack reload`. Run by the follower of
+# haproxy's address (follow-address.sh) in compose's varnish container, where there is no Node, and natively
+# where HAPROXY_HOST is a name.
 set -e
 name=reload$(date +%s%N)
 varnishadm -n "$1" vcl.load "$name" "$2" >/dev/null

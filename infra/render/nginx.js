@@ -42,10 +42,11 @@ export function nginxValues(config, { CONF_DIR }) {
       ...[hostName(config.PURGE_SERVICE_UPSTREAM)].filter(Boolean),
     ]),
     ...purgeServiceRoute(config.PURGE_SERVICE_UPSTREAM),
-    // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
+    // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine; by
+    // name, /etc/hosts first (nginx/hosts.lua)
     NGINX_UPLOAD_CHECK_ADDRESS: config.HAPROXY_SOCKETS
       ? `"unix:${socketPaths(config.STACK_DIR).images}"`
-      : `"${config.HAPROXY_HOST}", ${config.HAPROXY_IMAGES_PORT}`,
+      : `require("hosts").address("${config.HAPROXY_HOST}"), ${config.HAPROXY_IMAGES_PORT}`,
   };
 }
 
@@ -100,9 +101,10 @@ function nginxResolver(hosts) {
 
 /**
  * How nginx reaches the purge service (its webhooks' route): an upstream with kept-alive connections when it
- * is an address or a socket; by name, the name resolved at run time through nginx's resolver (a proxy_pass
- * to a variable), so a purge service recreated with a new address (compose's container after an upgrade) is
- * reached at it, not at the address nginx saw when it loaded its config. @param {string} upstream
+ * is an address or a socket; by name, the name resolved at run time (a proxy_pass to a variable): by
+ * /etc/hosts (nginx/hosts.lua), else through nginx's resolver, so a purge service recreated with a new
+ * address (compose's container after an upgrade, a machine's name moved in /etc/hosts) is reached at it, not
+ * at the address nginx saw when it loaded its config. @param {string} upstream
  */
 function purgeServiceRoute(upstream) {
   const host = hostName(upstream);
@@ -113,7 +115,11 @@ function purgeServiceRoute(upstream) {
     };
   return {
     NGINX_PURGE_UPSTREAM: `# the purge service by name (${host}): resolved at run time, in its route`,
-    NGINX_PURGE_PASS: `set $purge_service "${upstream}";\n      proxy_pass http://$purge_service;`,
+    NGINX_PURGE_PASS: [
+      `set_by_lua_block $purge_service { return require("hosts").upstream("${host}", "${hostAndPort(upstream).port}") }`,
+      'proxy_pass http://$purge_service;',
+      `proxy_set_header Host "${upstream}";`,
+    ].join('\n      '),
   };
 }
 
@@ -202,7 +208,6 @@ export function nginxVarnishServers(config, local) {
     NGINX_EDGE_NODES_HTTP: [
       '# the varnish nodes: which are in (nginx/edge_nodes.lua checks them), read by every worker',
       '  lua_shared_dict edge_nodes 64k;',
-      `  lua_package_path "${path.join(config.STACK_DIR, 'conf', 'nginx')}/?.lua;;";`,
       '  init_worker_by_lua_block { require("edge_nodes").start() }',
     ].join('\n'),
     NGINX_VARNISH_KEY: 'set_by_lua_block $edge_key { return require("edge_nodes").key(ngx.var.request_uri) }',

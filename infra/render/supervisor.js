@@ -1,4 +1,5 @@
 // supervisord's part of the render: which programs this machine runs, as which user, from where.
+import net from 'node:net';
 import path from 'node:path';
 import { ROLES, appRoot, inApp, stackUsers } from '../users.js';
 import { hostName } from './nginx.js';
@@ -18,6 +19,12 @@ export function supervisorValues(config, dirs) {
   const haproxy = `haproxy -W -db -f ${dirs.CONF_DIR}/haproxy.cfg`;
   return {
     NGINX_COMMAND: followed(app, nginx, `${nginx} -s reload`, config.EDGE_VARNISH_NODES),
+    // varnish resolves its backend (haproxy) when it loads its VCL: by name, loaded again when the name moves
+    VARNISH_FOLLOWER: follower(
+      app,
+      `${path.join(app, 'infra', 'docker', 'varnish-reload.sh')} ${dirs.RUN_DIR}/varnish ${dirs.CONF_DIR}/varnish/default.vcl`,
+      net.isIP(config.HAPROXY_HOST) ? [] : [config.HAPROXY_HOST],
+    ),
     // haproxy follows its servers' names through DNS itself (its resolvers), not a name only /etc/hosts
     // knows: reloaded by the follower (master-worker: SIGUSR2 to the master) when one moves
     HAPROXY_COMMAND: followed(app, haproxy, 'kill -USR2 $FOLLOWED', [
@@ -42,16 +49,23 @@ export function supervisorValues(config, dirs) {
 
 /**
  * A program's command: with next hops given by name, started by the follower of their addresses
- * (infra/docker/follow-address.sh, as compose and the chart do), which runs `reload` when one changes (nginx
- * and haproxy resolve a name as the system does only when they load their config: nginx's varnish nodes,
- * haproxy's origins and resolvers kept in /etc/hosts); otherwise the program alone.
+ * (infra/docker/follow-address.sh, as compose and the chart do), which runs `reload` when one changes (nginx,
+ * varnish and haproxy resolve a name as the system does only when they load their config: nginx's varnish
+ * nodes, varnish's haproxy, haproxy's origins and resolvers kept in /etc/hosts); otherwise the program alone.
  * @param {string} app @param {string} program @param {string} reload @param {string[]} nodes
  */
 function followed(app, program, reload, nodes) {
+  return follower(app, reload, nodes) + program;
+}
+
+/**
+ * The start of a program's command that has the follower of its next hops' addresses start it (`followed`),
+ * or nothing where none is by name. @param {string} app @param {string} reload @param {string[]} nodes
+ */
+function follower(app, reload, nodes) {
   const names = nodes.filter((node) => hostName(node));
-  if (!names.length) return program;
-  const follower = path.join(app, 'infra', 'docker', 'follow-address.sh');
-  return `${follower} 2 "${reload}" ${names.join(',')} -- ${program}`;
+  if (!names.length) return '';
+  return `${path.join(app, 'infra', 'docker', 'follow-address.sh')} 2 "${reload}" ${names.join(',')} -- `;
 }
 
 /**

@@ -60,7 +60,7 @@ test('haproxy: a server by name follows its address at run time; one by address 
   );
 });
 
-test('nginx: a purge service by name is resolved at run time, in its route; by address, a kept-alive upstream', () => {
+test('nginx: a purge service by name is resolved at run time (/etc/hosts, then DNS), in its route; by address, a kept-alive upstream', () => {
   /** @param {string} upstream */
   const values = (upstream) =>
     nginxValues(
@@ -89,9 +89,14 @@ test('nginx: a purge service by name is resolved at run time, in its route; by a
   }
   const byName = values('purge-service:8802');
   assert.match(byName.NGINX_PURGE_UPSTREAM, /^# /, 'no upstream block: it would be resolved once');
+  // its address per request: /etc/hosts first (nginx/hosts.lua), else the name for nginx's resolver
   assert.equal(
     byName.NGINX_PURGE_PASS,
-    'set $purge_service "purge-service:8802";\n      proxy_pass http://$purge_service;',
+    [
+      'set_by_lua_block $purge_service { return require("hosts").upstream("purge-service", "8802") }',
+      'proxy_pass http://$purge_service;',
+      'proxy_set_header Host "purge-service:8802";',
+    ].join('\n      '),
   );
   // one nameserver, the first of resolv.conf (nginx takes any one's "no such name" as the answer)
   assert.match(byName.NGINX_RESOLVER, /^resolver \S+ valid=5s;$/);
@@ -103,6 +108,7 @@ const supervisor = (settings) =>
   supervisorValues(
     {
       STACK_DIR: '/s',
+      HAPROXY_HOST: '127.0.0.1',
       EDGE_VARNISH_NODES: [],
       ORIGIN_SERVERS: [],
       AVATAR_SERVERS: [],
@@ -135,5 +141,15 @@ test('supervisord: haproxy with origins or resolvers by name is started by the f
   assert.match(
     command(['origin-a:8800', '10.0.0.2:8800'], ['resolver-a.internal:8801']),
     /^\S+\/infra\/docker\/follow-address\.sh 2 "kill -USR2 \$FOLLOWED" origin-a:8800,resolver-a\.internal:8801 -- haproxy -W -db -f \/s\/conf\/haproxy\.cfg$/,
+  );
+});
+
+test('supervisord: varnish with haproxy by name is started by the follower, its VCL loaded again when it moves', () => {
+  const command = (/** @type {string} */ host) => supervisor({ HAPROXY_HOST: host }).VARNISH_FOLLOWER;
+  assert.equal(command('127.0.0.1'), '');
+  assert.equal(command('::1'), '');
+  assert.match(
+    command('haproxy.example.internal'),
+    /^\S+\/infra\/docker\/follow-address\.sh 2 "\S+\/infra\/docker\/varnish-reload\.sh \/s\/run\/varnish \/s\/conf\/varnish\/default\.vcl" haproxy\.example\.internal -- $/,
   );
 });

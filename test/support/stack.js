@@ -291,7 +291,8 @@ export async function startStack(settings = {}, { hostsFile } = {}) {
     },
     /**
      * Another varnish node on `port`, from this stack's rendered VCL, named `name` (X-Served-By; work
-     * directory run/varnish-<name>); resolves once it serves. @param {string} name @param {number} port
+     * directory run/varnish-<name>); resolves once it serves. It resolves names once, at start (no follower
+     * of addresses). @param {string} name @param {number} port
      */
     async startVarnish(name, port, storage = 'malloc,64M') {
       const conf = path.join(dir, 'conf', 'varnish');
@@ -302,7 +303,9 @@ export async function startStack(settings = {}, { hostsFile } = {}) {
       fs.mkdirSync(work, { recursive: true });
       if (edge) fs.chownSync(work, edge.uid, edge.gid);
       const asEdge = edge ? ['setpriv', `--reuid=${edge.uid}`, `--regid=${edge.gid}`, '--init-groups'] : [];
-      const [command, ...prefix] = [...asEdge, 'varnishd'];
+      // in the stack's own /etc/hosts (hostsFile): it resolves haproxy's name as the stack's varnish does
+      const inHosts = hostsFile ? ['unshare', '--mount', '--', 'sh', '-c', BIND_HOSTS, hostsFile] : [];
+      const [command, ...prefix] = [...inHosts, ...asEdge, 'varnishd'];
       const node = startProcess(command, [
         ...prefix,
         '-F',
