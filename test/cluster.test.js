@@ -140,15 +140,16 @@ after(async () => {
   hosts?.remove();
 });
 
-/** @param {Buffer} body */
-async function upload(body) {
+/** The edge's answer to an upload of `body`. @param {Buffer} body */
+function sendUpload(body) {
   const form = new FormData();
   form.append('image_file', new Blob([new Uint8Array(body)]), 'a.png');
-  const response = await fetch(`${stack.base}/upload`, {
-    method: 'POST',
-    headers: { authorization: 'Bearer cluster' },
-    body: form,
-  });
+  return fetch(`${stack.base}/upload`, { method: 'POST', headers: { authorization: 'Bearer cluster' }, body: form });
+}
+
+/** @param {Buffer} body */
+async function upload(body) {
+  const response = await sendUpload(body);
   assert.equal(response.status, 200);
   return /** @type {{ url: string }} */ (await response.json()).url;
 }
@@ -410,13 +411,7 @@ test('haproxy and the purge service given by names only /etc/hosts knows, moved:
   // straight from the stack's own varnish node (it asks haproxy; node-b, started by this test, resolved the
   // name once), then a webhook (nginx's route to the purge service: unsigned, the service's 401)
   const answers = async () => {
-    const form = new FormData();
-    form.append('image_file', new Blob([new Uint8Array(body)]), 'a.png');
-    const uploaded = await fetch(`${stack.base}/upload`, {
-      method: 'POST',
-      headers: { authorization: 'Bearer cluster' },
-      body: form,
-    });
+    const uploaded = await sendUpload(body);
     /** @type {any} */
     const json = await uploaded.json().catch(() => null);
     const variant = await fetch(`http://127.0.0.1:${portA}/p/${source}?width=${(width += 1)}`);
