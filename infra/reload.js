@@ -196,20 +196,12 @@ function check(steps, dirs, sections) {
 /** @param {Record<string, string>} dirs @param {...string} args */
 const varnishadm = (dirs, ...args) => run('varnishadm', ['-n', path.join(dirs.run, 'varnish'), ...args]);
 
-/** Switches varnish to a loaded VCL and discards the older ones it no longer uses. @param {Record<string, string>} dirs @param {string} name */
+/**
+ * Switches varnish to a loaded VCL and discards the older ones it no longer uses: the script compose's varnish
+ * and a native follower of haproxy's name run too. @param {Record<string, string>} dirs @param {string} name
+ */
 function useVcl(dirs, name) {
-  varnishadm(dirs, 'vcl.use', name);
-  for (const line of varnishadm(dirs, 'vcl.list').split('\n')) {
-    const fields = line.trim().split(/\s+/);
-    const vcl = fields.at(-1);
-    if (fields[0] === 'available' && vcl && vcl !== name) {
-      try {
-        varnishadm(dirs, 'vcl.discard', vcl);
-      } catch {
-        // still busy with a request that began on it: varnish keeps it until the next reload
-      }
-    }
-  }
+  run(path.join(import.meta.dirname, 'docker', 'varnish-reload.sh'), [path.join(dirs.run, 'varnish'), '--use', name]);
 }
 
 /**

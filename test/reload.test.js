@@ -119,6 +119,8 @@ test('settings changed and reloaded: nginx, haproxy, varnish and the origin take
     encoding: 'utf8',
   });
   assert.match(vcls, /^active\s.*\sreload_\d+$/m, vcls);
+  // and the one it replaced is discarded (infra/docker/varnish-reload.sh --use), not left loaded
+  assert.doesNotMatch(vcls, /^available\s.*\sboot$/m, vcls);
   // haproxy's new limit, and the origin's new quality: a variant made now is far smaller
   const server = (await stack.haproxyStats()).find((row) => row.pxname === 'be_images' && row.svname !== 'BACKEND');
   assert.equal(server?.slim, '37');
