@@ -2,9 +2,11 @@
 // photographs (2560 × 1600 JPEGs), the set a post's readers ask (condenser's 768 and its 2x 1536 wide, its feed
 // boxes 256 × 512 and 640 × 480; ecency's srcset 320, 600, 800, 1024 and 1280 wide, fit), in JPEG (no Accept)
 // and WebP (Accept: image/webp): 18 variants, asked one after another as a page load does, then as the warmer
-// does (X-Warm: 1), then the AVIF set (Accept: image/avif, format=avif: encoded in workers). Two origins side by
-// side in the same run: kept pixels on (KEPT_PIXELS_BYTES=128mb) and off (0, the default: a decode per
-// variant). Each variant's CPU is the origin's process CPU and its workers' across its request. Reported:
+// does (X-Warm: 1), then the AVIF set (Accept: image/avif, format=avif: encoded in workers). Origins side by
+// side in the same run: before, a decode per variant (KEPT_PIXELS_BYTES=0, WARM_KEPT_PIXELS=false); after,
+// kept pixels on (KEPT_PIXELS_BYTES=128mb) for a page load and the AVIF set, and the defaults for the warmer's
+// (KEPT_PIXELS_BYTES=0: its warm worker keeps them, WARM_KEPT_PIXELS). Each variant's CPU is the origin's
+// process CPU and its workers' across its request. Reported:
 // a set's CPU against its single most expensive variant (the target: at most 3×), before and after; every
 // variant's bytes and SSIM against the source, before and after.
 //   node bench/post.js [--quick]
@@ -79,9 +81,10 @@ const spread = (values) => {
 
 export async function benchPost() {
   const settings = { LOG_LEVEL: 'warn', WARM_MAX_CPU_PRESSURE: '0' };
-  const [kept, decodeEach] = await Promise.all([
+  const [kept, defaults, decodeEach] = await Promise.all([
     startOrigin({ ...settings, KEPT_PIXELS_BYTES: '128mb' }),
-    startOrigin({ ...settings, KEPT_PIXELS_BYTES: '0' }),
+    startOrigin(settings),
+    startOrigin({ ...settings, KEPT_PIXELS_BYTES: '0', WARM_KEPT_PIXELS: 'false' }),
   ]);
   /** @type {Record<string, { after: number[], before: number[], afterMax: number[], beforeMax: number[] }>} */
   const ratios = {};
@@ -104,7 +107,8 @@ export async function benchPost() {
         for (const how of /** @type {const} */ (['reader', 'warmer', 'avif'])) {
           // a new source each time (nothing cached), the same bytes on both origins, asked in turn
           const key = `${name}-${run}-${how}.jpg`;
-          const after = await askSet(kept, kept.site.add(key, bytes), how);
+          const at = how === 'warmer' ? defaults : kept;
+          const after = await askSet(at, at.site.add(key, bytes), how);
           const before = await askSet(decodeEach, decodeEach.site.add(key, bytes), how);
           const sum = (/** @type {Array<{ cpu: number }>} */ list) => list.reduce((total, one) => total + one.cpu, 0);
           const most = Math.max(...before.map((one) => one.cpu));
@@ -132,6 +136,7 @@ export async function benchPost() {
     }
   } finally {
     await kept.stop();
+    await defaults.stop();
     await decodeEach.stop();
   }
   const rows = Object.entries(ratios).map(([how, r]) => {
@@ -139,7 +144,7 @@ export async function benchPost() {
     return [
       how === 'avif'
         ? 'the AVIF set (9 variants)'
-        : `as ${how === 'reader' ? 'a page load' : 'the warmer'} (18 variants)`,
+        : `as ${how === 'reader' ? 'a page load' : 'the warmer (after: the defaults)'} (18 variants)`,
       spread(cpu.map((set) => set.before)),
       spread(cpu.map((set) => set.after)),
       spread(r.before),

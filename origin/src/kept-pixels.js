@@ -18,11 +18,12 @@ import { jpegShrinkOnLoad, keepPlan, keptCovers, shrinkOf, transformToPixels } f
  */
 
 /**
- * @param {{ maxBytes: number, ttlS: number, width: number, options: import('./pipeline/work.js').TransformOptions,
- *   metrics: import('./metrics.js').OriginMetrics }} settings options: how the pixels are decoded (the limits,
- *   the system's codecs)
+ * @param {{ maxBytes: number, ttlS: number, width: number, warmKeeps: boolean,
+ *   options: import('./pipeline/work.js').TransformOptions, metrics: import('./metrics.js').OriginMetrics }} settings
+ *   warmKeeps: a warmer's variants are looked up (their warm worker keeps the pixels itself) even with maxBytes 0;
+ *   options: how the pixels are decoded (the limits, the system's codecs)
  */
-export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
+export function createKeptPixels({ maxBytes, ttlS, width, warmKeeps, options, metrics }) {
   /** @type {LRUCache<string, KeptPixels>} */
   const kept = new LRUCache({
     maxSize: Math.max(1, maxBytes),
@@ -45,22 +46,26 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
    * decode; neither for an animation, a variant larger than what is kept, or with KEPT_PIXELS_BYTES 0.
    * `crossing`: the variant is made in a worker, where held pixels are a copy across processes: given only
    * where the variant would decode that much itself.
-   * @param {string} key @param {SourceInfo} info @param {Plan} p @param {{ crossing?: boolean }} [options]
-   * @returns {{ pixels: KeptPixels | null, keep: Plan | null }}
+   * `covered`: pixels kept by plan `keep` would cover the variant (a warm worker's own, kept-pixels' size, may
+   * make it).
+   * `warm`: a warmer's variant, whose worker keeps pixels of its own (with warmKeeps, whatever maxBytes).
+   * @param {string} key @param {SourceInfo} info @param {Plan} p
+   * @param {{ crossing?: boolean, warm?: boolean }} [options]
+   * @returns {{ pixels: KeptPixels | null, keep: Plan | null, covered: boolean }}
    */
-  function lookup(key, info, p, { crossing = false } = {}) {
-    const keep = maxBytes > 0 ? keepPlan(info, width) : null;
-    if (!keep || p.animated) return { pixels: null, keep: null };
+  function lookup(key, info, p, { crossing = false, warm = false } = {}) {
+    const keep = maxBytes > 0 || (warm && warmKeeps) ? keepPlan(info, width) : null;
+    if (!keep || p.animated) return { pixels: null, keep: null, covered: false };
     const pixels = kept.get(key);
-    const covers = keptCovers(pixels ?? { width: keep.width ?? 0, height: keptHeight(info, keep) }, info, p);
-    if (!covers) {
+    const covered = keptCovers(pixels ?? { width: keep.width ?? 0, height: keptHeight(info, keep) }, info, p);
+    if (!covered) {
       count('short');
-      return { pixels: null, keep: null };
+      return { pixels: null, keep: null, covered };
     }
     const whole = decodesAsMuch(info, keep, p);
     if (pixels && (whole || !crossing)) {
       count('hit');
-      return { pixels, keep: null };
+      return { pixels, keep: null, covered };
     }
     // made only where it costs nothing more: by a variant that decodes the picture that large anyway (a wide
     // one; any of a PNG), of a source asked for more than one variant lately, or joining their decode in
@@ -68,9 +73,9 @@ export function createKeptPixels({ maxBytes, ttlS, width, options, metrics }) {
     // sources are asked in two or three sizes, where keeping every source's pixels cost more than it saved.
     const again = seen.has(key);
     seen.set(key, true);
-    if (!pixels && (making.has(key) || (whole && again))) return { pixels: null, keep };
+    if (!pixels && (making.has(key) || (whole && again))) return { pixels: null, keep, covered };
     count('alone');
-    return { pixels: null, keep: null };
+    return { pixels: null, keep: null, covered };
   }
 
   /**

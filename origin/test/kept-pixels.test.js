@@ -36,9 +36,9 @@ const decodedBy = async (at, decode) =>
   (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'sharp' })) +
   (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'libwebp' }));
 
-/** @param {string} url @param {string} [accept] */
-async function get(url, accept) {
-  const response = await fetch(url, { headers: accept ? { accept } : {} });
+/** @param {string} url @param {string} [accept] @param {Record<string, string>} [headers] */
+async function get(url, accept, headers = {}) {
+  const response = await fetch(url, { headers: { ...headers, ...(accept ? { accept } : {}) } });
   const body = Buffer.from(await response.arrayBuffer());
   assert.equal(response.status, 200, body.toString().slice(0, 200));
   return body;
@@ -118,6 +118,55 @@ test('concurrent requests of different sizes of a source decode the whole pictur
   const avif = await get(origin.proxied(url, { width: 1350, format: 'avif' }));
   assert.equal((await sharp(avif).metadata()).format, 'heif');
   assert.equal((await decodedBy(origin, 'kept')) - fromKept, 1, 'the AVIF made from the kept pixels');
+});
+
+test("the warmer's set of a photograph with the defaults (KEPT_PIXELS_BYTES 0): one decode in its worker, each variant as close to the source as a reader's", async () => {
+  const file = photo('Kite', '2560x1600');
+  const bytes = fs.readFileSync(file);
+  // the same picture twice at the origin of the defaults: one name warmed, the other asked by readers
+  const [warmed, read] = [direct.site.add('warmed.jpg', bytes), direct.site.add('read.jpg', bytes)];
+  const fromKept = await decodedBy(direct, 'kept');
+  /** @type {Buffer[]} */
+  const ours = [];
+  /** @type {Buffer[]} */
+  const theirs = [];
+  for (const accept of [undefined, 'image/webp,*/*']) {
+    for (const query of SET) {
+      ours.push(await get(direct.proxied(warmed, /** @type {any} */ (query)), accept, { 'x-warm': '1' }));
+      theirs.push(await get(direct.proxied(read, /** @type {any} */ (query)), accept));
+    }
+  }
+  // the first (768 wide) decodes a quarter of the picture, the second (1536) the whole and its worker keeps it
+  assert.equal((await decodedBy(direct, 'kept')) - fromKept, ours.length - 2, 'every warm variant after the second');
+  for (const [i, body] of ours.entries()) {
+    const [a, b] = [await sharp(body).metadata(), await sharp(theirs[i]).metadata()];
+    assert.deepEqual([a.format, a.width, a.height], [b.format, b.width, b.height], `variant ${i}: the same size`);
+    const [mine, before] = [await ssimToSource(file, body), await ssimToSource(file, theirs[i])];
+    assert.ok(mine >= before - 0.002, `variant ${i}: SSIM ${mine.toFixed(4)} against ${before.toFixed(4)} before`);
+  }
+});
+
+test("a warmer's variant larger than the pixels its worker keeps is made from the file, not from them enlarged", async () => {
+  // pixels kept a quarter of the picture wide (640 of 2560), by the warmer's second variant that decodes as much
+  const small = await startOrigin({ KEPT_PIXELS_BYTES: '128mb', KEPT_PIXELS_WIDTH: '640' });
+  try {
+    const file = photo('Path', '2560x1600');
+    const [url, directUrl] = [
+      small.site.add('warm.jpg', fs.readFileSync(file)),
+      direct.site.add('warm.jpg', fs.readFileSync(file)),
+    ];
+    const warm = { 'x-warm': '1' };
+    for (const width of [600, 610, 620]) await get(small.proxied(url, { width }), undefined, warm);
+    assert.equal(await decodedBy(small, 'kept'), 1, "the warmer's third variant made from its worker's kept pixels");
+    const ours = await get(small.proxied(url, { width: 1600 }), undefined, warm);
+    const theirs = await get(direct.proxied(directUrl, { width: 1600 }));
+    assert.equal((await sharp(ours).metadata()).width, 1600);
+    const [mine, before] = [await ssimToSource(file, ours), await ssimToSource(file, theirs)];
+    assert.ok(mine >= before - 0.002, `SSIM ${mine.toFixed(4)} against ${before.toFixed(4)} made from the file`);
+    assert.equal(await decodedBy(small, 'kept'), 1, 'the wide one decoded from the file');
+  } finally {
+    await small.stop();
+  }
 });
 
 test('kept pixels leave with a takedown, past KEPT_PIXELS_TTL_S and past KEPT_PIXELS_BYTES', async () => {

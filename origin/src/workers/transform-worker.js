@@ -31,10 +31,15 @@ const systemCodecs = loadSystemCodecs(process.env.TRANSFORM_SYSTEM_CODECS === 'o
 });
 
 // A warm worker's own kept pixels (`keepHere`): the warmer asks every variant of a post's image one after
-// another, all in this one process, so they stay here (two sources, a minute) instead of crossing to the
-// parent and back for each variant
+// another, all in this one process, so they stay here (two sources and 64 MB at most, a minute:
+// WARM_KEPT_PIXELS) instead of crossing to the parent and back for each variant
 /** @type {LRUCache<string, import('../pipeline/work.js').KeptPixels>} */
-const keptHere = new LRUCache({ max: 2, ttl: 60_000 });
+const keptHere = new LRUCache({
+  max: 2,
+  maxSize: 64 * 1024 * 1024,
+  sizeCalculation: (pixels) => Math.max(1, pixels.data.length),
+  ttl: 60_000,
+});
 
 process.on(
   'message',
