@@ -36,6 +36,16 @@ const decodedBy = async (at, decode) =>
   (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'sharp' })) +
   (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'libwebp' }));
 
+/** A takedown's eviction of `url`'s source, as the purge service sends it. @param {typeof origin} at @param {string} url */
+async function evict(at, url) {
+  const redis = new Redis(at.redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.publish('takedown:evict', JSON.stringify({ sources: { [sha256Hex(url)]: [] } }));
+  } finally {
+    redis.disconnect();
+  }
+}
+
 /** @param {string} url @param {string} [accept] @param {Record<string, string>} [headers] */
 async function get(url, accept, headers = {}) {
   const response = await fetch(url, { headers: { ...headers, ...(accept ? { accept } : {}) } });
@@ -192,17 +202,32 @@ test('kept pixels leave with a takedown, past KEPT_PIXELS_TTL_S and past KEPT_PI
   } finally {
     await short.stop();
   }
-  // a takedown's eviction (the purge service's message) drops them with the source's variants
+  // a takedown's eviction (the purge service's message) drops them with the source's variants: in a warm
+  // worker too (the default origin: its warmer's variants share a decode there)
+  const warmUrl = direct.site.add('taken-warm.jpg', fs.readFileSync(photo('Kite', '1920x1200')));
+  const warm = { 'x-warm': '1' };
+  const fromFile = () => decodedBy(direct, 'libjpeg-turbo');
+  await get(direct.proxied(warmUrl, { width: 768 }), undefined, warm);
+  await get(direct.proxied(warmUrl, { width: 1536 }), undefined, warm);
+  let decodes = await fromFile();
+  await get(direct.proxied(warmUrl, { width: 800 }), undefined, warm);
+  assert.equal(await fromFile(), decodes, "made from the warm worker's pixels");
+  await evict(direct, warmUrl);
+  let width = 801;
+  await waitFor(
+    async () => {
+      decodes = await fromFile();
+      await get(direct.proxied(warmUrl, { width: width++ }), undefined, warm);
+      return (await fromFile()) > decodes;
+    },
+    10_000,
+    "the warm worker's pixels dropped: its next variant decoded from the file",
+  );
   const url = origin.site.add('taken.jpg', fs.readFileSync(photo('Kite', '1920x1200')));
   await get(origin.proxied(url, { width: 1310 }));
   await get(origin.proxied(url, { width: 1311 }));
   const before = await kept(origin, 'made');
-  const redis = new Redis(origin.redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  try {
-    await redis.publish('takedown:evict', JSON.stringify({ sources: { [sha256Hex(url)]: [] } }));
-  } finally {
-    redis.disconnect();
-  }
+  await evict(origin, url);
   await waitFor(
     async () => {
       await get(origin.proxied(url, { width: 1312 + Math.floor(Math.random() * 100) }));

@@ -43,8 +43,11 @@ export function createMaker(deps) {
   return {
     /** The job's variant. @param {VariantJob} job */
     make: (job) => make(m, job),
-    /** Drops a source's kept pixels (a takedown, a re-scrubbed upload). @param {string} sourceId */
-    forgetPixels: (/** @type {string} */ sourceId) => m.kept.drop(sourceId),
+    /** Drops a source's kept pixels, here and in the warm workers (a takedown, a re-scrubbed upload). @param {string} sourceId */
+    forgetPixels: (/** @type {string} */ sourceId) => {
+      m.kept.drop(sourceId);
+      m.warmWorkers.forget(sourceId);
+    },
   };
 }
 

@@ -272,6 +272,10 @@ export function createWorkerPool({
       }
       return pages * PAGE_BYTES;
     },
+    /** Tells every worker to drop what it keeps of a source (a warm worker's pixels: transform-worker.js). @param {string} key */
+    forget(key) {
+      for (const child of all) if (child.connected) child.send({ forget: key });
+    },
     /** Ends every worker; a job still waiting for one is answered at its deadline. */
     close() {
       closed = true;

@@ -43,7 +43,12 @@ const keptHere = new LRUCache({
 
 process.on(
   'message',
-  async (/** @type {{ file: string, plan: import('../pipeline/index.js').Plan, options: any }} */ job) => {
+  async (
+    /** @type {{ file: string, plan: import('../pipeline/index.js').Plan, options: any, forget?: undefined } | { forget: string }} */ message,
+  ) => {
+    // a source taken down (or scrubbed again): its pixels leave at once, not at the end of their minute
+    if (message.forget !== undefined) return void keptHere.delete(message.forget);
+    const job = message;
     // the parent hears that this job reached a live worker (pool.js: one sent to a worker that had died idle
     // is sent again, once)
     process.send?.({ started: true });
