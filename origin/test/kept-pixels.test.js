@@ -54,20 +54,43 @@ async function get(url, accept, headers = {}) {
   return body;
 }
 
-test("the frontends' 18 variants of a photograph, in JPEG and WebP: one decode, each as close to the source as before", async () => {
-  const file = photo('Path', '2560x1600');
-  const bytes = fs.readFileSync(file);
-  const [url, directUrl] = [origin.site.add('set.jpg', bytes), direct.site.add('set.jpg', bytes)];
+/**
+ * The frontends' set in JPEG and WebP, each variant asked of `url` at `at` (with `headers`) and of `referenceUrl`
+ * at `reference`, in turn. @param {typeof origin} at @param {string} url @param {typeof origin} reference
+ * @param {string} referenceUrl @param {Record<string, string>} [headers]
+ */
+async function askSet(at, url, reference, referenceUrl, headers = {}) {
   /** @type {Buffer[]} */
   const ours = [];
   /** @type {Buffer[]} */
   const theirs = [];
   for (const accept of [undefined, 'image/webp,*/*']) {
     for (const query of SET) {
-      ours.push(await get(origin.proxied(url, /** @type {any} */ (query)), accept));
-      theirs.push(await get(direct.proxied(directUrl, /** @type {any} */ (query)), accept));
+      ours.push(await get(at.proxied(url, /** @type {any} */ (query)), accept, headers));
+      theirs.push(await get(reference.proxied(referenceUrl, /** @type {any} */ (query)), accept));
     }
   }
+  return { ours, theirs };
+}
+
+/**
+ * Each variant of `ours` the format and size of the same one of `theirs`, and as close to the source (SSIM within
+ * 0.002). @param {string} file @param {Buffer[]} ours @param {Buffer[]} theirs
+ */
+async function assertAsClose(file, ours, theirs) {
+  for (const [i, body] of ours.entries()) {
+    const [a, b] = [await sharp(body).metadata(), await sharp(theirs[i]).metadata()];
+    assert.deepEqual([a.format, a.width, a.height], [b.format, b.width, b.height], `variant ${i}: the same size`);
+    const [mine, before] = [await ssimToSource(file, body), await ssimToSource(file, theirs[i])];
+    assert.ok(mine >= before - 0.002, `variant ${i}: SSIM ${mine.toFixed(4)} against ${before.toFixed(4)} before`);
+  }
+}
+
+test("the frontends' 18 variants of a photograph, in JPEG and WebP: one decode, each as close to the source as before", async () => {
+  const file = photo('Path', '2560x1600');
+  const bytes = fs.readFileSync(file);
+  const [url, directUrl] = [origin.site.add('set.jpg', bytes), direct.site.add('set.jpg', bytes)];
+  const { ours, theirs } = await askSet(origin, url, direct, directUrl);
   // the first (768 wide) decodes a quarter of the picture alone, as before; the second (1536), of a source
   // asked again, decodes it whole anyway and keeps it; every other variant is made from those pixels
   assert.equal(await kept(origin, 'alone'), 1);
@@ -76,12 +99,7 @@ test("the frontends' 18 variants of a photograph, in JPEG and WebP: one decode, 
   assert.equal(await decodedBy(origin, 'kept'), ours.length - 2, 'every variant after the second: no decode');
   assert.equal(await decodedBy(origin, 'libjpeg-turbo'), 2, 'the two decodes, by the system libjpeg-turbo');
   assert.equal(await decodedBy(direct, 'kept'), 0);
-  for (const [i, body] of ours.entries()) {
-    const [a, b] = [await sharp(body).metadata(), await sharp(theirs[i]).metadata()];
-    assert.deepEqual([a.format, a.width, a.height], [b.format, b.width, b.height], `variant ${i}: the same size`);
-    const [mine, before] = [await ssimToSource(file, body), await ssimToSource(file, theirs[i])];
-    assert.ok(mine >= before - 0.002, `variant ${i}: SSIM ${mine.toFixed(4)} against ${before.toFixed(4)} before`);
-  }
+  await assertAsClose(file, ours, theirs);
 });
 
 test('a Display P3, a greyscale, a CMYK JPEG and a PNG with alpha: their variants from kept pixels look as made from the file', async () => {
@@ -136,24 +154,10 @@ test("the warmer's set of a photograph with the defaults (KEPT_PIXELS_BYTES 0): 
   // the same picture twice at the origin of the defaults: one name warmed, the other asked by readers
   const [warmed, read] = [direct.site.add('warmed.jpg', bytes), direct.site.add('read.jpg', bytes)];
   const fromKept = await decodedBy(direct, 'kept');
-  /** @type {Buffer[]} */
-  const ours = [];
-  /** @type {Buffer[]} */
-  const theirs = [];
-  for (const accept of [undefined, 'image/webp,*/*']) {
-    for (const query of SET) {
-      ours.push(await get(direct.proxied(warmed, /** @type {any} */ (query)), accept, { 'x-warm': '1' }));
-      theirs.push(await get(direct.proxied(read, /** @type {any} */ (query)), accept));
-    }
-  }
+  const { ours, theirs } = await askSet(direct, warmed, direct, read, { 'x-warm': '1' });
   // the first (768 wide) decodes a quarter of the picture, the second (1536) the whole and its worker keeps it
   assert.equal((await decodedBy(direct, 'kept')) - fromKept, ours.length - 2, 'every warm variant after the second');
-  for (const [i, body] of ours.entries()) {
-    const [a, b] = [await sharp(body).metadata(), await sharp(theirs[i]).metadata()];
-    assert.deepEqual([a.format, a.width, a.height], [b.format, b.width, b.height], `variant ${i}: the same size`);
-    const [mine, before] = [await ssimToSource(file, body), await ssimToSource(file, theirs[i])];
-    assert.ok(mine >= before - 0.002, `variant ${i}: SSIM ${mine.toFixed(4)} against ${before.toFixed(4)} before`);
-  }
+  await assertAsClose(file, ours, theirs);
 });
 
 test("a warmer's variant larger than the pixels its worker keeps is made from the file, not from them enlarged", async () => {
