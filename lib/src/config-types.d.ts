@@ -129,7 +129,7 @@ export type OriginConfig = SharedConfig & {
   HEIC_DECODE: boolean;
   /** decoded pixels kept in memory so that the sizes and formats the frontends ask of one picture share one decode (each still image's, upright, shrunk by a power of two to at least KEPT_PIXELS_WIDTH: 12 MB for a 2560-px photograph); least recently used out first. 0 (the default): a decode per reader's variant (the warmer's share theirs: WARM_KEPT_PIXELS), better on a day's mix of sizes (bench/day, 2 cores, two runs each: kept on, 2-3 % more CPU a transform, the misses' p50 twice as long, more 503s); 128mb pays where each picture is asked in the frontends' whole set of sizes at once (bench/post: a page load's set 910 -> 750 ms of CPU) */
   KEPT_PIXELS_BYTES: number;
-  /** the warmer's variants of one picture share one decode whatever KEPT_PIXELS_BYTES: the warmer asks all of a new post's sizes one after another, and its worker keeps the picture's pixels itself (up to two pictures and 64 MB a warm worker, a minute; a warm worker for every 4 cores): bench/post, the warmer's set 690 -> 500 ms of CPU; false: a decode per variant there too */
+  /** the warmer's variants of one picture share one decode whatever KEPT_PIXELS_BYTES: the warmer asks all of a new post's sizes one after another, and its worker keeps the picture's pixels itself (up to two pictures and 64 MB a warm worker, a minute; a warm worker for every 4 cores): bench/post 2026-11-29, the warmer's set 690 -> 510 ms of CPU; false: a decode per variant there too */
   WARM_KEPT_PIXELS: boolean;
   /** how long a picture's decoded pixels are kept after their decode (the frontends ask for a new image's variants within seconds of each other) */
   KEPT_PIXELS_TTL_S: number;

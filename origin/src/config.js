@@ -235,7 +235,7 @@ export const settings = [
     name: 'WARM_KEPT_PIXELS',
     type: 'bool',
     default: 'true',
-    doc: "the warmer's variants of one picture share one decode whatever KEPT_PIXELS_BYTES: the warmer asks all of a new post's sizes one after another, and its worker keeps the picture's pixels itself (up to two pictures and 64 MB a warm worker, a minute; a warm worker for every 4 cores): bench/post, the warmer's set 690 -> 500 ms of CPU; false: a decode per variant there too",
+    doc: "the warmer's variants of one picture share one decode whatever KEPT_PIXELS_BYTES: the warmer asks all of a new post's sizes one after another, and its worker keeps the picture's pixels itself (up to two pictures and 64 MB a warm worker, a minute; a warm worker for every 4 cores): bench/post 2026-11-29, the warmer's set 690 -> 510 ms of CPU; false: a decode per variant there too",
   },
   {
     name: 'KEPT_PIXELS_TTL_S',
