@@ -42,11 +42,10 @@ export function nginxValues(config, { CONF_DIR }) {
       ...[hostName(config.PURGE_SERVICE_UPSTREAM)].filter(Boolean),
     ]),
     ...purgeServiceRoute(config.PURGE_SERVICE_UPSTREAM),
-    // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine; by
-    // name, /etc/hosts first (nginx/hosts.lua)
+    // the Lua upload check asks the origin through haproxy's images frontend: its socket on one machine
     NGINX_UPLOAD_CHECK_ADDRESS: config.HAPROXY_SOCKETS
       ? `"unix:${socketPaths(config.STACK_DIR).images}"`
-      : `require("hosts").address("${config.HAPROXY_HOST}"), ${config.HAPROXY_IMAGES_PORT}`,
+      : `${luaHost(config.HAPROXY_HOST)}, ${config.HAPROXY_IMAGES_PORT}`,
   };
 }
 
@@ -158,11 +157,17 @@ function hostAndPort(node) {
 export const nodeHost = (node) => hostAndPort(node).host.replace(/^\[|\]$/g, '');
 
 /**
- * The host name a host:port names, to be resolved at run time; '' for an address or a Unix socket (nginx's
- * `unix:…`, haproxy's `unix@…`). @param {string} address
+ * A host as a Lua cosocket's connect takes it: an address as it is; a name looked up per call, /etc/hosts
+ * first (nginx/hosts.lua), then nginx's resolver. @param {string} host
+ */
+const luaHost = (host) => (hostName(host) ? `require("hosts").address("${host}")` : `"${host}"`);
+
+/**
+ * The host name a host:port (or a host alone) names, to be resolved at run time; '' for an address (an IPv6
+ * one with or without brackets) or a Unix socket (nginx's `unix:…`, haproxy's `unix@…`). @param {string} address
  */
 export function hostName(address) {
-  if (/^unix[:@]/.test(address)) return '';
+  if (/^unix[:@]/.test(address) || net.isIP(address)) return '';
   const host = nodeHost(address);
   return net.isIP(host) ? '' : host;
 }

@@ -1,5 +1,4 @@
 // supervisord's part of the render: which programs this machine runs, as which user, from where.
-import net from 'node:net';
 import path from 'node:path';
 import { ROLES, appRoot, inApp, stackUsers } from '../users.js';
 import { hostName } from './nginx.js';
@@ -23,7 +22,7 @@ export function supervisorValues(config, dirs) {
     VARNISH_FOLLOWER: follower(
       app,
       `${path.join(app, 'infra', 'docker', 'varnish-reload.sh')} ${dirs.RUN_DIR}/varnish ${dirs.CONF_DIR}/varnish/default.vcl`,
-      net.isIP(config.HAPROXY_HOST) ? [] : [config.HAPROXY_HOST],
+      [config.HAPROXY_HOST],
     ),
     // haproxy follows its servers' names through DNS itself (its resolvers), not a name only /etc/hosts
     // knows: reloaded by the follower (master-worker: SIGUSR2 to the master) when one moves
