@@ -12,7 +12,8 @@
 // day-psi<N>; DAY_RATE (requests a second, default 150) sets the readers' rate, to measure the warmer where
 // the machine has idle CPU (report day-rate<N>); DAY_BURST=0 leaves out the 200-image post and the burst of
 // 50 (nobody reads them: load for the warmer only), for the day as it publishes (report day-noburst).
-//   [WARM_MAX_CPU_PRESSURE=N] [DAY_RATE=N] [DAY_BURST=0] [KEPT_PIXELS_BYTES=N] [TRANSFORM_WORKERS=N] node bench/day.js [--quick]
+//   [WARM_MAX_CPU_PRESSURE=N] [DAY_RATE=N] [DAY_BURST=0] [KEPT_PIXELS_BYTES=N] [WARM_KEPT_PIXELS=B] [TRANSFORM_WORKERS=N]
+//   node bench/day.js [--quick]
 import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import sharp from 'sharp';
@@ -31,6 +32,9 @@ const pressureGate = process.env.WARM_MAX_CPU_PRESSURE || '0';
 // KEPT_PIXELS_BYTES: kept pixels (#48) on at that size (report day-kept<size>) or, at 0, off (day-nokept); unset,
 // the default (off)
 const keptBytes = process.env.KEPT_PIXELS_BYTES;
+// WARM_KEPT_PIXELS: whether a warm worker keeps a source's pixels for the warmer's next variants of it (#48;
+// default on), given to the stack (report day-warmkept<value>)
+const warmKept = process.env.WARM_KEPT_PIXELS;
 // TRANSFORM_WORKERS: the origin's worker processes at once (#47), given to the stack (report day-workers<N>)
 const workers = process.env.TRANSFORM_WORKERS;
 const dayRate = Number(process.env.DAY_RATE || 150);
@@ -220,6 +224,7 @@ async function measureDay({ warm }) {
     WARM_MAX_CPU_PRESSURE: pressureGate,
     ...(keptBytes ? { KEPT_PIXELS_BYTES: keptBytes } : {}),
     ...(workers ? { TRANSFORM_WORKERS: workers } : {}),
+    ...(warmKept ? { WARM_KEPT_PIXELS: warmKept } : {}),
   });
   /** @type {NodeJS.Timeout[]} */
   const timers = [];
@@ -474,8 +479,8 @@ if (import.meta.main) {
   const gated = pressureGate !== '0';
   const slower = dayRate !== 150;
   const keptName = keptBytes === '0' ? '-nokept' : keptBytes ? `-kept${keptBytes}` : '';
-  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}${burst ? '' : '-noburst'}${keptName}${workers ? `-workers${workers}` : ''}`;
-  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}${burst ? '' : 'DAY_BURST=0 '}${keptBytes ? `KEPT_PIXELS_BYTES=${keptBytes} ` : ''}${workers ? `TRANSFORM_WORKERS=${workers} ` : ''}`;
+  const name = `day${gated ? `-psi${pressureGate}` : ''}${slower ? `-rate${dayRate}` : ''}${burst ? '' : '-noburst'}${keptName}${warmKept ? `-warmkept${warmKept}` : ''}${workers ? `-workers${workers}` : ''}`;
+  const environment = `${gated ? `WARM_MAX_CPU_PRESSURE=${pressureGate} ` : ''}${slower ? `DAY_RATE=${dayRate} ` : ''}${burst ? '' : 'DAY_BURST=0 '}${keptBytes ? `KEPT_PIXELS_BYTES=${keptBytes} ` : ''}${warmKept ? `WARM_KEPT_PIXELS=${warmKept} ` : ''}${workers ? `TRANSFORM_WORKERS=${workers} ` : ''}`;
   const file = writeReport(name, {
     title: 'bench/day',
     command: `${environment}node bench/day.js${quick ? ' --quick' : ''}`,

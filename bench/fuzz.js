@@ -1,6 +1,7 @@
 // The fuzz campaign (#51): seeded mutations of real files of every input format (JPEG, PNG, WebP, GIF, TIFF,
 // AVIF, HEIC, each from a real photograph) sent through the real endpoints of one origin: uploaded (POST
-// /upload), then served (the original and a /p/ variant of it), and proxied from a remote host (/p/).
+// /upload), then served (the original, four /p/ variants of it at once and one as the warmer asks it, with
+// kept pixels on), and proxied from a remote host (/p/).
 // Expected of every answer: the image, or a 4xx JSON error; never a 5xx, a refused connection or a restart.
 // test/fuzz.test.js runs a bounded campaign in the full tier; `./infra/stack bench fuzz` a longer one with a
 // report. A case that fails is written to test/fuzz-corpus/ (its format and seed in its name), and every
@@ -62,6 +63,20 @@ async function animation(format) {
     [format]({ loop: 0, delay: 100 })
     .toBuffer();
 }
+
+/** The origin's settings in a campaign: kept pixels on, so mutated files reach the kept-pixels paths too. */
+export const FUZZ_ORIGIN = { KEPT_PIXELS_BYTES: '64mb' };
+
+/**
+ * The variants asked of each uploaded file at once (the bounded box, a WebP, a JPEG, an AVIF: made in a worker).
+ * @type {Array<Record<string, string | number>>}
+ */
+const VARIANTS = [
+  { width: 120, height: 90 },
+  { width: 100, format: 'webp' },
+  { width: 160, format: 'jpeg' },
+  { width: 64, format: 'avif' },
+];
 
 /** A seeded generator of numbers in [0, 1). @param {number} seed */
 function generator(seed) {
@@ -156,7 +171,11 @@ export async function runFuzz(origin, { cases, concurrency = 4 }) {
     });
     if (url) {
       await ask(entry, url);
-      await ask(entry, origin.proxied(url, { width: 120, height: 90 }));
+      // several sizes and formats of one source at once, as a page asks them: with kept pixels on (FUZZ_ORIGIN)
+      // the first decodes and keeps them, the others join that decode or are made from what it kept
+      await Promise.all(VARIANTS.map((query) => ask(entry, origin.proxied(url, query))));
+      // and as the warmer asks one (a warm worker, which keeps the pixels it decodes); a 429 is its deferral
+      await ask(entry, origin.proxied(url, { width: 150, format: 'webp' }), { headers: { 'x-warm': '1' } });
     }
   };
   const queue = [...cases];
@@ -208,7 +227,7 @@ export async function benchFuzz() {
   const perFormat = Number(process.env.FUZZ_CASES_PER_FORMAT) || 200;
   // another seed, other cases: a longer campaign explores past the ones the test command runs (seed 1)
   const seed = Number(process.env.FUZZ_SEED) || 1;
-  const origin = await startOrigin();
+  const origin = await startOrigin(FUZZ_ORIGIN);
   try {
     const pid = origin.pid();
     const started = performance.now();
@@ -221,7 +240,7 @@ export async function benchFuzz() {
       restarts,
       sections: [
         {
-          heading: `Fuzz campaign: ${result.cases} mutated files (${perFormat} of each of ${FORMATS.join(', ')}, seed ${seed}) through /p/ and /upload`,
+          heading: `Fuzz campaign: ${result.cases} mutated files (${perFormat} of each of ${FORMATS.join(', ')}, seed ${seed}) through /p/ and /upload (each upload asked in ${VARIANTS.length + 1} variants, one as the warmer; kept pixels on)`,
           text: `${result.requests} requests in ${Math.round((performance.now() - started) / 1000)} s; origin restarts: ${restarts}; problems (5xx, no answer, a 4xx not JSON): ${result.problems.length}.`,
           table: {
             columns: ['status', 'answers'],

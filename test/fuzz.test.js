@@ -1,15 +1,17 @@
 // The fuzz tier (#51): a seeded, bounded campaign of mutated real files of every input format through one
-// origin's real endpoints (bench/fuzz.js), and every file that once failed (test/fuzz-corpus/) replayed: each
+// origin's real endpoints (bench/fuzz.js; kept pixels on, each upload asked in several variants at once and
+// as the warmer asks), and every file that once failed (test/fuzz-corpus/) replayed: each
 // answer the image or a 4xx JSON error, no 5xx, no restart.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { FORMATS, corpusCases, fuzzCases, keepFailures, runFuzz } from '../bench/fuzz.js';
+import { FORMATS, FUZZ_ORIGIN, corpusCases, fuzzCases, keepFailures, runFuzz } from '../bench/fuzz.js';
 import { startOrigin } from '../origin/test/harness.js';
+import { metricValue } from './support/metrics.js';
 
 /** @type {Awaited<ReturnType<typeof startOrigin>>} */
 let origin;
 before(async () => {
-  origin = await startOrigin();
+  origin = await startOrigin(FUZZ_ORIGIN);
 });
 after(() => origin?.stop());
 
@@ -28,6 +30,11 @@ test('fuzz: mutated JPEG, PNG, WebP, GIF, TIFF, AVIF, HEIC and animated GIF and 
     'kept in test/fuzz-corpus/',
   );
   assert.ok(result.statuses['200'] > 0 && result.statuses['400'] > 0, 'the mutations reach images and refusals');
+  // the campaign reaches the kept-pixels paths: variants made from pixels kept for another, and the warmer's
+  const kept = await metricValue(origin.metricsUrl, 'origin_kept_pixels_total', { result: 'hit' });
+  assert.ok(kept > 0, `variants made from kept pixels: ${kept}`);
+  const warm = await metricValue(origin.metricsUrl, 'origin_warm_requests_total', { result: 'made' });
+  assert.ok(warm > 0, `warm variants made: ${warm}`);
   assert.equal(origin.pid(), pid, 'the same origin process answered every case');
   assert.equal((await fetch(`${origin.base}/healthz`)).status, 200);
 });
