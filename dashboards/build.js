@@ -251,7 +251,7 @@ export const DASHBOARDS = {
       {
         title: 'Kept pixels held',
         unit: 'bytes',
-        queries: [{ expr: `sum(origin_kept_pixels_bytes${inst})`, legend: 'held' }],
+        queries: [{ expr: `sum by (holder) (origin_kept_pixels_bytes${inst})`, legend: '{{holder}}' }],
       },
       {
         title: 'Single-flight joins',

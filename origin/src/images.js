@@ -63,7 +63,9 @@ export function createImages(deps) {
     systemCodecs: config.SYSTEM_CODECS,
     idleMs,
     onKill,
+    onHeld: (bytes) => metrics.keptPixelsBytes.set({ holder: 'warm_workers' }, bytes),
   });
+  metrics.keptPixelsBytes.set({ holder: 'warm_workers' }, 0);
   metrics.watchWorkers({ readers: workers, warm: warmWorkers });
   const loops = transformLoops(config.TRANSFORM_LOOPS, usableCores());
   const transformThreads =

@@ -37,8 +37,9 @@ export function createKeptPixels({ maxBytes, ttlS, width, warmKeeps, options, me
   // only once it has been asked for more than one variant
   /** @type {LRUCache<string, true>} */
   const seen = new LRUCache({ max: 100_000, ttl: ttlS * 10_000 });
-  const report = () => metrics.keptPixelsBytes.set(kept.calculatedSize);
+  const report = () => metrics.keptPixelsBytes.set({ holder: 'origin' }, kept.calculatedSize);
   const count = (/** @type {string} */ result) => metrics.keptPixels.inc({ result });
+  report();
 
   /**
    * What a variant of plan `p` of the source `key` can start from: its kept pixels when they cover it (a hit),
@@ -49,33 +50,36 @@ export function createKeptPixels({ maxBytes, ttlS, width, warmKeeps, options, me
    * `covered`: pixels kept by plan `keep` would cover the variant (a warm worker's own, kept-pixels' size, may
    * make it).
    * `warm`: a warmer's variant, whose worker keeps pixels of its own (with warmKeeps, whatever maxBytes).
+   * `own`: its worker keeps the source's pixels itself (a warm one, the variant covered) and may make it from
+   * them: the result is counted once it answers (`counted`), not here.
    * @param {string} key @param {SourceInfo} info @param {Plan} p
    * @param {{ crossing?: boolean, warm?: boolean }} [options]
-   * @returns {{ pixels: KeptPixels | null, keep: Plan | null, covered: boolean }}
+   * @returns {{ pixels: KeptPixels | null, keep: Plan | null, covered: boolean, own: boolean }}
    */
   function lookup(key, info, p, { crossing = false, warm = false } = {}) {
     const keep = maxBytes > 0 || (warm && warmKeeps) ? keepPlan(info, width) : null;
-    if (!keep || p.animated) return { pixels: null, keep: null, covered: false };
+    if (!keep || p.animated) return { pixels: null, keep: null, covered: false, own: false };
     const pixels = kept.get(key);
     const covered = keptCovers(pixels ?? { width: keep.width ?? 0, height: keptHeight(info, keep) }, info, p);
     if (!covered) {
       count('short');
-      return { pixels: null, keep: null, covered };
+      return { pixels: null, keep: null, covered, own: false };
     }
     const whole = decodesAsMuch(info, keep, p);
     if (pixels && (whole || !crossing)) {
       count('hit');
-      return { pixels, keep: null, covered };
+      return { pixels, keep: null, covered, own: false };
     }
+    const own = crossing && warm;
     // made only where it costs nothing more: by a variant that decodes the picture that large anyway (a wide
     // one; any of a PNG), of a source asked for more than one variant lately, or joining their decode in
     // flight. A small variant of a JPEG decodes an eighth of it, cheaper alone; and on bench/day's mix most
     // sources are asked in two or three sizes, where keeping every source's pixels cost more than it saved.
     const again = seen.has(key);
     seen.set(key, true);
-    if (!pixels && (making.has(key) || (whole && again))) return { pixels: null, keep, covered };
-    count('alone');
-    return { pixels: null, keep: null, covered };
+    if (!pixels && (making.has(key) || (whole && again))) return { pixels: null, keep, covered, own };
+    if (!own) count('alone');
+    return { pixels: null, keep: null, covered, own };
   }
 
   /**
@@ -107,6 +111,13 @@ export function createKeptPixels({ maxBytes, ttlS, width, warmKeeps, options, me
 
   return {
     lookup,
+    /**
+     * What a worker that keeps pixels itself did for a variant (`own` of lookup): made it from them ('hit'),
+     * decoded and kept them ('made'), or neither (decoded alone). @param {'hit' | 'made' | undefined} use
+     */
+    counted(use) {
+      count(use ?? 'alone');
+    },
     make,
     /** Keeps a source's pixels that a worker decoded. @param {string} key @param {KeptPixels} pixels */
     putMade(key, pixels) {

@@ -106,7 +106,8 @@ export function createOriginMetrics(registry) {
     }),
     keptPixelsBytes: new client.Gauge({
       name: 'origin_kept_pixels_bytes',
-      help: 'Bytes of decoded pixels kept now (KEPT_PIXELS_BYTES at most)',
+      help: "Bytes of decoded pixels kept now, by holder: origin (the origin's own, KEPT_PIXELS_BYTES at most), warm_workers (a warm worker's for the warmer's next variants, 64 MB a warm worker at most: WARM_KEPT_PIXELS)",
+      labelNames: ['holder'],
       registers,
     }),
     whitelist: new client.Counter({

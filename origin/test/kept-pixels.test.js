@@ -31,6 +31,10 @@ after(async () => {
 
 /** @param {typeof origin} at @param {string} result */
 const kept = (at, result) => metricValue(at.metricsUrl, 'origin_kept_pixels_total', { result });
+/** The bytes of kept pixels held by `holder` (origin, warm_workers). @param {typeof origin} at @param {string} holder */
+const held = (at, holder) => metricValue(at.metricsUrl, 'origin_kept_pixels_bytes', { holder });
+/** A 2560 × 1600 photograph's kept pixels, whole: 3 bytes a pixel. */
+const PHOTO_KEPT_BYTES = 2560 * 1600 * 3;
 /** @param {typeof origin} at @param {string} decode */
 const decodedBy = async (at, decode) =>
   (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'sharp' })) +
@@ -154,9 +158,16 @@ test("the warmer's set of a photograph with the defaults (KEPT_PIXELS_BYTES 0): 
   // the same picture twice at the origin of the defaults: one name warmed, the other asked by readers
   const [warmed, read] = [direct.site.add('warmed.jpg', bytes), direct.site.add('read.jpg', bytes)];
   const fromKept = await decodedBy(direct, 'kept');
+  const results = () => Promise.all(['alone', 'made', 'hit'].map((result) => kept(direct, result)));
+  const counted = await results();
   const { ours, theirs } = await askSet(direct, warmed, direct, read, { 'x-warm': '1' });
   // the first (768 wide) decodes a quarter of the picture, the second (1536) the whole and its worker keeps it
   assert.equal((await decodedBy(direct, 'kept')) - fromKept, ours.length - 2, 'every warm variant after the second');
+  // the metrics say so too, though the pixels never left the worker: one alone, one made, the rest hits
+  const deltas = (await results()).map((count, i) => count - counted[i]);
+  assert.deepEqual(deltas, [1, 1, ours.length - 2], 'origin_kept_pixels_total: alone, made, hit');
+  assert.ok((await held(direct, 'warm_workers')) >= PHOTO_KEPT_BYTES, 'the bytes the warm worker holds');
+  assert.equal(await held(direct, 'origin'), 0, 'none in the origin (KEPT_PIXELS_BYTES 0)');
   await assertAsClose(file, ours, theirs);
 });
 
@@ -216,6 +227,7 @@ test('kept pixels leave with a takedown, past KEPT_PIXELS_TTL_S and past KEPT_PI
   let decodes = await fromFile();
   await get(direct.proxied(warmUrl, { width: 800 }), undefined, warm);
   assert.equal(await fromFile(), decodes, "made from the warm worker's pixels");
+  const heldBefore = await held(direct, 'warm_workers');
   await evict(direct, warmUrl);
   let width = 801;
   await waitFor(
@@ -227,6 +239,8 @@ test('kept pixels leave with a takedown, past KEPT_PIXELS_TTL_S and past KEPT_PI
     10_000,
     "the warm worker's pixels dropped: its next variant decoded from the file",
   );
+  const heldAfter = await held(direct, 'warm_workers');
+  assert.ok(heldAfter <= heldBefore - PHOTO_KEPT_BYTES, `held by the warm worker: ${heldBefore} → ${heldAfter}`);
   const url = origin.site.add('taken.jpg', fs.readFileSync(photo('Kite', '1920x1200')));
   await get(origin.proxied(url, { width: 1310 }));
   await get(origin.proxied(url, { width: 1311 }));

@@ -237,7 +237,7 @@ async function runPipeline(m, job, { file, info, plan: p }, deadline) {
   // the source's kept pixels (kept-pixels.js): a variant they cover is made from them; the first variant
   // of a source decodes them, here (once however many ask) or in its worker, which hands them back
   const crossing = inWorker(m, job, p);
-  const { pixels: held, keep, covered } = kept.lookup(job.source.id, info, p, { crossing, warm });
+  const { pixels: held, keep, own } = kept.lookup(job.source.id, info, p, { crossing, warm });
   const timeoutS = () => Math.max(1, Math.ceil(msUntil(deadline) / 1000));
   /** @type {import('../pipeline/index.js').TransformOutput} */
   let output;
@@ -246,10 +246,11 @@ async function runPipeline(m, job, { file, info, plan: p }, deadline) {
     // a warm worker keeps the pixels it decodes itself (the warmer's variants of a source all go to it) and
     // makes from them every variant they cover; a larger one (a full-size variant of a picture wider than
     // twice KEPT_PIXELS_WIDTH) is made from the file
-    const keepHere = warm && covered ? job.source.id : undefined;
+    const keepHere = own ? job.source.id : undefined;
     const options = { ...plainEncoder, timeoutS: timeoutS(), threads, kept: held, keepPlan: keep, keepHere };
     const answer = await pool.run(file, p, options, msUntil(deadline));
     if (answer.kept) kept.putMade(job.source.id, answer.kept);
+    if (own) kept.counted(answer.keptUse);
     output = answer;
   } else {
     const pixels =

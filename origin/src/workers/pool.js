@@ -22,8 +22,10 @@ const workerUnavailable = () =>
   new HttpError(503, 'unavailable', { reason: 'no transform worker could start' }, { 'Retry-After': '5' });
 
 /**
- * @typedef {import('../pipeline/index.js').TransformOutput & { kept?: import('../pipeline/work.js').KeptPixels }} WorkerOutput
- *   kept: the source's pixels the worker decoded to make the variant from (asked by `options.keepPlan`)
+ * @typedef {import('../pipeline/index.js').TransformOutput & { kept?: import('../pipeline/work.js').KeptPixels,
+ *   keptUse?: 'hit' | 'made' }} WorkerOutput
+ *   kept: the source's pixels the worker decoded to make the variant from (asked by `options.keepPlan`);
+ *   keptUse: what became of pixels it keeps itself (`options.keepHere`): made from them, or decoded and kept
  * @typedef {{ output?: WorkerOutput, error?: import('./failure.js').Failure }} WorkerAnswer
  */
 
@@ -34,9 +36,10 @@ const workerUnavailable = () =>
  * costs ~120 ms (its Node, sharp and the pipeline), which the last one alive spares the next AVIF after a quiet
  * hour.
  * @param {{ size: number, nice: number, arenas?: number, systemCodecs?: 'auto' | 'on' | 'off', idleMs?: number,
- *   onKill?: () => void }} options arenas: each worker's glibc malloc arenas (MALLOC_ARENA_MAX; 0: the origin's
- *   own); systemCodecs: SYSTEM_CODECS, loaded by each worker for itself; idleMs: 0 or Infinity keeps them until
- *   the origin stops
+ *   onKill?: () => void, onHeld?: (bytes: number) => void }} options arenas: each worker's glibc malloc arenas
+ *   (MALLOC_ARENA_MAX; 0: the origin's own); systemCodecs: SYSTEM_CODECS, loaded by each worker for itself;
+ *   idleMs: 0 or Infinity keeps them until the origin stops; onHeld: the bytes of pixels the workers keep
+ *   themselves (a warm worker's), together, each time one tells or ends
  */
 export function createWorkerPool({
   size,
@@ -45,6 +48,7 @@ export function createWorkerPool({
   systemCodecs = 'off',
   idleMs = Infinity,
   onKill = () => {},
+  onHeld = () => {},
 }) {
   /** the kept workers, the most recently used last: the next job takes it, the first ones idle out */
   /** @type {ChildProcess[]} */
@@ -60,6 +64,10 @@ export function createWorkerPool({
    */
   const waiting = [];
   let closed = false;
+  /** the bytes of kept pixels each worker holds, as it last told (transform-worker.js) */
+  /** @type {Map<ChildProcess, number>} */
+  const held = new Map();
+  const tellHeld = () => onHeld([...held.values()].reduce((sum, bytes) => sum + bytes, 0));
 
   // Started at its priority (nice -n N node …): every thread it will have (libuv's pool, libvips' workers,
   // V8's helpers) is born at it, where lowering them once they run lost a race on a busy machine
@@ -92,7 +100,13 @@ export function createWorkerPool({
     child.on('error', () => {});
     if (child.pid === undefined) throw workerUnavailable();
     all.add(child);
+    child.on('message', (/** @type {{ held?: number }} */ message) => {
+      if (typeof message?.held !== 'number') return;
+      held.set(child, message.held);
+      tellHeld();
+    });
     child.once('exit', () => {
+      if (held.delete(child)) tellHeld();
       all.delete(child);
       unpark(child);
       // a worker killed at its deadline or ended: a job waiting gets a new one
@@ -215,17 +229,24 @@ export function createWorkerPool({
         clearTimeout(timer);
         reject(new HttpError(500, 'internal_error', { reason: 'transform worker ended' }));
       };
-      const onMessage = (/** @type {WorkerAnswer & { started?: boolean }} */ answer) => {
+      const onMessage = (/** @type {WorkerAnswer & { started?: boolean, held?: number }} */ answer) => {
         if (answer.started) {
           started = true;
           return;
         }
+        // what it keeps, told while at work: heard by spawn()'s listener
+        if (answer.held !== undefined) return;
         clearTimeout(timer);
         detach();
         release(/** @type {ChildProcess} */ (child));
         if (answer.output) {
-          const { data, codecs, kept } = answer.output;
-          return resolve({ data: Buffer.from(data), codecs, ...(kept ? { kept } : {}) });
+          const { data, codecs, kept, keptUse } = answer.output;
+          return resolve({
+            data: Buffer.from(data),
+            codecs,
+            ...(kept ? { kept } : {}),
+            ...(keptUse ? { keptUse } : {}),
+          });
         }
         reject(errorOf(answer.error || INTERNAL));
       };

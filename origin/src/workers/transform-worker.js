@@ -39,7 +39,14 @@ const keptHere = new LRUCache({
   maxSize: 64 * 1024 * 1024,
   sizeCalculation: (pixels) => Math.max(1, pixels.data.length),
   ttl: 60_000,
+  // out at the end of their minute, not at the next look, and the parent told what is held (its gauge)
+  ttlAutopurge: true,
+  dispose: () => queueMicrotask(tellHeld),
 });
+/** The bytes of pixels held here, to the parent (origin_kept_pixels_bytes{holder="warm_workers"}). */
+function tellHeld() {
+  if (process.connected) process.send?.({ held: keptHere.calculatedSize });
+}
 
 process.on(
   'message',
@@ -47,7 +54,7 @@ process.on(
     /** @type {{ file: string, plan: import('../pipeline/index.js').Plan, options: any, forget?: undefined } | { forget: string }} */ message,
   ) => {
     // a source taken down (or scrubbed again): its pixels leave at once, not at the end of their minute
-    if (message.forget !== undefined) return void keptHere.delete(message.forget);
+    if (message.forget !== undefined) return void keptHere.delete(message.forget); // (dispose tells the parent)
     const job = message;
     // the parent hears that this job reached a live worker (pool.js: one sent to a worker that had died idle
     // is sent again, once)
@@ -58,14 +65,21 @@ process.on(
       const options = { ...sent, codecs: systemCodecs };
       // the source's kept pixels: given by the parent, kept here, or asked for (the first variant of a source
       // made here): decoded once, the variant made from them, and handed back unless they stay here
-      let kept = options.kept ?? (keepHere ? keptHere.get(keepHere) : null) ?? null;
+      const own = !options.kept && keepHere ? keptHere.get(keepHere) : undefined;
+      let kept = options.kept ?? own ?? null;
       const made = !kept && keepPlan ? await transformToPixels(job.file, keepPlan, options) : null;
-      if (made && keepHere) keptHere.set(keepHere, made);
+      if (made && keepHere) {
+        keptHere.set(keepHere, made);
+        tellHeld();
+      }
       kept ??= made;
       const output = await transform(job.file, job.plan, { ...options, kept });
-      // the variant that decoded them counts under the decoder that did
+      // the variant that decoded them counts under the decoder that did; what became of pixels kept here, by
+      // origin_kept_pixels_total's results (the parent counts them: a hit, or made and kept here)
       const used = made ? { ...output.codecs, decode: made.decodedBy } : output.codecs;
-      process.send?.({ output: { ...output, codecs: used, ...(made && !keepHere ? { kept: made } : {}) } });
+      const keptUse = own ? 'hit' : made && keepHere ? 'made' : undefined;
+      const handed = made && !keepHere ? { kept: made } : {};
+      process.send?.({ output: { ...output, codecs: used, ...handed, ...(keptUse ? { keptUse } : {}) } });
     } catch (err) {
       process.send?.({ error: failureOf(err) });
     }
