@@ -47,28 +47,26 @@ export function createKeptPixels({ maxBytes, ttlS, width, warmKeeps, options, me
    * decode; neither for an animation, a variant larger than what is kept, or with KEPT_PIXELS_BYTES 0.
    * `crossing`: the variant is made in a worker, where held pixels are a copy across processes: given only
    * where the variant would decode that much itself.
-   * `covered`: pixels kept by plan `keep` would cover the variant (a warm worker's own, kept-pixels' size, may
-   * make it).
    * `warm`: a warmer's variant, whose worker keeps pixels of its own (with warmKeeps, whatever maxBytes).
-   * `own`: its worker keeps the source's pixels itself (a warm one, the variant covered) and may make it from
-   * them: the result is counted once it answers (`counted`), not here.
+   * `own`: its worker keeps the source's pixels itself (a warm one, and pixels of kept-pixels' size would cover
+   * the variant) and may make it from them: the result is counted once it answers (`counted`), not here.
    * @param {string} key @param {SourceInfo} info @param {Plan} p
    * @param {{ crossing?: boolean, warm?: boolean }} [options]
-   * @returns {{ pixels: KeptPixels | null, keep: Plan | null, covered: boolean, own: boolean }}
+   * @returns {{ pixels: KeptPixels | null, keep: Plan | null, own: boolean }}
    */
   function lookup(key, info, p, { crossing = false, warm = false } = {}) {
     const keep = maxBytes > 0 || (warm && warmKeeps) ? keepPlan(info, width) : null;
-    if (!keep || p.animated) return { pixels: null, keep: null, covered: false, own: false };
+    if (!keep || p.animated) return { pixels: null, keep: null, own: false };
     const pixels = kept.get(key);
     const covered = keptCovers(pixels ?? { width: keep.width ?? 0, height: keptHeight(info, keep) }, info, p);
     if (!covered) {
       count('short');
-      return { pixels: null, keep: null, covered, own: false };
+      return { pixels: null, keep: null, own: false };
     }
     const whole = decodesAsMuch(info, keep, p);
     if (pixels && (whole || !crossing)) {
       count('hit');
-      return { pixels, keep: null, covered, own: false };
+      return { pixels, keep: null, own: false };
     }
     const own = crossing && warm;
     // made only where it costs nothing more: by a variant that decodes the picture that large anyway (a wide
@@ -77,9 +75,9 @@ export function createKeptPixels({ maxBytes, ttlS, width, warmKeeps, options, me
     // sources are asked in two or three sizes, where keeping every source's pixels cost more than it saved.
     const again = seen.has(key);
     seen.set(key, true);
-    if (!pixels && (making.has(key) || (whole && again))) return { pixels: null, keep, covered, own };
+    if (!pixels && (making.has(key) || (whole && again))) return { pixels: null, keep, own };
     if (!own) count('alone');
-    return { pixels: null, keep: null, covered, own };
+    return { pixels: null, keep: null, own };
   }
 
   /**
