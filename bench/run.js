@@ -1,4 +1,6 @@
-// npm run bench [-- --quick]: every benchmark in turn, one report bench/reports/<date>.md and its JSON twin.
+// npm run bench [-- --quick] [scenario …]: every benchmark in turn (or the ones named), one report
+// bench/reports/<date>.md (<date>-<scenario>… for the ones named) and its JSON twin; the command in it names
+// the BENCH_* and FUZZ_* settings it ran with.
 import fs from 'node:fs';
 import path from 'node:path';
 import { benchAvatar } from './avatar.js';
@@ -61,14 +63,20 @@ for (const [name, run] of Object.entries(SCENARIOS)) {
   );
 }
 const { writeReport } = await import('./lib.js');
+// what a scenario reads from the environment, so the command in the report runs it again as it ran
+const settings = Object.entries(process.env)
+  .filter(([name]) => /^(BENCH|FUZZ)_/.test(name))
+  .sort(([a], [b]) => a.localeCompare(b))
+  .map(([name, value]) => `${name}=${value} `)
+  .join('');
 const file = writeReport('all', {
   title: 'Benchmarks',
-  command: `npm run bench${quick ? ' -- --quick' : ''}${only.length ? ` ${only.join(' ')}` : ''}`,
+  command: `${settings}npm run bench${quick ? ' -- --quick' : ''}${only.length ? ` ${only.join(' ')}` : ''}`,
   machine: await machine(),
   sections,
   data: results,
 });
-const dated = path.join(REPORTS, `${new Date().toISOString().slice(0, 10)}.md`);
+const dated = path.join(REPORTS, `${[new Date().toISOString().slice(0, 10), ...only].join('-')}.md`);
 fs.renameSync(file, dated);
 fs.renameSync(file.replace(/\.md$/, '.json'), dated.replace(/\.md$/, '.json'));
 process.stdout.write(`${fs.readFileSync(dated, 'utf8')}\n`);
