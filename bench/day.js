@@ -407,14 +407,20 @@ function warmSections(off, on) {
       misses.p99,
       run.classes.image?.p99 ?? 0,
       `${run.warmer.warmed} / ${run.warmer.skipped} / ${run.warmer.failed}`,
+      run.transforms,
+      (run.originCpu / 1000).toFixed(1),
+      `${run.kept.hit} / ${run.kept.made} / ${run.kept.alone}`,
     ];
   };
   const offMiss = off.classes['image miss, all']?.p99 || 0;
   const onMiss = on.classes['image miss, all']?.p99 || 0;
+  // what the warmer added to the origin's CPU, and a warmed image's share of it
+  const warmerCpu = on.originCpu - off.originCpu;
+  const perImage = on.warmer.warmed ? `, ${Math.round(warmerCpu / on.warmer.warmed)} ms a warmed image` : '';
   return [
     {
       heading: `New posts read as they are published (a post of three new photographs every ${POST_EVERY_S} s, its feed thumbnail at condenser's /256x512/ and each image first viewed ${READ_AFTER_S[0]}–${READ_AFTER_S[1]} s after its block at ${FRONTENDS.map((f) => `${Math.round(f.share * 100)} % ${f.size || 'full size'}`).join(', ')}, by the day's browsers${burst ? '; half-way one post of 200 images and a burst of 50 posts, not read' : ''}), the warmer off and on (target: at least 95 % of first views cache hits; other misses' p99 within 10 % of the run without the warmer)`,
-      text: `Other image misses' p99 with the warmer on: ${Math.round(onMiss)} ms against ${Math.round(offMiss)} ms without (${offMiss ? `${(((onMiss - offMiss) / offMiss) * 100).toFixed(1)} %` : 'n/a'}).`,
+      text: `Other image misses' p99 with the warmer on: ${Math.round(onMiss)} ms against ${Math.round(offMiss)} ms without (${offMiss ? `${(((onMiss - offMiss) / offMiss) * 100).toFixed(1)} %` : 'n/a'}). The warmer's CPU (the origin's with it less without it): ${(warmerCpu / 1000).toFixed(1)} s${perImage}. Kept pixels: origin_kept_pixels_total's hits, decodes kept and variants decoded alone, the warm workers' own included (WARM_KEPT_PIXELS).`,
       table: {
         columns: [
           'warmer',
@@ -425,6 +431,9 @@ function warmSections(off, on) {
           'other misses p99 ms',
           'all images p99 ms',
           'images warmed / skipped / failed',
+          'origin transforms',
+          "origin's CPU s",
+          'kept pixels hits / made / alone',
         ],
         rows: [row(off, 'off'), row(on, 'on')],
       },
