@@ -331,7 +331,9 @@ test('an avatar changed while a varnish node is down: once it is back, no reques
 
 /**
  * Whether the follower of addresses (infra/docker/follow-address.sh) has written in the stack's `log`, from
- * now on, that `name` is at `address` (then reloading its program). @param {string} log @param {string} name
+ * now on, that `name` is at `address` (then reloading its program). It says so before the reload, but
+ * supervisord copies its output into the log in its own time, on a busy machine after the reloaded program
+ * already answers: ask with waitFor. @param {string} log @param {string} name
  */
 function followerSaid(log, name) {
   const file = path.join(stack.dir, 'logs', log);
@@ -372,7 +374,7 @@ test('a varnish node given by name, moved to another address: nginx follows it (
   }
   // back: node-b's URLs reach it only through an upstream nginx resolved again
   await waitFor(async () => (await served()).includes('200 node-b'), 15_000, 'node-b serving its URLs again');
-  assert.ok(followed('127.0.0.1'));
+  await waitFor(async () => followed('127.0.0.1'), 10_000, 'its follower said it moved back');
   assert.deepEqual(await nodeStates(), { [edgeNodeA]: '1', [edgeNodeB]: '1' });
   assert.equal(await stack.pid('nginx'), nginx, 'nginx reloaded, not restarted');
   // haproxy still reaches the resolver by the name only /etc/hosts knows, a minute and more after its start
@@ -396,7 +398,7 @@ test('an avatar resolver given by a name only /etc/hosts knows, moved: haproxy f
     hosts.set(names);
   }
   await waitFor(async () => (await avatar()) === 302, 15_000, 'haproxy asking the resolver where it is again');
-  assert.ok(followed('127.0.0.1'));
+  await waitFor(async () => followed('127.0.0.1'), 10_000, 'its follower said it moved back');
   assert.equal(await stack.pid('haproxy'), haproxy, 'haproxy reloaded, not restarted');
 });
 
@@ -441,6 +443,6 @@ test('haproxy and the purge service given by names only /etc/hosts knows, moved:
     hosts.set(names);
   }
   await waitFor(async () => working.test(await answers()), 15_000, 'each reached where it is again');
-  assert.ok(followed('127.0.0.1'));
+  await waitFor(async () => followed('127.0.0.1'), 10_000, 'its follower said it moved back');
   assert.equal(await stack.pid('varnish'), varnish, 'varnish reloaded, not restarted');
 });
