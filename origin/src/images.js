@@ -65,7 +65,6 @@ export function createImages(deps) {
     onKill,
     onHeld: (bytes) => metrics.keptPixelsBytes.set({ holder: 'warm_workers' }, bytes),
   });
-  metrics.keptPixelsBytes.set({ holder: 'warm_workers' }, 0);
   metrics.watchWorkers({ readers: workers, warm: warmWorkers });
   const loops = transformLoops(config.TRANSFORM_LOOPS, usableCores());
   const transformThreads =

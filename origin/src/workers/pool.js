@@ -39,7 +39,7 @@ const workerUnavailable = () =>
  *   onKill?: () => void, onHeld?: (bytes: number) => void }} options arenas: each worker's glibc malloc arenas
  *   (MALLOC_ARENA_MAX; 0: the origin's own); systemCodecs: SYSTEM_CODECS, loaded by each worker for itself;
  *   idleMs: 0 or Infinity keeps them until the origin stops; onHeld: the bytes of pixels the workers keep
- *   themselves (a warm worker's), together, each time one tells or ends
+ *   themselves (a warm worker's), together: at the start, then each time one tells or ends
  */
 export function createWorkerPool({
   size,
@@ -68,6 +68,7 @@ export function createWorkerPool({
   /** @type {Map<ChildProcess, number>} */
   const held = new Map();
   const tellHeld = () => onHeld([...held.values()].reduce((sum, bytes) => sum + bytes, 0));
+  tellHeld(); // none yet
 
   // Started at its priority (nice -n N node …): every thread it will have (libuv's pool, libvips' workers,
   // V8's helpers) is born at it, where lowering them once they run lost a race on a busy machine
