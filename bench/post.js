@@ -7,19 +7,26 @@
 // kept pixels on (KEPT_PIXELS_BYTES=128mb) for a page load and the AVIF set, and the defaults for the warmer's
 // (KEPT_PIXELS_BYTES=0: its warm worker keeps them, WARM_KEPT_PIXELS). Each variant's CPU is the origin's
 // process CPU and its workers' across its request. Reported:
-// a set's CPU against its single most expensive variant (the target: at most 3×), before and after; every
-// variant's bytes and SSIM against the source, before and after.
+// a set's CPU against its single most expensive variant (the target: at most 3×), before and after; the floor
+// under it (the set's encodes alone against that variant, in process: encodeFloor); every variant's bytes and
+// SSIM against the source, before and after.
 //   node bench/post.js [--quick]
 import '../lib/src/node-version.js';
 import fs from 'node:fs';
+import sharp from 'sharp';
+import { loadSystemCodecs } from '../origin/src/codecs.js';
+import { plan, probe, transform, transformToPixels } from '../origin/src/pipeline/index.js';
+import { parseWant } from '../origin/src/options.js';
 import { startOrigin } from '../origin/test/harness.js';
 import { FRONTEND_SET as SET } from '../test/support/frontend-set.js';
 import { photo } from '../test/support/images.js';
 import { ssimToSource } from '../test/support/ssim.js';
 import { machine, percentile, processTreeCpuMs, writeReport } from './lib.js';
+import { ONE_THREAD } from './quality.js';
 
 const quick = process.argv.includes('--quick');
-const NAMES = [
+/** The twelve photographs of bench/post (bench/codecs makes their JPEG sets too). */
+export const POST_PHOTOS = [
   'Autumn',
   'BytheWater',
   'ColdRipple',
@@ -32,7 +39,8 @@ const NAMES = [
   'OneStandsOut',
   'Path',
   'summer_1am',
-].slice(0, quick ? 3 : 12);
+];
+const NAMES = POST_PHOTOS.slice(0, quick ? 3 : 12);
 const RUNS = quick ? 1 : 3;
 const CLASSES = [
   { name: 'JPEG', accept: '' },
@@ -71,6 +79,52 @@ async function askSet(origin, url, how) {
         }),
       );
   return answers;
+}
+
+/**
+ * The floor no sharing can go under (#48): the set's 18 encodes alone, each from its variant's pixels already
+ * decoded and resized, against the set's most expensive variant made alone from the file, in this process on one
+ * libvips thread with the origin's codecs and encoder defaults. CPU ms, the median of `repeats` of each.
+ * @param {string} file @param {number} repeats
+ */
+async function encodeFloor(file, repeats) {
+  sharp.concurrency(1);
+  const codecs = loadSystemCodecs('on');
+  const options = { ...ONE_THREAD, codecs };
+  const info = await probe(file, { maxPixels: options.maxPixels, maxFrames: 1 });
+  const config = { MAX_DIMENSION: 4096, NEGOTIATE_MATCH: true };
+  const median = async (/** @type {() => Promise<unknown>} */ work) => {
+    const times = [];
+    for (let i = 0; i < repeats; i += 1) {
+      const before = process.cpuUsage();
+      await work();
+      const used = process.cpuUsage(before);
+      times.push((used.user + used.system) / 1000);
+    }
+    return percentile(
+      times.sort((a, b) => a - b),
+      0.5,
+    );
+  };
+  let encodes = 0;
+  let most = 0;
+  for (const { accept } of CLASSES) {
+    for (const query of SET) {
+      const asked = Object.fromEntries(Object.entries(query).map(([name, value]) => [name, String(value)]));
+      const p = plan(info, parseWant(asked, accept, config), false);
+      most = Math.max(most, await median(() => transform(file, p, options)));
+      const { data, width, height, channels } = await transformToPixels(file, p, options);
+      const raw = { data: Buffer.from(data), info: { width, height, channels } };
+      const jpeg = /** @type {import('../origin/src/codecs.js').JpegDecoder} */ (codecs.jpeg);
+      const webp = /** @type {import('../origin/src/codecs.js').WebpEncoder} */ (codecs.webp);
+      encodes += await median(() =>
+        p.format === 'webp'
+          ? webp.encode(raw, options.webpQuality, options.webpEffort)
+          : jpeg.encode(raw, { quality: options.jpegQuality, progressive: options.jpegProgressive }, codecs.buffers),
+      );
+    }
+  }
+  return { encodes, most, ratio: encodes / most };
 }
 
 /** @param {number[]} values */
@@ -139,6 +193,9 @@ export async function benchPost() {
     await defaults.stop();
     await decodeEach.stop();
   }
+  /** @type {Array<{ name: string, encodes: number, most: number, ratio: number }>} */
+  const floors = [];
+  for (const name of NAMES) floors.push({ name, ...(await encodeFloor(photo(name, '2560x1600'), quick ? 1 : 3)) });
   const rows = Object.entries(ratios).map(([how, r]) => {
     const cpu = sets.filter((set) => set.how === how);
     return [
@@ -152,10 +209,12 @@ export async function benchPost() {
     ];
   });
   const n = quality.count;
+  const floorOf = (/** @type {'encodes' | 'most' | 'ratio'} */ field) => spread(floors.map((floor) => floor[field]));
   return {
     ratios,
     sets,
     quality,
+    floors,
     sections: [
       {
         heading: `The frontends' set of variants of one 2560 × 1600 photograph: CPU of the set, before (a decode per variant) and after (kept pixels); ${NAMES.length} photographs × ${RUNS} runs, min / median / max`,
@@ -168,6 +227,13 @@ export async function benchPost() {
             '× after (target ≤ 3)',
           ],
           rows,
+        },
+      },
+      {
+        heading: `The floor: the set's 18 encodes alone (from pixels already decoded and resized) against its most expensive variant made alone from the file, in process, one libvips thread, the origin's encoders and defaults; ${NAMES.length} photographs, min / median / max`,
+        table: {
+          columns: ['CPU ms of the 18 encodes', 'CPU ms of the most expensive variant', '× (no sharing goes under it)'],
+          rows: [[floorOf('encodes'), floorOf('most'), floorOf('ratio')]],
         },
       },
       {
@@ -206,7 +272,7 @@ if (import.meta.main) {
     command: `node bench/post.js${quick ? ' --quick' : ''}`,
     machine: await machine(),
     sections: result.sections,
-    data: { ratios: result.ratios, sets: result.sets, quality: result.quality },
+    data: { ratios: result.ratios, sets: result.sets, quality: result.quality, floors: result.floors },
   });
   process.stdout.write(`${file}\n`);
 }

@@ -38,18 +38,18 @@ export async function meanSsim(files, outputs) {
   return sum / files.length;
 }
 
-/** @param {string[]} files @param {'jpeg' | 'webp' | 'avif'} format @param {number} maxPixels */
-async function plansOf(files, format, maxPixels) {
+/**
+ * @param {string[]} files @param {'jpeg' | 'webp' | 'avif'} format @param {number} maxPixels
+ * @param {Omit<import('../origin/src/options.js').Want, 'format'>} [want]
+ */
+async function plansOf(files, format, maxPixels, want = FIT_512) {
   return Promise.all(
-    files.map(async (file) =>
-      plan(
-        await probe(file, { maxPixels, maxFrames: 300 }),
-        { width: 512, height: 512, mode: 'fit', format, accept: '' },
-        false,
-      ),
-    ),
+    files.map(async (file) => plan(await probe(file, { maxPixels, maxFrames: 300 }), { ...want, format }, false)),
   );
 }
+
+/** bench/origin's variant, the one the benchmarks compare: 512 × 512, fit. */
+const FIT_512 = /** @type {const} */ ({ width: 512, height: 512, mode: 'fit', accept: '' });
 
 /**
  * One pass of the origin's transform over every file: CPU ms per variant (process CPU time ÷ files) and the outputs.
@@ -97,9 +97,10 @@ export async function measureTransforms(files, format, options, repeats) {
  * alike. Per setting: CPU ms per variant and its ratio to the first setting's in the same round (min / median /
  * max over the rounds), mean KB and SSIM.
  * @param {string[]} files @param {'jpeg' | 'webp' | 'avif'} format @param {Parameters<typeof transform>[2][]} settings @param {number} rounds
+ * @param {Omit<import('../origin/src/options.js').Want, 'format'>} [want] the variant (bench/origin's 512 × 512 fit unless given)
  */
-export async function compareInTurn(files, format, settings, rounds) {
-  const plans = await plansOf(files, format, settings[0].maxPixels);
+export async function compareInTurn(files, format, settings, rounds, want = FIT_512) {
+  const plans = await plansOf(files, format, settings[0].maxPixels, want);
   const outputs = [];
   for (const options of settings) outputs.push((await pass(files, plans, options)).outputs); // also a warm-up
   /** @type {number[][]} */

@@ -7,6 +7,7 @@ import { benchAvatar } from './avatar.js';
 import { benchBadInput } from './bad-input.js';
 import { benchCacheIndex } from './cache-index.js';
 import { benchCeiling } from './ceiling.js';
+import { benchCodecs } from './codecs.js';
 import { benchDay } from './day.js';
 import { benchEdge } from './edge.js';
 import { benchEffort } from './effort.js';
@@ -30,6 +31,7 @@ const only = process.argv.filter((arg) => !arg.startsWith('--')).slice(2);
 const SCENARIOS = {
   origin: benchOrigin,
   effort: benchEffort,
+  codecs: benchCodecs,
   kernel: benchKernel,
   peers: benchPeers,
   edge: benchEdge,

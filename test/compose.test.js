@@ -206,7 +206,7 @@ test(
 );
 
 test(
-  "compose: the origin's image decodes JPEG with the system's libjpeg-turbo, HEIC with its libavcodec, and encodes WebP with its libwebp",
+  "compose: the origin's image decodes JPEG with the system's libjpeg-turbo, HEIC with its libavcodec, and encodes WebP with its libwebp, JPEG with its libjpeg-turbo",
   { timeout: 120_000 },
   async () => {
     const uploaded = await tokenUpload(base, await solid(640, 480, 'jpeg'), 'photo.jpg', 'compose-token');
@@ -216,6 +216,10 @@ test(
     assert.equal(resized.status, 200);
     const pixels = await decode(Buffer.from(await resized.arrayBuffer()));
     assert.deepEqual([pixels.format, pixels.width, pixels.height], ['webp', 120, 90]);
+    const asJpeg = await fetch(`${base}/p/${base58Url.encode(url)}?width=100&format=jpeg`);
+    assert.equal(asJpeg.status, 200);
+    const jpeg = await decode(Buffer.from(await asJpeg.arrayBuffer()));
+    assert.deepEqual([jpeg.format, jpeg.width, jpeg.height], ['jpeg', 100, 75]);
     // a phone's HEIC: its variant decoded by FFmpeg's HEVC decoder, installed in the image
     const heic = heifEnc(await solid(320, 240, 'jpeg'));
     const heicUpload = await tokenUpload(base, heic, 'IMG_0002.HEIC', 'compose-token');
@@ -225,6 +229,7 @@ test(
     // counted by the origin, read through Prometheus (it scrapes every 5 s)
     for (const query of [
       'sum(origin_transform_codecs_total{decode="libjpeg-turbo",encode="libwebp"})',
+      'sum(origin_transform_codecs_total{decode="libjpeg-turbo",encode="libjpeg-turbo"})',
       'sum(origin_transform_codecs_total{decode="libavcodec"})',
     ])
       await waitFor(

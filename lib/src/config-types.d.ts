@@ -191,7 +191,7 @@ export type OriginConfig = SharedConfig & {
   FAILURE_TTL_PERMANENT_S: number;
   /** how long timeouts, 5xx and connection errors are remembered */
   FAILURE_TTL_TRANSIENT_S: number;
-  /** decode JPEG originals with the system's libjpeg-turbo (Debian: libturbojpeg0) and encode their WebP variants with its libwebp (libwebp7) instead of the slower builds inside sharp, in the origin and in its transform workers: the same variants for 14-15% less CPU each (README, Encoding); auto: those found, on: both or no start, off: sharp alone */
+  /** decode JPEG originals with the system's libjpeg-turbo (Debian: libturbojpeg0) and encode their JPEG variants with it and their WebP variants with its libwebp (libwebp7) instead of the slower builds inside sharp, in the origin and in its transform workers: the very bytes sharp makes for less CPU each (docs/encoding.md); auto: those found, on: both or no start, off: sharp alone */
   SYSTEM_CODECS: "auto" | "on" | "off";
   /** JPEG quality (mozjpeg's libjpeg with the standard quantisation tables and optimised Huffman tables) */
   JPEG_QUALITY: number;

@@ -1,13 +1,15 @@
-// The system's libjpeg-turbo (its TurboJPEG API) and libwebp, called through koffi, for the two steps where
-// sharp's own build is slow: decoding a JPEG original and encoding a WebP variant. sharp's prebuilt libvips
-// carries its own mozjpeg and libwebp: on the real photographs (bench/FINDINGS.md) Debian's libjpeg-turbo
-// decodes the same JPEG at 1/4 scale, to the same pixels, in about 57 % of the CPU time, and Debian's libwebp
-// encodes the same pixels to the same bytes in about 80 %.
+// The system's libjpeg-turbo (its TurboJPEG API) and libwebp, called through koffi, for the steps where
+// sharp's own build is slow: decoding a JPEG original, and encoding a JPEG or a WebP variant. sharp's prebuilt
+// libvips carries its own mozjpeg and libwebp: on the real photographs (bench/FINDINGS.md) Debian's
+// libjpeg-turbo decodes the same JPEG at 1/4 scale, to the same pixels, in about 57 % of the CPU time and
+// encodes the same pixels to the same bytes in 30-70 % (bench/codecs), and Debian's libwebp encodes the same
+// pixels to the same bytes in about 80 %.
 // Everything else (orientation, resizing, every other codec) stays with sharp. Both libraries come from the
 // distribution, so they get its security updates. Every call runs on libuv's thread pool (koffi's async
 // calls), never on the event loop.
 import fs from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import sharp from 'sharp';
 
 const require = createRequire(import.meta.url);
 
@@ -15,6 +17,10 @@ const require = createRequire(import.meta.url);
 const TJPF_RGB = 0;
 const TJCS_RGB = 0;
 const TJCS_YCbCr = 1;
+const TJSAMP_420 = 2;
+const TJFLAG_NOREALLOC = 1024;
+const TJFLAG_ACCURATEDCT = 4096;
+const TJFLAG_PROGRESSIVE = 16384;
 /**
  * A progressive JPEG is decoded once per scan: a hostile file with thousands of tiny scans burns CPU out of
  * all proportion to its size (libjpeg-turbo's own advice is a scan limit). Files past this go to sharp,
@@ -28,7 +34,14 @@ const POOL_BYTES = 64 * 1024 * 1024;
 
 /**
  * @typedef {{ data: Buffer, info: { width: number, height: number, channels: 3 } }} RawImage
- * @typedef {{ decode: (jpeg: Buffer, scale: 1 | 2 | 4 | 8, pool: BufferPool) => Promise<RawImage | null> }} JpegDecoder
+ * @typedef {{ decode: (jpeg: Buffer, scale: 1 | 2 | 4 | 8, pool: BufferPool) => Promise<RawImage | null>,
+ *   encode: (raw: { data: Buffer, info: { width: number, height: number, channels: number } }, options: JpegEncodeOptions, pool: BufferPool) => Promise<Buffer | null>,
+ *   agrees: boolean | null }} JpegDecoder
+ *   encode: RGB pixels (3 channels) to the JPEG sharp writes of them (its `jpeg()` without trellis, standard
+ *   tables); null where this library's bytes would not be sharp's (`agrees`: false once a first encode found
+ *   so, null before it)
+ * @typedef {{ quality: number, progressive: boolean }} JpegEncodeOptions
+ * @typedef {(raw: { data: Buffer, info: { width: number, height: number, channels: number } }, options: JpegEncodeOptions, pool: BufferPool) => Promise<Buffer>} JpegEncode
  * @typedef {{ encode: (raw: { data: Buffer, info: { width: number, height: number, channels: number } }, quality: number, effort: number) => Promise<Buffer> }} WebpEncoder
  *   effort: libwebp's method, 0-6 (sharp's webp `effort`)
  * @typedef {{ jpeg: JpegDecoder | null, webp: WebpEncoder | null, libraries: string[], buffers: BufferPool }} SystemCodecs
@@ -94,10 +107,11 @@ export function callAsync(fn, ...args) {
  * Decoding at a DCT scale (1/8, 1/4, 1/2 or 1: libjpeg's IDCT computes only that many pixels per block; the
  * image as stored, before any EXIF rotation), into a buffer of the pool. `null` for what it leaves to sharp:
  * CMYK and greyscale files, too many scans, more than MAX_DECODED_PIXELS decoded, and any file libjpeg-turbo
- * warns about or refuses (sharp then decides, as before, whether that is an error).
+ * warns about or refuses (sharp then decides, as before, whether that is an error). Encoding: see jpegEncoder.
  * @param {any} lib @returns {JpegDecoder}
  */
 function turboJpeg(lib) {
+  const encoder = jpegEncoder(lib);
   const init = lib.func('void *tjInitDecompress()');
   const destroy = lib.func('int tjDestroy(void *handle)');
   const header = lib.func(
@@ -106,7 +120,16 @@ function turboJpeg(lib) {
   const decompress = lib.func(
     'int tjDecompress2(void *handle, const uint8_t *jpeg, unsigned long size, uint8_t *dst, int width, int pitch, int height, int format, int flags)',
   );
-  return {
+  /** @type {Promise<boolean> | null} */
+  let checking = null;
+  /** @type {JpegDecoder} */
+  const codec = {
+    agrees: null,
+    async encode(raw, options, pool) {
+      checking ??= encoderAgrees(encoder, pool);
+      codec.agrees = await checking;
+      return codec.agrees ? encoder(raw, options, pool) : null;
+    },
     async decode(jpeg, scale, pool) {
       if (scans(jpeg) > MAX_SCANS) return null;
       const handle = init();
@@ -145,6 +168,89 @@ function turboJpeg(lib) {
       }
     },
   };
+  return codec;
+}
+
+/**
+ * RGB pixels to the very JPEG sharp's `jpeg({ quality, progressive, optimiseCoding: true })` writes of them
+ * (its libvips resets mozjpeg to libjpeg's defaults: the same standard tables, accurate DCT, 4:2:0 and
+ * Huffman optimisation; origin/test/system-codecs.test.js checks the bytes). TurboJPEG 2.x takes the fast
+ * DCT below quality 96 unless told otherwise, optimises Huffman tables only when TJ_OPTIMIZE=1 is in the
+ * environment (read at each call: set here, for this process and the workers it starts), and writes a JFIF
+ * segment that libvips leaves out, cut from its output. Into a buffer of the pool, copied out.
+ * @param {any} lib @returns {JpegEncode}
+ */
+function jpegEncoder(lib) {
+  const init = lib.func('void *tjInitCompress()');
+  const destroy = lib.func('int tjDestroy(void *handle)');
+  const bufferSize = lib.func('unsigned long tjBufSize(int width, int height, int subsamp)');
+  const compress = lib.func(
+    'int tjCompress2(void *handle, const uint8_t *src, int width, int pitch, int height, int format, _Inout_ uint8_t **jpeg, _Inout_ unsigned long *size, int subsamp, int quality, int flags)',
+  );
+  const errorText = lib.func('const char *tjGetErrorStr2(void *handle)');
+  process.env.TJ_OPTIMIZE = '1';
+  return async ({ data, info }, { quality, progressive }, pool) => {
+    if (info.channels !== 3) throw new Error(`JPEG encode: ${info.channels} channels, not RGB`);
+    const handle = init();
+    if (!handle) throw new Error('JPEG encode: tjInitCompress failed');
+    const out = pool.take(bufferSize(info.width, info.height, TJSAMP_420));
+    try {
+      const size = [out.length];
+      const flags = TJFLAG_NOREALLOC | TJFLAG_ACCURATEDCT | (progressive ? TJFLAG_PROGRESSIVE : 0);
+      const failed = await callAsync(
+        compress,
+        handle,
+        data,
+        info.width,
+        0,
+        info.height,
+        TJPF_RGB,
+        [out],
+        size,
+        TJSAMP_420,
+        quality,
+        flags,
+      );
+      if (failed) throw new Error(`JPEG encode failed: ${errorText(handle)}`);
+      return withoutJfif(out.subarray(0, size[0]));
+    } finally {
+      pool.give(out);
+      destroy(handle);
+    }
+  };
+}
+
+/**
+ * Whether this libjpeg-turbo writes sharp's very bytes, asked once a process with a small image of detail and
+ * colour, baseline and progressive: a build without getenv (no Huffman optimisation), a later version or an
+ * environment TJ_OPTIMIZE does not reach (a worker thread's is a copy) would write others, and sharp then
+ * encodes every JPEG, as before. @param {JpegEncode} encode @param {BufferPool} pool
+ */
+async function encoderAgrees(encode, pool) {
+  const [width, height] = [48, 40];
+  const data = Buffer.alloc(width * height * 3);
+  for (let i = 0; i < data.length; i += 1)
+    data[i] = (i * 7 + ((i / 3) % width) * 5 + (i % 3) * 60 + ((i * i) % 13)) & 255;
+  const raw = { data, info: { width, height, channels: /** @type {const} */ (3) } };
+  for (const progressive of [false, true]) {
+    const ours = await encode(raw, { quality: 80, progressive }, pool).catch(() => null);
+    const theirs = await sharp(data, { raw: raw.info })
+      .jpeg({ quality: 80, progressive, optimiseCoding: true, quantisationTable: 0 })
+      .toBuffer();
+    if (!ours?.equals(theirs)) return false;
+  }
+  return true;
+}
+
+/**
+ * A copy of a JPEG without the JFIF segment that opens TurboJPEG's output (SOI, then APP0 "JFIF\0").
+ * @param {Buffer} jpeg
+ */
+function withoutJfif(jpeg) {
+  const jfif = jpeg[2] === 0xff && jpeg[3] === 0xe0 && jpeg.toString('latin1', 6, 11) === 'JFIF\0';
+  if (!jfif) return Buffer.from(jpeg);
+  const end = 4 + jpeg.readUInt16BE(4);
+  return Buffer.concat([jpeg.subarray(0, 2), jpeg.subarray(end)]);
 }
 
 /**

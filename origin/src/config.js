@@ -429,7 +429,7 @@ export const settings = [
     type: 'string',
     default: 'auto',
     choices: ['auto', 'on', 'off'],
-    doc: "decode JPEG originals with the system's libjpeg-turbo (Debian: libturbojpeg0) and encode their WebP variants with its libwebp (libwebp7) instead of the slower builds inside sharp, in the origin and in its transform workers: the same variants for 14-15% less CPU each (README, Encoding); auto: those found, on: both or no start, off: sharp alone",
+    doc: "decode JPEG originals with the system's libjpeg-turbo (Debian: libturbojpeg0) and encode their JPEG variants with it and their WebP variants with its libwebp (libwebp7) instead of the slower builds inside sharp, in the origin and in its transform workers: the very bytes sharp makes for less CPU each (docs/encoding.md); auto: those found, on: both or no start, off: sharp alone",
   },
   {
     name: 'JPEG_QUALITY',

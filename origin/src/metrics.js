@@ -70,7 +70,7 @@ export function createOriginMetrics(registry) {
     }),
     codecs: new client.Counter({
       name: 'origin_transform_codecs_total',
-      help: "Variants made, by what decoded the original (kept: no decode, the pixels kept from an earlier variant; libjpeg-turbo: the system's, for a plain JPEG; libavcodec or libheif: a HEIC; sharp) and what encoded the variant (libwebp: the system's; sharp)",
+      help: "Variants made, by what decoded the original (kept: no decode, the pixels kept from an earlier variant; libjpeg-turbo: the system's, for a plain JPEG; libavcodec or libheif: a HEIC; sharp) and what encoded the variant (libwebp or libjpeg-turbo: the system's; sharp)",
       labelNames: ['decode', 'encode'],
       registers,
     }),

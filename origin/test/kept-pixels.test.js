@@ -36,9 +36,12 @@ const held = (at, holder) => metricValue(at.metricsUrl, 'origin_kept_pixels_byte
 /** A 2560 × 1600 photograph's kept pixels, whole: 3 bytes a pixel. */
 const PHOTO_KEPT_BYTES = 2560 * 1600 * 3;
 /** @param {typeof origin} at @param {string} decode */
-const decodedBy = async (at, decode) =>
-  (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'sharp' })) +
-  (await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode: 'libwebp' }));
+const decodedBy = async (at, decode) => {
+  let total = 0;
+  for (const encode of ['sharp', 'libwebp', 'libjpeg-turbo'])
+    total += await metricValue(at.metricsUrl, 'origin_transform_codecs_total', { decode, encode });
+  return total;
+};
 
 /** A takedown's eviction of `url`'s source, as the purge service sends it. @param {typeof origin} at @param {string} url */
 async function evict(at, url) {

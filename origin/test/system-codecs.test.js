@@ -55,7 +55,7 @@ async function pixelDifference(a, b) {
   return meanDifference(x.data, y.data);
 }
 
-test('a JPEG original decoded by libjpeg-turbo (and its WebP encoded by libwebp) gives the very bytes sharp alone gives', async () => {
+test('a JPEG original decoded by libjpeg-turbo (its JPEG encoded by libjpeg-turbo, its WebP by libwebp) gives the very bytes sharp alone gives', async () => {
   // Path: baseline, 2560×1600; Autumn: progressive; 1000 px wide is a shrink of 2.56 (sharp decodes that at full
   // size), 64 px at 1/8, 512 px at 1/4, cover 300×300 crops
   const wants = /** @type {const} */ ([
@@ -71,7 +71,7 @@ test('a JPEG original decoded by libjpeg-turbo (and its WebP encoded by libwebp)
         const { system, alone } = await bothWays(photo(name, '1920x1080'), { ...want, format });
         assert.deepEqual(
           system.codecs,
-          { decode: 'libjpeg-turbo', encode: format === 'webp' ? 'libwebp' : 'sharp' },
+          { decode: 'libjpeg-turbo', encode: format === 'webp' ? 'libwebp' : 'libjpeg-turbo' },
           `${name} ${format}`,
         );
         assert.ok(
@@ -115,6 +115,81 @@ test("a WebP at every effort (WEBP_EFFORT 0-6), and a degraded one (effort 1), i
   assert.ok(degraded.system.data.equals(degraded.alone.data), 'degraded: the same bytes');
   const effortOne = await bothWays(source, want, { options: { ...OPTIONS, webpEffort: 1 } });
   assert.ok(degraded.system.data.equals(effortOne.system.data), "degraded is effort 1's");
+});
+
+test("a JPEG at every quality and scan setting libjpeg-turbo takes is its own with sharp's very bytes; trellis, a placeholder and an unusual table are sharp's", async () => {
+  const wants = /** @type {const} */ ([
+    { width: 64, height: null, mode: 'fit' },
+    { width: 1000, height: null, mode: 'fit' },
+    { width: 640, height: 480, mode: 'cover' },
+  ]);
+  for (const name of ['Path', 'Kite']) {
+    for (const jpegQuality of [40, 80, 95, 100]) {
+      for (const jpegProgressive of [false, true]) {
+        for (const want of wants) {
+          const options = { ...OPTIONS, jpegQuality, jpegProgressive };
+          const { system, alone } = await bothWays(photo(name, '1920x1080'), { ...want, format: 'jpeg' }, { options });
+          const of = `${name} q${jpegQuality}${jpegProgressive ? ' progressive' : ''} ${JSON.stringify(want)}`;
+          assert.deepEqual(system.codecs, { decode: 'libjpeg-turbo', encode: 'libjpeg-turbo' }, of);
+          assert.ok(system.data.equals(alone.data), `${of}: ${system.data.length} bytes against ${alone.data.length}`);
+        }
+      }
+    }
+  }
+  // the settings only sharp's mozjpeg has, and a placeholder's own settings: sharp encodes them
+  const source = photo('Path', '1920x1080');
+  const want = /** @type {const} */ ({ width: 512, height: null, mode: 'fit', format: 'jpeg' });
+  for (const options of [
+    { ...OPTIONS, jpegTrellis: true },
+    { ...OPTIONS, jpegTable: 3 },
+  ]) {
+    const { system, alone } = await bothWays(source, want, { options });
+    assert.deepEqual(system.codecs, { decode: 'libjpeg-turbo', encode: 'sharp' });
+    assert.ok(system.data.equals(alone.data));
+  }
+  const info = await probe(source, { maxPixels: OPTIONS.maxPixels, maxFrames: 1 });
+  const blur = plan(info, { width: 20, height: null, mode: 'fit', format: 'jpeg', accept: '', blur: true }, false);
+  assert.equal((await transform(source, blur, { ...OPTIONS, codecs })).codecs.encode, 'sharp');
+  // what is not RGB is refused, and the next encode is made
+  const jpeg = /** @type {import('../src/codecs.js').JpegDecoder} */ (codecs.jpeg);
+  const rgba = { data: Buffer.alloc(8 * 8 * 4, 100), info: { width: 8, height: 8, channels: 4 } };
+  await assert.rejects(jpeg.encode(rgba, { quality: 80, progressive: false }, codecs.buffers), /4 channels/);
+  const rgb = { data: Buffer.alloc(64 * 48 * 3, 200), info: { width: 64, height: 48, channels: 3 } };
+  const made = /** @type {Buffer} */ (await jpeg.encode(rgb, { quality: 80, progressive: false }, codecs.buffers));
+  assert.equal(jpeg.agrees, true, 'this libjpeg-turbo writes sharp’s bytes');
+  assert.deepEqual(
+    await sharp(made)
+      .metadata()
+      .then(({ format, width, height }) => [format, width, height]),
+    ['jpeg', 64, 48],
+  );
+});
+
+test("where libjpeg-turbo would not write sharp's bytes (TJ_OPTIMIZE not reaching it), sharp encodes every JPEG, the same bytes", async () => {
+  const unsure = loadSystemCodecs('on');
+  delete process.env.TJ_OPTIMIZE; // as in a worker thread's copy of the environment
+  try {
+    const source = photo('Kite', '1920x1080');
+    const p = plan(
+      await probe(source, { maxPixels: OPTIONS.maxPixels, maxFrames: 1 }),
+      {
+        width: 512,
+        height: null,
+        mode: 'fit',
+        format: 'jpeg',
+        accept: '',
+      },
+      false,
+    );
+    for (let i = 0; i < 2; i += 1) {
+      const made = await transform(source, p, { ...OPTIONS, codecs: unsure });
+      assert.deepEqual(made.codecs, { decode: 'libjpeg-turbo', encode: 'sharp' }, `encode ${i + 1}`);
+      assert.ok(made.data.equals((await transform(source, p, OPTIONS)).data));
+    }
+    assert.equal(unsure.jpeg?.agrees, false);
+  } finally {
+    process.env.TJ_OPTIMIZE = '1';
+  }
 });
 
 test('a WebP libwebp refuses (wider than its 16383 px) is an error, and the next encode is made', async () => {
@@ -261,7 +336,7 @@ test('the service counts what decoded and encoded each variant; SYSTEM_CODECS=of
         assert.deepEqual(
           [
             await count('libjpeg-turbo', 'libwebp'),
-            await count('libjpeg-turbo', 'sharp'),
+            await count('libjpeg-turbo', 'libjpeg-turbo'),
             await count('sharp', 'sharp'),
           ],
           [1, 1, 1],

@@ -1,25 +1,55 @@
-// The encode step: the first encoder of ENCODERS that takes the variant. The system's libwebp (codecs.js)
-// encodes a lossy WebP from pixels the system's libjpeg-turbo decoded (or kept pixels without alpha), at any
-// effort (a degraded one's too); sharp encodes everything else.
+// The encode step: the first encoder of ENCODERS that takes the variant. From RGB pixels without alpha (the
+// system's libjpeg-turbo decoded them, or kept pixels of three channels), the system's codecs (codecs.js)
+// encode a lossy WebP (libwebp, at any effort, a degraded one's too) and a JPEG (libjpeg-turbo, unless
+// trellis quantisation, which is mozjpeg's own), each to the very bytes sharp would write; sharp encodes
+// everything else.
+import sharp from 'sharp';
 import { imageOf, sharpOutput } from './work.js';
 
 /**
  * @typedef {import('./work.js').Work} Work
- * @typedef {{ name: 'libwebp' | 'sharp', accepts: (work: Work) => boolean, encode: (work: Work) => Promise<Buffer> }} Encoder
+ * @typedef {{ name: import('./work.js').EncodedBy, accepts: (work: Work) => boolean, encode: (work: Work) => Promise<Buffer> }} Encoder
  */
+
+/** Whether the work's pixels are RGB without alpha, as the system's encoders take them. @param {Work} work */
+const rgbPixels = ({ options, decodedBy }) =>
+  decodedBy === 'libjpeg-turbo' || (decodedBy === 'kept' && options.kept?.channels === 3);
+
+/** The work's pixels after every step before the encode, raw. @param {Work} work */
+const rawPixels = (work) => sharpOutput(imageOf(work).raw().toBuffer({ resolveWithObject: true }));
 
 /** @type {Encoder} */
 const systemWebp = {
   name: 'libwebp',
-  accepts: ({ plan: p, options, decodedBy }) =>
-    (decodedBy === 'libjpeg-turbo' || (decodedBy === 'kept' && options.kept?.channels === 3)) &&
-    Boolean(options.codecs?.webp) &&
-    p.format === 'webp' &&
-    !p.lossless,
+  accepts: (work) =>
+    rgbPixels(work) && Boolean(work.options.codecs?.webp) && work.plan.format === 'webp' && !work.plan.lossless,
   async encode(work) {
-    const pixels = await sharpOutput(imageOf(work).raw().toBuffer({ resolveWithObject: true }));
     const webp = /** @type {import('../codecs.js').WebpEncoder} */ (work.options.codecs?.webp);
-    return webp.encode(pixels, work.options.webpQuality, webpEffortOf(work.plan, work.options));
+    return webp.encode(await rawPixels(work), work.options.webpQuality, webpEffortOf(work.plan, work.options));
+  },
+};
+
+/** @type {Encoder} */
+const systemJpeg = {
+  name: 'libjpeg-turbo',
+  accepts: (work) =>
+    rgbPixels(work) &&
+    Boolean(work.options.codecs?.jpeg) &&
+    work.options.codecs?.jpeg?.agrees !== false &&
+    work.plan.format === 'jpeg' &&
+    !work.plan.blur &&
+    !work.options.jpegTrellis &&
+    !work.options.jpegTable,
+  async encode(work) {
+    const codecs = /** @type {import('../codecs.js').SystemCodecs} */ (work.options.codecs);
+    const jpeg = /** @type {import('../codecs.js').JpegDecoder} */ (codecs.jpeg);
+    const { jpegQuality: quality, jpegProgressive: progressive } = work.options;
+    const pixels = await rawPixels(work);
+    const made = await jpeg.encode(pixels, { quality, progressive }, codecs.buffers);
+    if (made) return made;
+    // this process's libjpeg-turbo does not write sharp's bytes (codecs.js): sharp encodes the pixels
+    work.encodedBy = 'sharp';
+    return sharpOutput(sharp(pixels.data, { raw: pixels.info }).jpeg(jpegOptions(work.options)).toBuffer());
   },
 };
 
@@ -37,13 +67,14 @@ const bySharp = {
 };
 
 /** In order: the first that accepts encodes. */
-export const ENCODERS = [systemWebp, bySharp];
+export const ENCODERS = [systemWebp, systemJpeg, bySharp];
 
 /** @param {Work} work */
 export async function encode(work) {
   const encoder = /** @type {Encoder} */ (ENCODERS.find((one) => one.accepts(work)));
-  work.data = await encoder.encode(work);
+  // named first: an encoder that leaves the pixels to sharp after all says so
   work.encodedBy = encoder.name;
+  work.data = await encoder.encode(work);
 }
 
 /**

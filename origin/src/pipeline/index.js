@@ -25,7 +25,7 @@ sharp.cache(false);
  * @typedef {import('./source.js').SourceInfo} SourceInfo
  * @typedef {import('./work.js').TransformOptions} TransformOptions
  * @typedef {{ name: string, run: (work: import('./work.js').Work) => Promise<void> }} Step
- * @typedef {{ data: Buffer, codecs: { decode: import('./work.js').DecodedBy, encode: 'libwebp' | 'sharp' } }} TransformOutput
+ * @typedef {{ data: Buffer, codecs: { decode: import('./work.js').DecodedBy, encode: import('./work.js').EncodedBy } }} TransformOutput
  */
 
 /** @type {Step[]} */

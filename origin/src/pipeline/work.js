@@ -14,8 +14,9 @@ import { corrupt, isMissing, missingSource, transformTimeout } from './source.js
  *   the others); codecs: the system's libjpeg-turbo and libwebp (codecs.js); kept: the source's kept pixels, which
  *   cover this variant (the decode is skipped)
  * @typedef {'kept' | 'libjpeg-turbo' | 'libavcodec' | 'libheif' | 'sharp'} DecodedBy
+ * @typedef {'libwebp' | 'libjpeg-turbo' | 'sharp'} EncodedBy
  * @typedef {{ file: string, plan: Plan, options: TransformOptions, image: import('sharp').Sharp | null,
- *   decodedBy: DecodedBy, orientation: number | 'auto', data: Buffer | null, encodedBy: 'libwebp' | 'sharp',
+ *   decodedBy: DecodedBy, orientation: number | 'auto', data: Buffer | null, encodedBy: EncodedBy,
  *   release: Array<() => void> }} Work
  *   image: the sharp pipeline the steps add to; orientation: what the orient step still has to apply ('auto':
  *   sharp reads it from the file); release: run once the transform is done (pixel buffers back to the pool)
