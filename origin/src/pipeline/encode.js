@@ -29,6 +29,13 @@ const systemWebp = {
   },
 };
 
+/**
+ * Past this many pixels a JPEG variant is sharp's, which encodes it in strips as it resizes: the system's
+ * encoder takes the whole picture raw first. The system's decoder has the same bound (codecs.js), so only kept
+ * pixels of a large KEPT_PIXELS_WIDTH could come this far.
+ */
+const MAX_RAW_JPEG_PIXELS = 16 * 1024 * 1024;
+
 /** @type {Encoder} */
 const systemJpeg = {
   name: 'libjpeg-turbo',
@@ -37,6 +44,7 @@ const systemJpeg = {
     Boolean(work.options.codecs?.jpeg) &&
     work.options.codecs?.jpeg?.agrees !== false &&
     work.plan.format === 'jpeg' &&
+    work.plan.pixels <= MAX_RAW_JPEG_PIXELS &&
     !work.plan.blur &&
     !work.options.jpegTrellis &&
     !work.options.jpegTable,
