@@ -2,8 +2,9 @@
 // sharp's own build is slow: decoding a JPEG original, and encoding a JPEG or a WebP variant. sharp's prebuilt
 // libvips carries its own mozjpeg and libwebp: on the real photographs (bench/FINDINGS.md) Debian's
 // libjpeg-turbo decodes the same JPEG at 1/4 scale, to the same pixels, in about 57 % of the CPU time and
-// encodes the same pixels to the same bytes in 30-70 % (bench/codecs), and Debian's libwebp encodes the same
-// pixels to the same bytes in about 80 %.
+// encodes the same pixels to the same bytes in 39-64 % (bench/codecs; a whole variant a few per cent less:
+// the encode is a small part of it), and Debian's libwebp encodes the same pixels to the same bytes in about
+// 80 %.
 // Everything else (orientation, resizing, every other codec) stays with sharp. Both libraries come from the
 // distribution, so they get its security updates. Every call runs on libuv's thread pool (koffi's async
 // calls), never on the event loop.
