@@ -21,7 +21,7 @@ const ROUNDS = quick ? 1 : 5;
 sharp.cache(false);
 sharp.concurrency(1);
 const codecs = loadSystemCodecs('on');
-const jpegDecoder = /** @type {import('../origin/src/codecs.js').JpegDecoder} */ (codecs.jpeg);
+const jpegDecoder = /** @type {import('../origin/src/codecs.js').JpegCodec} */ (codecs.jpeg);
 /** The two ways, in this order in every round: sharp encodes, then libjpeg-turbo. */
 const WAYS = [
   {

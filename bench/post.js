@@ -81,6 +81,9 @@ async function askSet(origin, url, how) {
   return answers;
 }
 
+/** The system codecs of encodeFloor, loaded once. @type {import('../origin/src/codecs.js').SystemCodecs | null} */
+let codecs = null;
+
 /**
  * The floor no sharing can go under (#48): the set's 18 encodes alone, each from its variant's pixels already
  * decoded and resized, against the set's most expensive variant made alone from the file, in this process on one
@@ -89,7 +92,7 @@ async function askSet(origin, url, how) {
  */
 async function encodeFloor(file, repeats) {
   sharp.concurrency(1);
-  const codecs = loadSystemCodecs('on');
+  codecs ??= loadSystemCodecs('on');
   const options = { ...ONE_THREAD, codecs };
   const info = await probe(file, { maxPixels: options.maxPixels, maxFrames: 1 });
   const config = { MAX_DIMENSION: 4096, NEGOTIATE_MATCH: true };
@@ -115,12 +118,19 @@ async function encodeFloor(file, repeats) {
       most = Math.max(most, await median(() => transform(file, p, options)));
       const { data, width, height, channels } = await transformToPixels(file, p, options);
       const raw = { data: Buffer.from(data), info: { width, height, channels } };
-      const jpeg = /** @type {import('../origin/src/codecs.js').JpegDecoder} */ (codecs.jpeg);
-      const webp = /** @type {import('../origin/src/codecs.js').WebpEncoder} */ (codecs.webp);
+      const { jpeg, webp, buffers } = codecs;
       encodes += await median(() =>
         p.format === 'webp'
-          ? webp.encode(raw, options.webpQuality, options.webpEffort)
-          : jpeg.encode(raw, { quality: options.jpegQuality, progressive: options.jpegProgressive }, codecs.buffers),
+          ? /** @type {import('../origin/src/codecs.js').WebpEncoder} */ (webp).encode(
+              raw,
+              options.webpQuality,
+              options.webpEffort,
+            )
+          : /** @type {import('../origin/src/codecs.js').JpegCodec} */ (jpeg).encode(
+              raw,
+              { quality: options.jpegQuality, progressive: options.jpegProgressive },
+              buffers,
+            ),
       );
     }
   }

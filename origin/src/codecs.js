@@ -37,7 +37,7 @@ const POOL_BYTES = 64 * 1024 * 1024;
  * @typedef {{ data: Buffer, info: { width: number, height: number, channels: 3 } }} RawImage
  * @typedef {{ decode: (jpeg: Buffer, scale: 1 | 2 | 4 | 8, pool: BufferPool) => Promise<RawImage | null>,
  *   encode: (raw: { data: Buffer, info: { width: number, height: number, channels: number } }, options: JpegEncodeOptions, pool: BufferPool) => Promise<Buffer | null>,
- *   agrees: boolean | null }} JpegDecoder
+ *   agrees: boolean | null }} JpegCodec
  *   encode: RGB pixels (3 channels) to the JPEG sharp writes of them (its `jpeg()` without trellis, standard
  *   tables); null where this library's bytes would not be sharp's (`agrees`: false once a first encode found
  *   so, null before it)
@@ -45,7 +45,7 @@ const POOL_BYTES = 64 * 1024 * 1024;
  * @typedef {(raw: { data: Buffer, info: { width: number, height: number, channels: number } }, options: JpegEncodeOptions, pool: BufferPool) => Promise<Buffer>} JpegEncode
  * @typedef {{ encode: (raw: { data: Buffer, info: { width: number, height: number, channels: number } }, quality: number, effort: number) => Promise<Buffer> }} WebpEncoder
  *   effort: libwebp's method, 0-6 (sharp's webp `effort`)
- * @typedef {{ jpeg: JpegDecoder | null, webp: WebpEncoder | null, libraries: string[], buffers: BufferPool }} SystemCodecs
+ * @typedef {{ jpeg: JpegCodec | null, webp: WebpEncoder | null, libraries: string[], buffers: BufferPool }} SystemCodecs
  */
 
 /**
@@ -109,7 +109,7 @@ export function callAsync(fn, ...args) {
  * image as stored, before any EXIF rotation), into a buffer of the pool. `null` for what it leaves to sharp:
  * CMYK and greyscale files, too many scans, more than MAX_DECODED_PIXELS decoded, and any file libjpeg-turbo
  * warns about or refuses (sharp then decides, as before, whether that is an error). Encoding: see jpegEncoder.
- * @param {any} lib @returns {JpegDecoder}
+ * @param {any} lib @returns {JpegCodec}
  */
 function turboJpeg(lib) {
   const encoder = jpegEncoder(lib);
@@ -123,7 +123,7 @@ function turboJpeg(lib) {
   );
   /** @type {Promise<boolean> | null} */
   let checking = null;
-  /** @type {JpegDecoder} */
+  /** @type {JpegCodec} */
   const codec = {
     agrees: null,
     async encode(raw, options, pool) {
@@ -231,16 +231,21 @@ async function encoderAgrees(encode, pool) {
   const [width, height] = [48, 40];
   const data = Buffer.alloc(width * height * 3);
   for (let i = 0; i < data.length; i += 1)
-    data[i] = (i * 7 + ((i / 3) % width) * 5 + (i % 3) * 60 + ((i * i) % 13)) & 255;
+    data[i] = (i * 7 + (Math.floor(i / 3) % width) * 5 + (i % 3) * 60 + ((i * i) % 13)) & 255;
   const raw = { data, info: { width, height, channels: /** @type {const} */ (3) } };
-  for (const progressive of [false, true]) {
-    const ours = await encode(raw, { quality: 80, progressive }, pool).catch(() => null);
-    const theirs = await sharp(data, { raw: raw.info })
-      .jpeg({ quality: 80, progressive, optimiseCoding: true, quantisationTable: 0 })
-      .toBuffer();
-    if (!ours?.equals(theirs)) return false;
+  try {
+    for (const progressive of [false, true]) {
+      const ours = await encode(raw, { quality: 80, progressive }, pool);
+      const theirs = await sharp(data, { raw: raw.info })
+        .jpeg({ quality: 80, progressive, optimiseCoding: true, quantisationTable: 0 })
+        .toBuffer();
+      if (!ours.equals(theirs)) return false;
+    }
+    return true;
+  } catch {
+    // either encoder failing on so plain an image: not to be trusted with the variants
+    return false;
   }
-  return true;
 }
 
 /**

@@ -151,7 +151,7 @@ test("a JPEG at every quality and scan setting libjpeg-turbo takes is its own wi
   const blur = plan(info, { width: 20, height: null, mode: 'fit', format: 'jpeg', accept: '', blur: true }, false);
   assert.equal((await transform(source, blur, { ...OPTIONS, codecs })).codecs.encode, 'sharp');
   // what is not RGB is refused, and the next encode is made
-  const jpeg = /** @type {import('../src/codecs.js').JpegDecoder} */ (codecs.jpeg);
+  const jpeg = /** @type {import('../src/codecs.js').JpegCodec} */ (codecs.jpeg);
   const rgba = { data: Buffer.alloc(8 * 8 * 4, 100), info: { width: 8, height: 8, channels: 4 } };
   await assert.rejects(jpeg.encode(rgba, { quality: 80, progressive: false }, codecs.buffers), /4 channels/);
   const rgb = { data: Buffer.alloc(64 * 48 * 3, 200), info: { width: 64, height: 48, channels: 3 } };

@@ -87,7 +87,7 @@ async function decodeJpeg(work) {
   let raw;
   try {
     const scale = jpegShrinkOnLoad(shrinkOf(source.width, source.height, p));
-    raw = await /** @type {import('../codecs.js').JpegDecoder} */ (codecs.jpeg).decode(jpeg, scale, buffers);
+    raw = await /** @type {import('../codecs.js').JpegCodec} */ (codecs.jpeg).decode(jpeg, scale, buffers);
   } finally {
     buffers.give(jpeg);
   }

@@ -50,7 +50,7 @@ const systemJpeg = {
     !work.options.jpegTable,
   async encode(work) {
     const codecs = /** @type {import('../codecs.js').SystemCodecs} */ (work.options.codecs);
-    const jpeg = /** @type {import('../codecs.js').JpegDecoder} */ (codecs.jpeg);
+    const jpeg = /** @type {import('../codecs.js').JpegCodec} */ (codecs.jpeg);
     const { jpegQuality: quality, jpegProgressive: progressive } = work.options;
     const pixels = await rawPixels(work);
     const made = await jpeg.encode(pixels, { quality, progressive }, codecs.buffers);
