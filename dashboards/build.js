@@ -235,7 +235,7 @@ export const DASHBOARDS = {
         ],
       },
       {
-        title: 'Kept pixels (one decode per picture) and what decoded each variant',
+        title: 'Kept pixels (one decode per picture) and what decoded and encoded each variant',
         unit: 'reqps',
         queries: [
           {
@@ -245,6 +245,12 @@ export const DASHBOARDS = {
           {
             expr: orZero(`sum by (decode) (rate(origin_transform_codecs_total${inst}[${RATE}]))`),
             legend: 'decoded by {{decode}}',
+          },
+          // the system's encoders (libwebp, libjpeg-turbo) or sharp's: a JPEG of a plain JPEG that sharp encodes
+          // means this libjpeg-turbo failed its check (origin/src/codecs.js)
+          {
+            expr: orZero(`sum by (encode) (rate(origin_transform_codecs_total${inst}[${RATE}]))`),
+            legend: 'encoded by {{encode}}',
           },
         ],
       },
