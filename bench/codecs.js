@@ -7,11 +7,11 @@
 //   node bench/codecs.js [--quick]
 import '../lib/src/node-version.js';
 import sharp from 'sharp';
-import { loadSystemCodecs } from '../origin/src/codecs.js';
+import { loadSystemCodecs, sharpJpegOptions } from '../origin/src/codecs.js';
 import { plan, probe, transform } from '../origin/src/pipeline/index.js';
 import { FRONTEND_SET } from '../test/support/frontend-set.js';
 import { photo } from '../test/support/images.js';
-import { machine, percentile, writeReport } from './lib.js';
+import { machine, spreadText, writeReport } from './lib.js';
 import { POST_PHOTOS } from './post.js';
 import { ONE_THREAD, compareInTurn, photoFiles } from './quality.js';
 
@@ -30,12 +30,6 @@ const WAYS = [
   },
   { name: 'libjpeg-turbo', options: { ...ONE_THREAD, codecs } },
 ];
-
-/** @param {number[]} values */
-const spread = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return `${sorted[0].toFixed(2)} / ${percentile(sorted, 0.5).toFixed(2)} / ${sorted[sorted.length - 1].toFixed(2)}`;
-};
 
 /** The frontends' JPEG set of every photograph, planned once. */
 async function setPlans() {
@@ -112,7 +106,7 @@ async function encodeInTurn(sources) {
     byWidth[width] = { sharp: [], turbo: [] };
     for (let round = 0; round <= ROUNDS; round += 1) {
       const bySharp = await timed((raw) =>
-        sharp(raw.data, { raw: raw.info }).jpeg({ quality, progressive, optimiseCoding: true }).toBuffer(),
+        sharp(raw.data, { raw: raw.info }).jpeg(sharpJpegOptions({ quality, progressive })).toBuffer(),
       );
       const byTurbo = await timed((raw) => jpegDecoder.encode(raw, { quality, progressive }, codecs.buffers));
       if (round === 0) continue; // the warm-up
@@ -145,7 +139,12 @@ export async function benchCodecs() {
           columns: ['width', "sharp's mozjpeg", 'libjpeg-turbo', '× sharp in the same round'],
           rows: ENCODE_WIDTHS.map((width) => {
             const { sharp: bySharp, turbo } = encodes[width];
-            return [width, spread(bySharp), spread(turbo), spread(turbo.map((ms, round) => ms / bySharp[round]))];
+            return [
+              width,
+              spreadText(bySharp),
+              spreadText(turbo),
+              spreadText(turbo.map((ms, round) => ms / bySharp[round])),
+            ];
           }),
         },
       },
@@ -168,8 +167,8 @@ export async function benchCodecs() {
           columns: ['encoder', 'CPU ms a set', '× sharp in the same round', 'the same bytes as sharp'],
           rows: WAYS.map((way, i) => [
             way.name,
-            spread(set.cpu[i]),
-            i === 0 ? '1' : spread(ratios),
+            spreadText(set.cpu[i]),
+            i === 0 ? '1' : spreadText(ratios),
             i === 0 ? '' : `${set.same} of ${set.of}`,
           ]),
         },

@@ -117,6 +117,12 @@ export function spread(values) {
   return { min: Math.min(...values), median: percentile(values, 0.5), max: Math.max(...values) };
 }
 
+/** min / median / max of `values` as a report's cell, two decimals. @param {number[]} values */
+export function spreadText(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return `${sorted[0].toFixed(2)} / ${percentile(sorted, 0.5).toFixed(2)} / ${sorted[sorted.length - 1].toFixed(2)}`;
+}
+
 /**
  * Closed-loop load: `concurrency` workers each send the next request as soon as the last answered.
  * @param {{ origin: string, paths: string[], concurrency: number, headers?: Record<string, string> }} options

@@ -21,7 +21,7 @@ import { startOrigin } from '../origin/test/harness.js';
 import { FRONTEND_SET as SET } from '../test/support/frontend-set.js';
 import { photo } from '../test/support/images.js';
 import { ssimToSource } from '../test/support/ssim.js';
-import { machine, percentile, processTreeCpuMs, writeReport } from './lib.js';
+import { machine, percentile, processTreeCpuMs, spreadText, writeReport } from './lib.js';
 import { ONE_THREAD } from './quality.js';
 
 const quick = process.argv.includes('--quick');
@@ -137,12 +137,6 @@ async function encodeFloor(file, repeats) {
   return { encodes, most, ratio: encodes / most };
 }
 
-/** @param {number[]} values */
-const spread = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return `${sorted[0].toFixed(2)} / ${percentile(sorted, 0.5).toFixed(2)} / ${sorted[sorted.length - 1].toFixed(2)}`;
-};
-
 export async function benchPost() {
   const settings = { LOG_LEVEL: 'warn', WARM_MAX_CPU_PRESSURE: '0' };
   const [kept, defaults, decodeEach] = await Promise.all([
@@ -212,14 +206,15 @@ export async function benchPost() {
       how === 'avif'
         ? 'the AVIF set (9 variants)'
         : `as ${how === 'reader' ? 'a page load' : 'the warmer (after: the defaults)'} (18 variants)`,
-      spread(cpu.map((set) => set.before)),
-      spread(cpu.map((set) => set.after)),
-      spread(r.before),
-      spread(r.after),
+      spreadText(cpu.map((set) => set.before)),
+      spreadText(cpu.map((set) => set.after)),
+      spreadText(r.before),
+      spreadText(r.after),
     ];
   });
   const n = quality.count;
-  const floorOf = (/** @type {'encodes' | 'most' | 'ratio'} */ field) => spread(floors.map((floor) => floor[field]));
+  const floorOf = (/** @type {'encodes' | 'most' | 'ratio'} */ field) =>
+    spreadText(floors.map((floor) => floor[field]));
   return {
     ratios,
     sets,

@@ -222,6 +222,18 @@ function jpegEncoder(lib) {
 }
 
 /**
+ * The options of sharp's `jpeg()` whose very bytes jpegEncoder writes: libjpeg's standard tables and Huffman
+ * optimisation (pipeline/encode.js gives sharp these, and this process's check compares with them).
+ * @param {JpegEncodeOptions} options @returns {import('sharp').JpegOptions}
+ */
+export const sharpJpegOptions = ({ quality, progressive }) => ({
+  quality,
+  progressive,
+  optimiseCoding: true,
+  quantisationTable: 0,
+});
+
+/**
  * Whether this libjpeg-turbo writes sharp's very bytes, asked once a process with a small image of detail and
  * colour, baseline and progressive: a build without getenv (no Huffman optimisation), a later version or an
  * environment TJ_OPTIMIZE does not reach (a worker thread's is a copy) would write others, and sharp then
@@ -237,7 +249,7 @@ async function encoderAgrees(encode, pool) {
     for (const progressive of [false, true]) {
       const ours = await encode(raw, { quality: 80, progressive }, pool);
       const theirs = await sharp(data, { raw: raw.info })
-        .jpeg({ quality: 80, progressive, optimiseCoding: true, quantisationTable: 0 })
+        .jpeg(sharpJpegOptions({ quality: 80, progressive }))
         .toBuffer();
       if (!ours.equals(theirs)) return false;
     }

@@ -4,6 +4,7 @@
 // trellis quantisation, which is mozjpeg's own), each to the very bytes sharp would write; sharp encodes
 // everything else.
 import sharp from 'sharp';
+import { sharpJpegOptions } from '../codecs.js';
 import { imageOf, sharpOutput } from './work.js';
 
 /**
@@ -97,9 +98,7 @@ export async function encode(work) {
 function jpegOptions(o) {
   if (o.jpegTrellis) return { quality: o.jpegQuality, progressive: true, mozjpeg: true };
   return {
-    quality: o.jpegQuality,
-    progressive: o.jpegProgressive,
-    optimiseCoding: true,
+    ...sharpJpegOptions({ quality: o.jpegQuality, progressive: o.jpegProgressive }),
     quantisationTable: o.jpegTable ?? 0,
   };
 }
