@@ -97,7 +97,8 @@ test('follow-address.sh: a reload when an address changes, none while nothing mo
   assert.equal(reloads(), 0, 'nothing while nothing moves');
 
   setHosts('varnish 10.0.0.7\nhaproxy 10.0.0.6\n');
-  await waitFor(async () => reloads() === 1, 5000, 'a reload for the new address');
+  // what the follower said comes through a pipe, read on a later turn than the reload's line in its file
+  await waitFor(async () => reloads() === 1 && state.said.includes('(was'), 5000, 'a reload for the new address');
   assert.match(state.said, /varnish=10\.0\.0\.7 ;haproxy=10\.0\.0\.6 ; \(was varnish=10\.0\.0\.5 ;/);
 
   // haproxy gone (between a container's removal and its successor): the program would refuse its config
@@ -126,7 +127,7 @@ test('follow-address.sh -- PROGRAM: becomes the program, looked before it starte
   await settle();
   assert.equal(reloads(), 0, 'nothing while varnish-0 does not resolve');
   setHosts('varnish-0 10.0.0.9\nhaproxy 10.0.0.6\n');
-  await waitFor(async () => reloads() === 1, 5000, 'a reload once it resolves');
+  await waitFor(async () => reloads() === 1 && state.said.includes('(was'), 5000, 'a reload once it resolves');
   assert.match(state.said, /\(was not resolved\)/);
   await settle();
   assert.equal(reloads(), 1);
