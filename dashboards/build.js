@@ -242,6 +242,11 @@ export const DASHBOARDS = {
             expr: orZero(`sum by (result) (rate(origin_kept_pixels_total${inst}[${RATE}]))`),
             legend: '{{result}}',
           },
+          // of the hits, those encoded from another format's resized pixels of their size: no resize either
+          {
+            expr: orZero(`sum(rate(origin_shared_resizes_total${inst}[${RATE}]))`),
+            legend: "resize shared by a size's formats",
+          },
           {
             expr: orZero(`sum by (decode) (rate(origin_transform_codecs_total${inst}[${RATE}]))`),
             legend: 'decoded by {{decode}}',

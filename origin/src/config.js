@@ -229,7 +229,7 @@ export const settings = [
     name: 'KEPT_PIXELS_BYTES',
     type: 'bytes',
     default: '0',
-    doc: "decoded pixels kept in memory so that the sizes and formats the frontends ask of one picture share one decode (each still image's, upright, shrunk by a power of two to at least KEPT_PIXELS_WIDTH: 12 MB for a 2560-px photograph); least recently used out first. 0 (the default): a decode per reader's variant (the warmer's share theirs: WARM_KEPT_PIXELS), better on a day's mix of sizes (bench/day, 2 cores, two runs each: kept on, 2-3 % more CPU a transform, the misses' p50 twice as long, more 503s); 128mb pays where each picture is asked in the frontends' whole set of sizes at once (bench/post: a page load's set 910 -> 750 ms of CPU)",
+    doc: "decoded pixels kept in memory so that the sizes and formats the frontends ask of one picture share one decode (each still image's, upright, shrunk by a power of two to at least KEPT_PIXELS_WIDTH: 12 MB for a 2560-px photograph; with up to one and a half times that of its variants' resized pixels, from which the other formats of their sizes are encoded without a resize); least recently used out first. 0 (the default): a decode per reader's variant (the warmer's share theirs: WARM_KEPT_PIXELS), better on a day's mix of sizes (bench/day, 2 cores, two runs each: kept on, 2-3 % more CPU a transform, the misses' p50 twice as long, more 503s); 128mb pays where each picture is asked in the frontends' whole set of sizes at once (bench/post: a page load's set 910 -> 750 ms of CPU)",
   },
   {
     name: 'WARM_KEPT_PIXELS',

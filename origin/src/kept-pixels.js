@@ -9,7 +9,15 @@
 // source (a takedown drops them); made once however many variants ask at once. haproxy sends every /p/ of
 // one source to one origin, so one origin keeps them; nothing is shared between origins.
 import { LRUCache } from 'lru-cache';
-import { jpegShrinkOnLoad, keepPlan, keptCovers, shrinkOf, transformToPixels } from './pipeline/index.js';
+import {
+  countAgain,
+  jpegShrinkOnLoad,
+  keepPlan,
+  keptBytes,
+  keptCovers,
+  shrinkOf,
+  transformToPixels,
+} from './pipeline/index.js';
 
 /**
  * @typedef {import('./pipeline/work.js').KeptPixels} KeptPixels
@@ -27,7 +35,7 @@ export function createKeptPixels({ maxBytes, ttlS, width, warmKeeps, options, me
   /** @type {LRUCache<string, KeptPixels>} */
   const kept = new LRUCache({
     maxSize: Math.max(1, maxBytes),
-    sizeCalculation: (entry) => Math.max(1, entry.data.length),
+    sizeCalculation: (entry) => Math.max(1, keptBytes(entry)),
     ttl: ttlS * 1000,
     dispose: () => queueMicrotask(report),
   });
@@ -117,6 +125,14 @@ export function createKeptPixels({ maxBytes, ttlS, width, warmKeeps, options, me
       count(use ?? 'alone');
     },
     make,
+    /**
+     * A variant made here from the source's kept pixels may have left its resized pixels beside them
+     * (pipeline/shared-resize.js): counted in the bytes held. @param {string} key @param {KeptPixels} pixels
+     */
+    made(key, pixels) {
+      countAgain(kept, key, pixels, maxBytes);
+      report();
+    },
     /** Keeps a source's pixels that a worker decoded. @param {string} key @param {KeptPixels} pixels */
     putMade(key, pixels) {
       count('made');

@@ -104,9 +104,14 @@ export function createOriginMetrics(registry) {
       labelNames: ['result'],
       registers,
     }),
+    sharedResizes: new client.Counter({
+      name: 'origin_shared_resizes_total',
+      help: 'Variants encoded from the resized pixels another format of their size left beside the kept pixels: neither a decode nor a resize (counted also as hits of origin_kept_pixels_total)',
+      registers,
+    }),
     keptPixelsBytes: new client.Gauge({
       name: 'origin_kept_pixels_bytes',
-      help: "Bytes of decoded pixels kept now, by holder: origin (the origin's own, KEPT_PIXELS_BYTES at most), warm_workers (a warm worker's for the warmer's next variants, 64 MB a warm worker at most: WARM_KEPT_PIXELS)",
+      help: "Bytes of decoded pixels kept now, by holder: origin (the origin's own, KEPT_PIXELS_BYTES at most), warm_workers (a warm worker's for the warmer's next variants, 64 MB a warm worker at most: WARM_KEPT_PIXELS), with the resized pixels their variants left beside them for the other formats of their sizes",
       labelNames: ['holder'],
       registers,
     }),

@@ -33,6 +33,8 @@ after(async () => {
 const kept = (at, result) => metricValue(at.metricsUrl, 'origin_kept_pixels_total', { result });
 /** The bytes of kept pixels held by `holder` (origin, warm_workers). @param {typeof origin} at @param {string} holder */
 const held = (at, holder) => metricValue(at.metricsUrl, 'origin_kept_pixels_bytes', { holder });
+/** Variants encoded from another format's resized pixels (no resize). @param {typeof origin} at */
+const shared = (at) => metricValue(at.metricsUrl, 'origin_shared_resizes_total');
 /** A 2560 × 1600 photograph's kept pixels, whole: 3 bytes a pixel. */
 const PHOTO_KEPT_BYTES = 2560 * 1600 * 3;
 /** @param {typeof origin} at @param {string} decode */
@@ -106,7 +108,43 @@ test("the frontends' 18 variants of a photograph, in JPEG and WebP: one decode, 
   assert.equal(await decodedBy(origin, 'kept'), ours.length - 2, 'every variant after the second: no decode');
   assert.equal(await decodedBy(origin, 'libjpeg-turbo'), 2, 'the two decodes, by the system libjpeg-turbo');
   assert.equal(await decodedBy(direct, 'kept'), 0);
+  // the WebPs of the sizes whose JPEG was made from the kept pixels (all but the first): no resize either
+  assert.equal(await shared(origin), SET.length - 1, "encoded from the JPEG's resized pixels");
+  assert.equal(await shared(direct), 0);
   await assertAsClose(file, ours, theirs);
+});
+
+test("a size's second format is encoded from the first's resized pixels: the bytes its own resize makes", async () => {
+  const bytes = fs.readFileSync(photo('Kite', '2560x1600'));
+  const [pair, alone] = [origin.site.add('pair.jpg', bytes), origin.site.add('alone.jpg', bytes)];
+  const webp = 'image/webp,*/*';
+  /** @type {Array<Record<string, number>>} */
+  const sizes = [{ width: 800 }, { width: 320 }, { width: 640, height: 480 }];
+  // each source's pixels kept by its 1536-wide WebP (asked again: the JPEG first decoded alone)
+  for (const url of [pair, alone])
+    for (const accept of [undefined, webp]) await get(origin.proxied(url, { width: 1536 }), accept);
+  const before = await shared(origin);
+  /** @type {Buffer[]} */
+  const paired = [];
+  for (const size of sizes) {
+    await get(origin.proxied(pair, size));
+    paired.push(await get(origin.proxied(pair, size), webp));
+  }
+  assert.equal((await shared(origin)) - before, sizes.length, "each WebP from its JPEG's resized pixels");
+  for (const [i, size] of sizes.entries()) {
+    const own = await get(origin.proxied(alone, size), webp);
+    assert.ok(own.equals(paired[i]), `${JSON.stringify(size)}: the same bytes as the WebP resized for itself`);
+  }
+  assert.equal((await shared(origin)) - before, sizes.length, "the other source's WebPs resized for themselves");
+  // the warmer's pairs (an AVIF, then the WebP of its size) in the warm worker of the defaults
+  const warmed = direct.site.add('pair-warm.jpg', bytes);
+  const warm = { 'x-warm': '1' };
+  for (const accept of [undefined, webp]) await get(direct.proxied(warmed, { width: 1536 }), accept, warm);
+  const sharedBefore = await shared(direct);
+  await get(direct.proxied(warmed, { width: 800 }), 'image/avif,image/webp,*/*', warm);
+  const fromAvif = await get(direct.proxied(warmed, { width: 800 }), webp, warm);
+  assert.equal((await shared(direct)) - sharedBefore, 1, "the WebP from the AVIF's resized pixels");
+  assert.ok(fromAvif.equals(paired[0]), 'the same bytes as the WebP resized for itself');
 });
 
 test('a Display P3, a greyscale, a CMYK JPEG and a PNG with alpha: their variants from kept pixels look as made from the file', async () => {
@@ -163,12 +201,18 @@ test("the warmer's set of a photograph with the defaults (KEPT_PIXELS_BYTES 0): 
   const fromKept = await decodedBy(direct, 'kept');
   const results = () => Promise.all(['alone', 'made', 'hit'].map((result) => kept(direct, result)));
   const counted = await results();
+  const sharedBefore = await shared(direct);
   const { ours, theirs } = await askSet(direct, warmed, direct, read, { 'x-warm': '1' });
   // the first (768 wide) decodes a quarter of the picture, the second (1536) the whole and its worker keeps it
   assert.equal((await decodedBy(direct, 'kept')) - fromKept, ours.length - 2, 'every warm variant after the second');
   // the metrics say so too, though the pixels never left the worker: one alone, one made, the rest hits
   const deltas = (await results()).map((count, i) => count - counted[i]);
   assert.deepEqual(deltas, [1, 1, ours.length - 2], 'origin_kept_pixels_total: alone, made, hit');
+  assert.equal(
+    (await shared(direct)) - sharedBefore,
+    SET.length - 1,
+    "the WebPs from the JPEGs' resized pixels, in the worker too",
+  );
   assert.ok((await held(direct, 'warm_workers')) >= PHOTO_KEPT_BYTES, 'the bytes the warm worker holds');
   assert.equal(await held(direct, 'origin'), 0, 'none in the origin (KEPT_PIXELS_BYTES 0)');
   await assertAsClose(file, ours, theirs);

@@ -9,6 +9,7 @@ import sharp from 'sharp';
 import { HttpError, isGone } from '@stack/lib/src/errors.js';
 import { heicDecoder, rgbTiff } from '../heic/libheif.js';
 import { decodeShrunk, planeShrink } from '../heic/planes.js';
+import { sharedResize } from './shared-resize.js';
 import { missingSource } from './source.js';
 
 /**
@@ -133,11 +134,14 @@ async function decodeHeicShrunk(work) {
 }
 
 /**
- * The source's kept pixels (kept-pixels.js), already decoded, upright and shrunk: no decode at all.
+ * The source's kept pixels (kept-pixels.js), already decoded, upright and shrunk: no decode at all; or the
+ * resized pixels of another format of this size kept beside them (shared-resize.js): no resize either.
  * @param {Work} work
  */
 async function decodeKept(work) {
-  const { data, width, height, channels } = /** @type {import('./work.js').KeptPixels} */ (work.options.kept);
+  const shared = sharedResize(work);
+  work.sharedResize = Boolean(shared);
+  const { data, width, height, channels } = shared ?? /** @type {import('./work.js').KeptPixels} */ (work.options.kept);
   work.image = sharp(data, { raw: { width, height, channels } }).timeout({ seconds: work.options.timeoutS });
   work.orientation = 1;
   return true;

@@ -5,6 +5,7 @@
 // everything else.
 import sharp from 'sharp';
 import { sharpJpegOptions } from '../codecs.js';
+import { keepResize, mayKeepResize } from './shared-resize.js';
 import { imageOf, sharpOutput } from './work.js';
 
 /**
@@ -16,8 +17,15 @@ import { imageOf, sharpOutput } from './work.js';
 const rgbPixels = ({ options, decodedBy }) =>
   decodedBy === 'libjpeg-turbo' || (decodedBy === 'kept' && options.kept?.channels === 3);
 
-/** The work's pixels after every step before the encode, raw. @param {Work} work */
-const rawPixels = (work) => sharpOutput(imageOf(work).raw().toBuffer({ resolveWithObject: true }));
+/**
+ * The work's pixels after every step before the encode, raw; resized from kept pixels, they stay beside them
+ * for the other formats of the size (shared-resize.js). @param {Work} work
+ */
+async function rawPixels(work) {
+  const raw = await sharpOutput(imageOf(work).raw().toBuffer({ resolveWithObject: true }));
+  keepResize(work, raw);
+  return raw;
+}
 
 /** @type {Encoder} */
 const systemWebp = {
@@ -72,7 +80,16 @@ const webpEffortOf = (p, o) => (p.degraded ? 1 : o.webpEffort);
 const bySharp = {
   name: 'sharp',
   accepts: () => true,
-  encode: (work) => sharpOutput(sharpEncoded(imageOf(work), work.plan, work.options).toBuffer()),
+  async encode(work) {
+    // resized from kept pixels: made raw first, so the other formats of the size share them (an AVIF's with
+    // the WebP's that follows it), then encoded from them
+    let image = imageOf(work);
+    if (mayKeepResize(work)) {
+      const raw = await rawPixels(work);
+      image = sharp(raw.data, { raw: raw.info }).timeout({ seconds: work.options.timeoutS });
+    }
+    return sharpOutput(sharpEncoded(image, work.plan, work.options).toBuffer());
+  },
 };
 
 /** In order: the first that accepts encodes. */

@@ -12,6 +12,7 @@ import { imageOf, sharpOutput } from './work.js';
 export { contentTypeOf, originalAnswers, outputPixels, plan, sourceFormat } from './plan.js';
 export { missingSource, probe, transformTimeout, verify } from './source.js';
 export { jpegShrinkOnLoad } from './decode.js';
+export { countAgain, keptBytes, withoutResized } from './shared-resize.js';
 export { shrinkOf };
 
 // libvips' own operation cache only grows memory (up to 50 MB and 20 open files by sharp's default) in every
@@ -25,7 +26,9 @@ sharp.cache(false);
  * @typedef {import('./source.js').SourceInfo} SourceInfo
  * @typedef {import('./work.js').TransformOptions} TransformOptions
  * @typedef {{ name: string, run: (work: import('./work.js').Work) => Promise<void> }} Step
- * @typedef {{ data: Buffer, codecs: { decode: import('./work.js').DecodedBy, encode: import('./work.js').EncodedBy } }} TransformOutput
+ * @typedef {{ data: Buffer, codecs: { decode: import('./work.js').DecodedBy, encode: import('./work.js').EncodedBy },
+ *   sharedResize?: true }} TransformOutput sharedResize: encoded from the resized pixels of another format of its
+ *   size (shared-resize.js)
  */
 
 /** @type {Step[]} */
@@ -54,7 +57,8 @@ export function threadsPerImage(running, cores) {
 export async function transform(file, p, options) {
   return withWork(file, p, options, async (work) => {
     for (const step of STEPS) await step.run(work);
-    return { data: /** @type {Buffer} */ (work.data), codecs: { decode: work.decodedBy, encode: work.encodedBy } };
+    const codecs = { decode: work.decodedBy, encode: work.encodedBy };
+    return { data: /** @type {Buffer} */ (work.data), codecs, ...(work.sharedResize ? { sharedResize: true } : {}) };
   });
 }
 
@@ -74,6 +78,7 @@ async function withWork(file, p, options, use) {
     orientation: 1,
     data: null,
     encodedBy: 'sharp',
+    sharedResize: false,
     release: [],
   };
   try {

@@ -9,6 +9,7 @@ const BLUR_SIGMA = 2;
 /** @param {import('./work.js').Work} work */
 export async function resize(work) {
   const { plan: p, options } = work;
+  if (work.sharedResize) return; // resized already, for another format of this size
   work.image = imageOf(work).resize({
     width: p.width,
     height: p.height,

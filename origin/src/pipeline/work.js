@@ -5,9 +5,12 @@ import { corrupt, isMissing, missingSource, transformTimeout } from './source.js
  * @typedef {import('./plan.js').Plan} Plan
  * @typedef {{ jpegQuality: number, jpegProgressive: boolean, jpegTrellis: boolean, webpQuality: number, webpEffort: number,
  *   avifQuality: number, avifEffort: number, jpegTable?: number }} EncodeOptions
- * @typedef {{ data: Uint8Array, width: number, height: number, channels: 3 | 4, decodedBy: DecodedBy }} KeptPixels
+ * @typedef {{ data: Uint8Array, width: number, height: number, channels: 3 | 4, decodedBy: DecodedBy,
+ *   resized?: Map<string, ResizedPixels> }} KeptPixels
  *   a source's pixels kept after one decode (kept-pixels.js): upright, sRGB, 8 bits a channel; decodedBy: what
- *   decoded them
+ *   decoded them; resized: variants' pixels resized from them, by size, for the other formats of that size
+ *   (shared-resize.js)
+ * @typedef {{ data: Uint8Array, width: number, height: number, channels: 3 }} ResizedPixels
  * @typedef {{ maxPixels: number, timeoutS: number, threads?: number, kernel?: keyof import('sharp').KernelEnum,
  *   codecs?: import('../codecs.js').SystemCodecs, kept?: KeptPixels | null } & EncodeOptions} TransformOptions
  *   threads: libvips' thread count for this image; kernel: sharp's lanczos3 unless given (bench/kernel compares
@@ -17,9 +20,11 @@ import { corrupt, isMissing, missingSource, transformTimeout } from './source.js
  * @typedef {'libwebp' | 'libjpeg-turbo' | 'sharp'} EncodedBy
  * @typedef {{ file: string, plan: Plan, options: TransformOptions, image: import('sharp').Sharp | null,
  *   decodedBy: DecodedBy, orientation: number | 'auto', data: Buffer | null, encodedBy: EncodedBy,
- *   release: Array<() => void> }} Work
+ *   sharedResize: boolean, release: Array<() => void> }} Work
  *   image: the sharp pipeline the steps add to; orientation: what the orient step still has to apply ('auto':
- *   sharp reads it from the file); release: run once the transform is done (pixel buffers back to the pool)
+ *   sharp reads it from the file); sharedResize: the image is the resized pixels of another format of this size
+ *   (shared-resize.js), the resize step has nothing to do; release: run once the transform is done (pixel
+ *   buffers back to the pool)
  */
 
 /**

@@ -11,6 +11,7 @@ import {
   threadsPerImage,
   transform,
   transformTimeout,
+  withoutResized,
 } from '../pipeline/index.js';
 import { byDeadline, msUntil } from './job.js';
 import { ANIMATION_PAST_BUDGET, extensionOf, variantKey } from './keys.js';
@@ -247,7 +248,15 @@ async function runPipeline(m, job, { file, info, plan: p }, deadline) {
     // makes from them every variant they cover; a larger one (a full-size variant of a picture wider than
     // twice KEPT_PIXELS_WIDTH) is made from the file
     const keepHere = own ? job.source.id : undefined;
-    const options = { ...plainEncoder, timeoutS: timeoutS(), threads, kept: held, keepPlan: keep, keepHere };
+    // a copy of held pixels crosses, without the resized ones beside them (of use only here)
+    const options = {
+      ...plainEncoder,
+      timeoutS: timeoutS(),
+      threads,
+      kept: held && withoutResized(held),
+      keepPlan: keep,
+      keepHere,
+    };
     const answer = await pool.run(file, p, options, msUntil(deadline));
     if (answer.kept) kept.putMade(job.source.id, answer.kept);
     if (own) kept.counted(answer.keptUse);
@@ -260,6 +269,7 @@ async function runPipeline(m, job, { file, info, plan: p }, deadline) {
       m.transformThreads && !pixels
         ? await m.transformThreads.run(file, p, { ...plainEncoder, timeoutS: timeoutS(), threads })
         : await transform(file, p, { ...encoder, timeoutS: timeoutS(), threads, kept: pixels });
+    if (pixels) kept.made(job.source.id, pixels);
     // the variant whose pixels were decoded for it counts under the decoder that did
     if (pixels && !held) output = { ...output, codecs: { ...output.codecs, decode: pixels.decodedBy } };
   }
@@ -280,6 +290,7 @@ async function keepMade(m, job, { file, info, plan: p, fallback }, value, waitMs
   metrics.transformDuration.observe({ format: p.format }, /** @type {number} */ (job.timings.transform) / 1000);
   metrics.transforms.inc({ format: p.format });
   metrics.codecs.inc(value.codecs);
+  if (value.sharedResize) metrics.sharedResizes.inc();
   if (p.degraded && fallback === 'queue') metrics.degraded.inc();
   const storeKey = storeKeyOf(job, { plan: p });
   const size = p.fits && originalAnswers(info, job.want) ? (await fs.stat(file)).size : Infinity;

@@ -241,12 +241,13 @@ export function createWorkerPool({
         detach();
         release(/** @type {ChildProcess} */ (child));
         if (answer.output) {
-          const { data, codecs, kept, keptUse } = answer.output;
+          const { data, codecs, kept, keptUse, sharedResize } = answer.output;
           return resolve({
             data: Buffer.from(data),
             codecs,
             ...(kept ? { kept } : {}),
             ...(keptUse ? { keptUse } : {}),
+            ...(sharedResize ? { sharedResize } : {}),
           });
         }
         reject(errorOf(answer.error || INTERNAL));

@@ -3,7 +3,7 @@
 // own transform threads do, and ends with its parent.
 import os from 'node:os';
 import { loadSystemCodecs } from '../codecs.js';
-import { transform, transformToPixels } from '../pipeline/index.js';
+import { countAgain, keptBytes, transform, transformToPixels, withoutResized } from '../pipeline/index.js';
 import { failureOf } from './failure.js';
 import { lowerWorkerPriority } from './nice.js';
 import { LRUCache } from 'lru-cache';
@@ -33,11 +33,13 @@ const systemCodecs = loadSystemCodecs(process.env.TRANSFORM_SYSTEM_CODECS === 'o
 // A warm worker's own kept pixels (`keepHere`): the warmer asks every variant of a post's image one after
 // another, all in this one process, so they stay here (two sources and 64 MB at most, a minute:
 // WARM_KEPT_PIXELS) instead of crossing to the parent and back for each variant
+// (with the resized pixels its variants leave beside them for the other formats of their size)
+const KEPT_HERE_BYTES = 64 * 1024 * 1024;
 /** @type {LRUCache<string, import('../pipeline/work.js').KeptPixels>} */
 const keptHere = new LRUCache({
   max: 2,
-  maxSize: 64 * 1024 * 1024,
-  sizeCalculation: (pixels) => Math.max(1, pixels.data.length),
+  maxSize: KEPT_HERE_BYTES,
+  sizeCalculation: (pixels) => Math.max(1, keptBytes(pixels)),
   ttl: 60_000,
   // out at the end of their minute, not at the next look, and the parent told what is held (its gauge)
   ttlAutopurge: true,
@@ -74,11 +76,15 @@ process.on(
       }
       kept ??= made;
       const output = await transform(job.file, job.plan, { ...options, kept });
+      if (keepHere && kept) {
+        countAgain(keptHere, keepHere, kept, KEPT_HERE_BYTES);
+        tellHeld();
+      }
       // the variant that decoded them counts under the decoder that did; what became of pixels kept here, by
       // origin_kept_pixels_total's results (the parent counts them: a hit, or made and kept here)
       const used = made ? { ...output.codecs, decode: made.decodedBy } : output.codecs;
       const keptUse = own ? 'hit' : made && keepHere ? 'made' : undefined;
-      const handed = made && !keepHere ? { kept: made } : {};
+      const handed = made && !keepHere ? { kept: withoutResized(made) } : {};
       process.send?.({ output: { ...output, codecs: used, ...handed, ...(keptUse ? { keptUse } : {}) } });
     } catch (err) {
       process.send?.({ error: failureOf(err) });
