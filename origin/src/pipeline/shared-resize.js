@@ -23,7 +23,7 @@ const RESIZED_SHARE = 1.5;
  * The size a variant's resized pixels are kept under, or null where none are: a placeholder (blurred), an
  * animation, a kernel other than the origin's (bench/kernel). @param {Work} work
  */
-export function sizeKey({ plan: p, options }) {
+function sizeKey({ plan: p, options }) {
   if (p.blur || p.animated || options.kernel) return null;
   return `${p.width ?? ''}x${p.height ?? ''}:${p.fit}`;
 }
@@ -35,7 +35,7 @@ export function sharedResize(work) {
 }
 
 /** The bytes of the resized pixels kept beside `kept`. @param {KeptPixels} kept */
-export function resizedBytes(kept) {
+function resizedBytes(kept) {
   let bytes = 0;
   for (const one of kept.resized?.values() ?? []) bytes += one.data.length;
   return bytes;
