@@ -63,11 +63,11 @@ const serversUp = (url) => async () => {
 };
 
 /**
- * Every backend of varnish healthy by its own probes (`varnishadm backend.list`). haproxy marks a service UP
- * after two good checks; varnish's probes go through haproxy to the same /healthz, and those that failed while
- * the service started count against it until 3 of the last 5 are good: for up to 6 s after haproxy's servers
- * were UP, varnish answered the avatars (or images) a 503 (the compat tests, first thing after `up`, met it
- * under a busy CI). True where varnishadm cannot tell: not installed, or the varnish directory another user's.
+ * Every backend of varnish healthy by its own probes (`varnishadm backend.list`). varnish's probes go through
+ * haproxy to the same /healthz as haproxy's checks, each on its own clock: haproxy's servers UP, varnish may
+ * still call a backend sick until its next probe passes (up to 2 s; with the earlier 3 of 5, up to 6 s, and
+ * the compat tests, first thing after `up`, met varnish's 503 for avatars under a busy CI). True where
+ * varnishadm cannot tell: not installed, or the varnish directory another user's.
  * @param {string} dir varnishd's -n directory
  */
 export const varnishBackendsHealthy = (dir) => () =>

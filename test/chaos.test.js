@@ -45,7 +45,32 @@ async function get(url, /** @type {RequestInit} */ init = {}) {
   return { status: response.status, ms: performance.now() - started, response, body };
 }
 
-test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached images are all served; the misses of the gap wait for the next origin process on its held socket', async () => {
+/** How many times haproxy has marked the origin down (its stats' chkdown). */
+async function originMarkedDown() {
+  const row = (await stack.haproxyStats()).find(
+    (fields) => fields.pxname === 'be_images' && fields.svname === 'origin1',
+  );
+  assert.ok(row, "haproxy's stats have be_images/origin1");
+  return Number(row.chkdown);
+}
+
+/**
+ * When the origin answers /healthz on its own socket again (performance.now()): asked from now on, past
+ * haproxy. A request waits in the held socket's backlog until a new process takes it, so the first answer
+ * comes as it listens; one the dying process took is reset, and asked again.
+ */
+async function answersAgain() {
+  const deadline = performance.now() + 30_000;
+  while (performance.now() < deadline) {
+    const response = await stack.direct('origin', '/healthz').catch(() => null);
+    await response?.arrayBuffer();
+    if (response?.status === 200) return performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('the origin not answering on its socket 30 s after the kill');
+}
+
+test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached images are all served; the misses of the gap wait for the next origin process on its held socket (one slower to start than the checks allow: clean 503s until it listens)', async () => {
   const cached = await upload(await solid(120, 80, 'jpeg'), 'cached.jpg');
   assert.equal((await get(cached)).status, 200);
   const source = await upload(await solid(900, 600, 'jpeg'), 'source.jpg');
@@ -72,17 +97,21 @@ test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached i
   await new Promise((resolve) => setTimeout(resolve, 500));
   const holder = await stack.pid('origin');
   const killedPid = await stack.servicePid('origin');
+  const downsBefore = await originMarkedDown();
   const killedAt = performance.now();
   /** @type {any} */
   let recovered;
+  /** @type {Promise<number>} */
+  let listening = Promise.resolve(0);
   try {
     process.kill(killedPid, 'SIGKILL');
+    listening = answersAgain();
     await waitFor(
       async () => {
         recovered = uncachedStatuses.find((entry) => entry.at > killedAt + 50 && entry.status === 200);
         return recovered && ![0, killedPid].includes(await stack.servicePid('origin'));
       },
-      15_000,
+      30_000,
       'recovery',
     );
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -99,11 +128,29 @@ test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached i
     'requests were made across the kill',
   );
   const failed = uncachedStatuses.filter((entry) => entry.status !== 200);
-  assert.deepEqual(
-    failed.map((entry) => `${entry.status} ${Buffer.from(entry.body).toString().slice(0, 200)}`),
-    [],
-    'no miss failed: those of the gap waited for the next process',
-  );
+  const listenedMs = (await listening) - killedAt;
+  const markedDown = (await originMarkedDown()) > downsBefore;
+  const seconds = (/** @type {number} */ at) => ((at - killedAt) / 1000).toFixed(1);
+  const failures = () =>
+    `${failed.length} misses failed, sent ${seconds(failed[0].at)} to ${seconds(failed.at(-1).at)} s after the kill ` +
+    `(the new process listening ${(listenedMs / 1000).toFixed(1)} s after it; haproxy marked the origin down: ` +
+    `${markedDown}): ${[...new Set(failed.map((entry) => `${entry.status} ${Buffer.from(entry.body).toString()}`))].join('; ')}`;
+  if (!markedDown) {
+    if (failed.length) assert.fail(`${failures()}\n\n${await stack.diagnosis(['origin.log', 'haproxy.log'])}`);
+  } else {
+    // A new process slower to listen than haproxy's checks allow a hung one (two 2 s checks: a CPU starved
+    // by other programs) is marked down as a hung one is: the misses waiting then are a clean 503 (or the
+    // edge's, once varnish's probes too called it sick), and those sent once the new process listened and
+    // haproxy's next check (250 ms) and varnish's next probe (2 s) passed are served again.
+    assert.ok(listenedMs > 2000, `marked down, yet listening ${listenedMs} ms after the kill`);
+    for (const entry of failed) {
+      assert.equal(entry.status, 503, failures());
+      assert.equal(JSON.parse(Buffer.from(entry.body).toString()).error.name, 'service_unavailable');
+      assert.ok(entry.response.headers.get('retry-after'), 'a 503 says when to retry');
+    }
+    const late = failed.filter((entry) => entry.at - killedAt > listenedMs + 3000);
+    assert.deepEqual(late.length, 0, `misses failed after the new process listened: ${failures()}`);
+  }
   // the holder started it again, not supervisord; Prometheus sees the new start (ServiceRestarting counts them)
   assert.equal(await stack.pid('origin'), holder);
   await waitFor(
@@ -113,10 +160,15 @@ test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached i
     "Prometheus seeing the origin's new start",
   );
   const recoveryMs = recovered.done - killedAt;
-  assert.ok(recoveryMs < 10_000, `recovered after ${recoveryMs} ms`);
+  // how soon the new process listens is the machine's (0.6 s here quiet, 7 s beside 15 busy loops); once it
+  // does, new variants are made again at once
+  assert.ok(
+    recoveryMs - listenedMs < 5000,
+    `the first new variant served ${recoveryMs} ms after the kill, ${listenedMs} ms after the new process listened`,
+  );
   const waited = Math.max(...uncachedStatuses.filter((entry) => entry.at > killedAt - 200).map((entry) => entry.ms));
   process.stdout.write(
-    `# origin SIGKILL: ${uncachedStatuses.length} misses all 200 (the longest wait ${(waited / 1000).toFixed(1)} s), first new variant served ${(recoveryMs / 1000).toFixed(1)} s after the kill, ${cachedStatuses.length} cached answers all 200\n`,
+    `# origin SIGKILL: ${uncachedStatuses.length} misses, ${failed.length} of them 503s (the longest wait ${(waited / 1000).toFixed(1)} s), the new process listening ${(listenedMs / 1000).toFixed(1)} s after the kill${markedDown ? ' (marked down meanwhile)' : ''}, the first new variant served ${(recoveryMs / 1000).toFixed(1)} s after it, ${cachedStatuses.length} cached answers all 200\n`,
   );
   await stack.settled();
 });

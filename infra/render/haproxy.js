@@ -71,12 +71,12 @@ function originServers(config) {
     `1-${config.ORIGIN_DISCOVERY_SLOTS} ${config.ORIGIN_DISCOVERY} check resolvers system init-addr none maxconn ${maxconn}`;
   return {
     ORIGIN_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_ORIGIN_MAXCONN))}`,
-    // uploads' servers check for themselves here (a template cannot track be_images' by slot): one passed
-    // check lets a new origin in (be_images wants two), and one that is down is checked every 250 ms, so
-    // uploads are taken about as soon as /p/ and /healthz are answered. (A compose stack's first upload
-    // after /healthz answered was a 503, twice: a server starts up, and the first check that found the
-    // origin not yet listening took uploads' down while be_images' first check came after it listened;
-    // uploads then waited for their next check, up to 2 s.)
+    // uploads' servers check for themselves here (a template cannot track be_images' by slot), as be_images'
+    // do: one passed check lets a new origin in, and one that is down is checked every 250 ms, so uploads are
+    // taken about as soon as /p/ and /healthz are answered. (A compose stack's first upload after /healthz
+    // answered was a 503, twice: a server starts up, and the first check that found the origin not yet
+    // listening took uploads' down while be_images' first check came after it listened; uploads then waited
+    // for their next check, up to 2 s.)
     UPLOAD_SERVER_LINES: `  server-template origin ${template(String(config.HAPROXY_UPLOAD_MAXCONN))} inter 2s downinter 250ms fall 2 rise 1`,
   };
 }

@@ -53,7 +53,7 @@ test('haproxy: a server by name follows its address at run time; one by address 
     discovered.ORIGIN_SERVER_LINES,
     /server-template origin 1-4 origin:8800 check resolvers system init-addr none/,
   );
-  // uploads' slots check for themselves: in no later than be_images' (rise 1 against 2)
+  // uploads' slots check for themselves, as be_images' servers do (haproxy.cfg.template's default-server)
   assert.match(
     discovered.UPLOAD_SERVER_LINES,
     /server-template origin 1-4 origin:8800 check .* inter 2s downinter 250ms fall 2 rise 1$/,
