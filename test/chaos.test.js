@@ -106,6 +106,7 @@ test('origin SIGKILLed mid-load (a crash, the OOM killer): cached and uncached i
   try {
     process.kill(killedPid, 'SIGKILL');
     listening = answersAgain();
+    listening.catch(() => {}); // awaited below; a recovery that timed out first must not leave it unhandled
     await waitFor(
       async () => {
         recovered = uncachedStatuses.find((entry) => entry.at > killedAt + 50 && entry.status === 200);
