@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { flushCompileCache } from 'node:module';
 import { loadConfig } from './config.js';
 import { StartupError } from './errors.js';
 import { drainable } from './health.js';
@@ -78,6 +79,9 @@ export async function runService(spec) {
       : { port: config[`${prefix}_PORT`], metricsPort: config[`${prefix}_METRICS_PORT`] },
     `${spec.name} listening`,
   );
+  // what Node compiled to get here, for the next start, where the service's bin script turned on its compile
+  // cache (NODE_COMPILE_CACHE, origin/bin/origin): written now, since a process that is killed never writes it
+  flushCompileCache();
   let stopping = false;
   /**
    * @param {{ drain?: boolean, handover?: boolean }} [options] drain: false when the socket is held for the next

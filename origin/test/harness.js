@@ -72,6 +72,9 @@ export async function originParts(env, dataParent) {
     HIVE_API_URLS: hive.url,
     UPLOAD_TOKENS: 'test-token',
     METRICS_PASSWORD: TEST_METRICS_PASSWORD,
+    // one compile cache for every test's origin (each has a data directory of its own, where bin/origin would
+    // keep it): written once, read by the others; origin/test/compile-cache.test.js tries bin/origin's own
+    NODE_COMPILE_CACHE: path.join(os.tmpdir(), 'origin-test-compile-cache'),
     ...env,
   };
   return { redis, site, hive, port, metricsPort, dataDir, base, settings };

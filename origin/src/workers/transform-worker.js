@@ -1,6 +1,7 @@
 // A transform process of the worker pool (pool.js): takes { file, plan, options }, answers { output } or
 // { error }, one job at a time; it runs below the request path's priority (TRANSFORM_NICE), as the origin's
 // own transform threads do, and ends with its parent.
+import { flushCompileCache } from 'node:module';
 import os from 'node:os';
 import { loadSystemCodecs } from '../codecs.js';
 import { countAgain, keptBytes, transform, transformToPixels, withoutResized } from '../pipeline/index.js';
@@ -92,3 +93,6 @@ process.on(
   },
 );
 process.on('disconnect', () => process.exit(0));
+// this worker's code compiled, for the next worker's start (origin/bin/origin's compile cache, if on): a worker
+// killed at its deadline never writes it at exit
+flushCompileCache();
