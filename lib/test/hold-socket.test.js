@@ -234,7 +234,7 @@ test('SIGHUP to a service that needs what the old one holds until it exits: the 
       const inFlight = get(socket, '/slower');
       await new Promise((resolve) => setTimeout(resolve, 100));
       holderProcess.kill('SIGHUP');
-      await waitFor(async () => /started again once that has exited/.test(output()), 5000, 'the next one refused');
+      await waitFor(async () => /started again once that has exited/.test(output()), 30_000, 'the next one refused');
       const second = await servingPid(socket);
       assert.notEqual(second, first);
       assert.deepEqual(await inFlight, { status: 200, body: String(first) });
