@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { originParts } from './harness.js';
+import { closeParts, originParts } from './harness.js';
 import { startService } from '../../test/support/processes.js';
 
 test("a killed origin's compile cache is in DATA_DIR, its own, and read by the next start", async () => {
@@ -25,8 +25,7 @@ test("a killed origin's compile cache is in DATA_DIR, its own, and read by the n
     const rewritten = [...cached(cache)].filter(([file, stamp]) => before.get(file) !== stamp);
     assert.deepEqual(rewritten, []);
   } finally {
-    await Promise.all([parts.redis.stop(), parts.site.close(), parts.hive.close()]);
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await closeParts(parts);
   }
 });
 

@@ -14,7 +14,7 @@ import { servicePid } from '@stack/lib/src/hold-socket.js';
 import { metricValue } from '../../test/support/metrics.js';
 import { waitFor } from '../../test/support/ports.js';
 import { alive, startProcess } from '../../test/support/processes.js';
-import { originParts } from './harness.js';
+import { closeParts, originParts } from './harness.js';
 
 const holder = fileURLToPath(new URL('../../lib/src/hold-socket.js', import.meta.url));
 const originBin = fileURLToPath(new URL('../bin/origin', import.meta.url));
@@ -91,7 +91,6 @@ test('a held restart: the next origin serves from the result cache the old one f
     throw new Error(`${/** @type {Error} */ (err).message}\n${held.output()}`, { cause: err });
   } finally {
     await held.stop();
-    await Promise.all([parts.redis.stop(), parts.site.close(), parts.hive.close()]);
-    fs.rmSync(parts.dataDir, { recursive: true, force: true });
+    await closeParts(parts);
   }
 });

@@ -43,10 +43,18 @@ export async function startOrigin(env = {}, { dataParent = os.tmpdir(), through 
     pid: () => /** @type {number} */ (proc.child.pid),
     async stop() {
       await proc.stop();
-      await Promise.all([redis.stop(), site.close(), hive.close()]);
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      await closeParts({ redis, site, hive, dataDir });
     },
   };
+}
+
+/**
+ * Stops what originParts started and removes its data directory (the origin itself is the caller's to stop).
+ * @param {Pick<Awaited<ReturnType<typeof originParts>>, 'redis' | 'site' | 'hive' | 'dataDir'>} parts
+ */
+export async function closeParts({ redis, site, hive, dataDir }) {
+  await Promise.all([redis.stop(), site.close(), hive.close()]);
+  fs.rmSync(dataDir, { recursive: true, force: true });
 }
 
 /**
