@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { base58Url } from '@stack/lib';
+import { ROOT } from '../../infra/resolve.js';
 import { startHiveNode } from '../../test/support/hive-node.js';
 import { startImageServer } from '../../test/support/image-server.js';
 import { TEST_METRICS_PASSWORD } from '../../test/support/metrics.js';
@@ -81,8 +82,10 @@ export async function originParts(env, dataParent) {
     UPLOAD_TOKENS: 'test-token',
     METRICS_PASSWORD: TEST_METRICS_PASSWORD,
     // one compile cache for every test's origin (each has a data directory of its own, where bin/origin would
-    // keep it): written once, read by the others; origin/test/compile-cache.test.js tries bin/origin's own
-    NODE_COMPILE_CACHE: path.join(os.tmpdir(), 'origin-test-compile-cache'),
+    // keep it): written once, read by the others; origin/test/compile-cache.test.js tries bin/origin's own. Under
+    // node_modules/.cache, where tools keep theirs: only who can write the code it caches can write it (a fixed
+    // name in the shared temporary directory could be made first by another user), and it outlives the run
+    NODE_COMPILE_CACHE: path.join(ROOT, 'node_modules', '.cache', 'origin-test-compile-cache'),
     ...env,
   };
   return { redis, site, hive, port, metricsPort, dataDir, base, settings };
