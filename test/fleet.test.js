@@ -265,11 +265,16 @@ test('fleet restart (new code): machine by machine, every service started again;
  */
 async function purgedEverywhere(account, edge) {
   for (const version of ['old', 'new']) {
+    /** @type {string | null} */
+    let purge = null;
     await waitFor(
-      async () => (await setAvatar(account, `https://img.example/${account}-${version}.png`)) === 200,
+      async () => (purge = await setAvatar(account, `https://img.example/${account}-${version}.png`)) !== null,
       30_000,
       `${account}'s avatar set`,
     );
+    // the change's own purge done first: landing after a node had cached the new avatar, it would take it out
+    // again (the HIT below a MISS), or later still, do what the webhook is asked to do
+    await waitFor(() => acknowledged(String(purge)), 30_000, `the purge of ${account}'s ${version} avatar`);
     for (const node of [A, B]) {
       await waitFor(
         async () =>
@@ -292,15 +297,31 @@ async function purgedEverywhere(account, edge) {
 /** The image an avatar redirect names (its /p/ URL's base58 part). @param {string | null} location */
 const target = (location) => String(base58Url.decode(String(location).split('/')[2]?.split('?')[0] || '') || '');
 
-/** @param {string} account @param {string} avatar */
+/** The avatar set on a resolver's admin API: the id of the purge event it queued, null if it failed. @param {string} account @param {string} avatar */
 async function setAvatar(account, avatar) {
   const response = await fetch(`http://${A}:8801/admin/accounts/${account}`, {
     method: 'PUT',
     headers: { authorization: 'Bearer fleet-admin', 'content-type': 'application/json' },
     body: JSON.stringify({ avatar }),
   });
-  await response.arrayBuffer();
-  return response.status;
+  const body = /** @type {{ purge?: string }} */ (await response.json());
+  return response.status === 200 && body.purge ? body.purge : null;
+}
+
+/**
+ * Whether the purge services acknowledged the purge stream's event `id` (every target purged): the group has
+ * read past it and it is not pending, on whichever Redis the sentinels name the master. @param {string} id
+ */
+async function acknowledged(id) {
+  const master = (await redis(C, 26379, 'sentinel', 'get-master-addr-by-name', 'images')).split('\n')[0];
+  const fields = (await redis(master, 6379, 'xinfo', 'groups', 'purge:events')).split('\n');
+  const delivered = fields[fields.indexOf('last-delivered-id') + 1];
+  const order = (/** @type {string} */ a, /** @type {string} */ b) => {
+    const [x, y] = [a, b].map((one) => one.split('-').map(BigInt));
+    return x[0] === y[0] ? Number(x[1] - y[1]) : Number(x[0] - y[0]);
+  };
+  if (!delivered || order(delivered, id) < 0) return false;
+  return (await redis(master, 6379, 'xpending', 'purge:events', 'purgers', id, id, '1')) === '';
 }
 
 /** A signed "avatar changed" webhook through an edge's nginx. @param {string} edge @param {string} account */
