@@ -29,35 +29,50 @@ export function stackUsers(config) {
   return users;
 }
 
+/** What the app copy leaves out: not the app, or tools' caches the tests write while stacks run from it. */
+const NOT_COPIED = ['.git', '.run', 'bench/.peers', 'bench/reports', 'node_modules/.cache'];
+
+/**
+ * Whether a file of the checkout is newer than `stamp` (or there is no stamp). @param {string} stamp
+ */
+function newerThan(stamp) {
+  if (!fs.existsSync(stamp)) return true;
+  const prunes = NOT_COPIED.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']);
+  const found = execFileSync('find', [ROOT, ...prunes, '-newer', stamp, '-print', '-quit'], { encoding: 'utf8' });
+  return found.trim() !== '';
+}
+
 /**
  * Where the programs run from: this checkout, or when the stack user cannot read it (a root-run clone in
  * /root, a mktemp -d) a copy of it in /var/lib/image-cdn-stack, made again whenever a file of the checkout
- * is newer than the copy. @param {Record<string, unknown> | null} users
+ * is newer than the copy. One process at a time makes it (a lock on `app.lock` beside it), and looks again
+ * once it holds the lock: the stacks of one checkout rendered together (a test tier's, `up`'s beside it)
+ * make it once, and none removes the copy another has just made. @param {Record<string, unknown> | null} users
  */
 export function appRoot(users) {
   if (!users || reachableByOthers(ROOT)) return ROOT;
   const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
   const target = path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`, 'app');
   const stamp = path.join(target, '.copied');
-  const skip = ['.git', '.run', 'bench/.peers', 'bench/reports'];
-  const changed =
-    !fs.existsSync(stamp) ||
-    execFileSync(
-      'find',
-      [
-        ROOT,
-        ...skip.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']),
-        '-newer',
-        stamp,
-        '-print',
-        '-quit',
-      ],
-      { encoding: 'utf8' },
-    ).trim() !== '';
-  if (!changed) return target;
+  if (!newerThan(stamp)) return target;
+  makeDir(path.dirname(target), 0o755);
+  const lock = fs.openSync(`${target}.lock`, 'a', 0o600);
+  try {
+    // flock(1) locks the open file this process holds (fd 3 of its child): held until it is closed
+    execFileSync('flock', ['--exclusive', '3'], { stdio: ['ignore', 'ignore', 'inherit', lock] });
+    if (newerThan(stamp)) copyApp(target);
+  } finally {
+    fs.closeSync(lock);
+  }
+  return target;
+}
+
+/** The checkout copied to `target`, readable by all, stamped, in place of the copy before. @param {string} target */
+function copyApp(target) {
   const fresh = `${target}.${process.pid}`;
+  fs.rmSync(fresh, { recursive: true, force: true });
   makeDir(fresh, 0o755);
-  const excludes = skip.map((dir) => `--exclude=./${dir}`).join(' ');
+  const excludes = NOT_COPIED.map((dir) => `--exclude=./${dir}`).join(' ');
   execFileSync('sh', [
     '-c',
     `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf - && chmod -R a+rX "$2"`,
@@ -68,7 +83,6 @@ export function appRoot(users) {
   fs.writeFileSync(path.join(fresh, '.copied'), '');
   fs.rmSync(target, { recursive: true, force: true });
   fs.renameSync(fresh, target);
-  return target;
 }
 
 /** A path of the checkout as the programs see it: in the app copy when there is one. @param {string} app @param {string} file */
