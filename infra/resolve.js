@@ -222,9 +222,17 @@ function runDirectory(dir, explicit) {
     throw new Error(
       `STACK_DIR=${dir}: varnish and nginx's workers run as their own users and cannot reach it (a directory on its path is not searchable by others); choose another STACK_DIR`,
     );
-  const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
   repairSharedRoot(SHARED_RUN_ROOT);
-  return path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`);
+  return sharedDirOf(ROOT);
+}
+
+/**
+ * A checkout's own directory under the shared run root, /var/lib/image-cdn-stack/<checkout>-<hash of its
+ * path>: its run directory when private to root, and its app copy's parent. @param {string} root
+ */
+export function sharedDirOf(root) {
+  const hash = createHash('sha256').update(root).digest('hex').slice(0, 8);
+  return path.join(SHARED_RUN_ROOT, `${path.basename(root)}-${hash}`);
 }
 
 /** @param {Record<string, string | undefined>} env */

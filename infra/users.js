@@ -1,12 +1,11 @@
 // Who runs what: started as root, every program runs as its own user (STACK_USER_PREFIX + its role), from
 // a copy of the checkout those users can read when the checkout is private; each owns its directories.
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { makeDir } from './dirs.js';
 import { PROMETHEUS_SECRET_FILES } from './render/prometheus.js';
-import { ROOT, SHARED_RUN_ROOT, reachableByOthers, socketPaths } from './resolve.js';
+import { ROOT, reachableByOthers, sharedDirOf, socketPaths } from './resolve.js';
 
 /** Every program's role: each runs as its own user, STACK_USER_PREFIX + role. */
 export const ROLES = ['edge', 'haproxy', 'redis', 'origin', 'resolver', 'purge', 'metrics', 's3'];
@@ -51,8 +50,7 @@ function newerThan(stamp) {
  */
 export function appRoot(users) {
   if (!users || reachableByOthers(ROOT)) return ROOT;
-  const hash = createHash('sha256').update(ROOT).digest('hex').slice(0, 8);
-  const target = path.join(SHARED_RUN_ROOT, `${path.basename(ROOT)}-${hash}`, 'app');
+  const target = path.join(sharedDirOf(ROOT), 'app');
   const stamp = path.join(target, '.copied');
   if (!newerThan(stamp)) return target;
   makeDir(path.dirname(target), 0o755);

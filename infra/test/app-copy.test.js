@@ -4,13 +4,12 @@
 // clone of this checkout, several processes asking for its copy together.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { ROOT, SHARED_RUN_ROOT } from '../resolve.js';
+import { ROOT, sharedDirOf } from '../resolve.js';
 
 const run = promisify(execFile);
 
@@ -20,13 +19,13 @@ function privateClone(t) {
   const clone = path.join(dir, 'checkout');
   execFileSync('git', ['clone', '-q', ROOT, clone]);
   // the code under test as this checkout has it, committed or not
-  fs.copyFileSync(path.join(ROOT, 'infra/users.js'), path.join(clone, 'infra/users.js'));
+  for (const file of ['infra/users.js', 'infra/resolve.js'])
+    fs.copyFileSync(path.join(ROOT, file), path.join(clone, file));
   // infra/users.js needs bcryptjs (render/prometheus.js): node_modules of its own, with a cache dir
   fs.mkdirSync(path.join(clone, 'node_modules/.cache'), { recursive: true });
   fs.symlinkSync(path.join(ROOT, 'node_modules/bcryptjs'), path.join(clone, 'node_modules/bcryptjs'));
-  // where appRoot copies it: SHARED_RUN_ROOT/<name>-<hash of its path>, as infra/resolve.js names it
-  const hash = createHash('sha256').update(clone).digest('hex').slice(0, 8);
-  const shared = path.join(SHARED_RUN_ROOT, `checkout-${hash}`);
+  // where appRoot copies it
+  const shared = sharedDirOf(clone);
   t.after(() => {
     fs.rmSync(dir, { recursive: true, force: true });
     fs.rmSync(shared, { recursive: true, force: true });

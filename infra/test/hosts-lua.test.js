@@ -4,10 +4,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import { Agent, fetch } from 'undici';
 import { renderAll } from '../render.js';
 import { resolveSettings } from '../resolve.js';
 import { waitFor } from '../../test/support/ports.js';
@@ -72,18 +72,13 @@ http {
     }
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  /** @param {string} pathAndQuery @returns {Promise<{ body: string, took: number }>} */
-  const get = (pathAndQuery) =>
-    new Promise((resolve, reject) => {
-      http
-        .get({ socketPath: socket, path: pathAndQuery }, (response) => {
-          let body = '';
-          response.setEncoding('utf8');
-          response.on('data', (chunk) => (body += chunk));
-          response.on('end', () => resolve({ body, took: Number(response.headers['x-took-ms']) }));
-        })
-        .on('error', reject);
-    });
+  const dispatcher = new Agent({ connect: { socketPath: socket } });
+  t.after(() => dispatcher.close());
+  /** @param {string} pathAndQuery */
+  const get = async (pathAndQuery) => {
+    const response = await fetch(`http://nginx${pathAndQuery}`, { dispatcher });
+    return { body: await response.text(), took: Number(response.headers.get('x-took-ms')) };
+  };
   await waitFor(async () => fs.existsSync(socket), 10_000, 'nginx listening');
   return {
     hosts,
