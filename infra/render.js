@@ -77,6 +77,7 @@ export const TEMPLATES = [
   ['vcl/sizes.vcl.template', 'varnish/sizes.vcl'],
   ['vcl/limits.vcl.template', 'varnish/limits.vcl'],
   ['vcl/policy.vcl.template', 'varnish/policy.vcl'],
+  ['vcl/uploads.vcl.template', 'varnish/uploads.vcl'],
   ['haproxy/haproxy.cfg.template', 'haproxy.cfg'],
   ['haproxy/errors/503.http', 'haproxy-errors/503.http'],
   ['haproxy/errors/504.http', 'haproxy-errors/504.http'],
@@ -204,8 +205,9 @@ async function main() {
       VARNISH_MISS_PERIOD_S: String(config.VARNISH_MISS_PERIOD_S),
       VARNISH_GRACE_HEALTHY_S: String(config.VARNISH_GRACE_HEALTHY_S),
       VARNISH_GRACE_SICK_S: String(config.VARNISH_GRACE_SICK_S),
+      VARNISH_UPLOAD_RETRY_BYTES: String(config.VARNISH_UPLOAD_RETRY_BYTES),
     };
-    for (const part of ['sizes', 'limits', 'policy'])
+    for (const part of ['sizes', 'limits', 'policy', 'uploads'])
       fs.writeFileSync(
         path.join(vclDir, `${part}.vcl`),
         substitute(fs.readFileSync(path.join(ROOT, 'vcl', `${part}.vcl.template`), 'utf8'), values, `${part}.vcl`),

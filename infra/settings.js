@@ -190,6 +190,13 @@ export const stackSettings = [
     doc: 'bound of the Transient storage (passes, short-lived objects)',
   },
   {
+    name: 'VARNISH_UPLOAD_RETRY_BYTES',
+    type: 'bytes',
+    default: '10mb',
+    doc: "uploads up to this size are kept whole in varnish's Transient storage while in flight, so that one whose connection to haproxy ends before any answer (haproxy reloaded, its origin marked down mid-upload) is sent once more instead of answered 503; larger ones stream through and are not resent; 0: none kept",
+    min: 0,
+  },
+  {
     name: 'VARNISH_MISS_LIMIT',
     type: 'int',
     default: '120',
