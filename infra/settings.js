@@ -193,7 +193,7 @@ export const stackSettings = [
     name: 'VARNISH_UPLOAD_RETRY_BYTES',
     type: 'bytes',
     default: '10mb',
-    doc: "uploads up to this size are kept whole in varnish's Transient storage while in flight, so that one whose connection to haproxy ends before any answer (haproxy reloaded, its origin marked down mid-upload) is sent once more instead of answered 503; larger ones stream through and are not resent; 0: none kept",
+    doc: "uploads up to this size are kept whole in varnish's Transient storage while in flight, so that one whose connection to haproxy ends before any answer (a kept-alive connection haproxy closed as varnish sent on it: its idle timeout, a reload, a restart) is sent once more instead of answered 503; never past half of Transient; larger ones stream through and are not resent; 0: none kept",
     min: 0,
   },
   {
