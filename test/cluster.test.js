@@ -79,9 +79,18 @@ async function startNodeB() {
   });
 }
 
+/**
+ * node-b's processes (its manager and its worker child) for pkill and pgrep: by this stack's own work
+ * directory, so that another run of this file on the machine (another checkout's tiers) is never signalled.
+ */
+function nodeBProcesses() {
+  const work = path.join(stack.dir, 'run', 'varnish-node-b');
+  return `${work.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} -i node-b`;
+}
+
 /** SIGKILL node-b, its manager and its worker child alike. */
 async function killNodeB() {
-  await run('pkill', ['-KILL', '-f', `varnish-node-b -i node-b`]).catch(() => {});
+  await run('pkill', ['-KILL', '-f', nodeBProcesses()]).catch(() => {});
   await nodeB?.exited;
   await waitFor(
     async () => !(await fetch(`http://127.0.0.1:${portB}/healthz`).catch(() => null)),
@@ -227,7 +236,7 @@ test("a varnish node hung (SIGSTOP: its connections open, nothing answered): in 
   assert.ok(onB.length >= 3, `node-b holds some of the URLs (${onB.length})`);
   const log = path.join(stack.dir, 'logs', 'nginx-error.log');
   const logged = fs.statSync(log).size;
-  await run('pkill', ['-STOP', '-f', 'varnish-node-b -i node-b']);
+  await run('pkill', ['-STOP', '-f', nodeBProcesses()]);
   /** @type {Array<{ status: number, node: string | null } | string>} */
   let answers;
   try {
@@ -245,7 +254,7 @@ test("a varnish node hung (SIGSTOP: its connections open, nothing answered): in 
     // each far below nginx's read timeout (haproxy's server timeout + 4 s), which the old passive checks waited
     answers = await Promise.all(onB.map((url) => get(url, AbortSignal.timeout(15_000)).catch((err) => String(err))));
   } finally {
-    await run('pkill', ['-CONT', '-f', 'varnish-node-b -i node-b']);
+    await run('pkill', ['-CONT', '-f', nodeBProcesses()]);
   }
   for (const answer of answers) {
     assert.equal(typeof answer, 'object', String(answer));
@@ -287,7 +296,7 @@ test('an avatar changed while a varnish node is down: once it is back, no reques
     Boolean(location) && location !== old.get(account);
 
   // node-b away but alive: stopped (SIGSTOP), so it keeps its objects and misses the purges
-  const pids = (await run('pgrep', ['-f', 'varnish-node-b -i node-b'])).stdout.trim().split('\n').map(Number);
+  const pids = (await run('pgrep', ['-f', nodeBProcesses()])).stdout.trim().split('\n').map(Number);
   for (const pid of pids) process.kill(pid, 'SIGSTOP');
   try {
     for (const account of accounts) await set(account, `https://img.example/${account}-new.png`);
