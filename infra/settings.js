@@ -190,6 +190,20 @@ export const stackSettings = [
     doc: 'bound of the Transient storage (passes, short-lived objects)',
   },
   {
+    name: 'VARNISH_IDLE_S',
+    type: 'int',
+    default: '10',
+    doc: "how long varnish keeps a kept-alive connection from nginx open with no request (varnishd timeout_idle); nginx drops its own idle ones to varnish 2 s sooner, so it never sends a request on one varnish is closing (an upload sent there would be nginx's 502: it does not resend a POST); the purge service drops its own after 4 s",
+    min: 6,
+  },
+  {
+    name: 'VARNISH_BACKEND_IDLE_S',
+    type: 'int',
+    default: '50',
+    doc: 'how long varnish keeps an idle kept-alive connection to haproxy (varnishd backend_idle_timeout); haproxy keeps its end 10 s longer (timeout http-keep-alive), so varnish closes first and never sends on one haproxy is closing',
+    min: 1,
+  },
+  {
     name: 'VARNISH_UPLOAD_RETRY_BYTES',
     type: 'bytes',
     default: '10mb',

@@ -53,6 +53,9 @@ before(async () => {
     VARNISH_MISS_LIMIT: '0',
     NGINX_TRUSTED_PROXIES: '127.0.0.1/32',
     NGINX_UPLOAD_DEADLINE_S: '5',
+    // short idle times, so that the test of who closes an idle connection first waits seconds
+    VARNISH_IDLE_S: '6',
+    VARNISH_BACKEND_IDLE_S: '2',
   });
 });
 after(async () => {
@@ -441,4 +444,37 @@ test('ALLOWED_SIZES and MAX_DIMENSION: every size asked is one of the made ones,
   const legacy = await fetch(`${stack.base}/150x0/${url}`, { redirect: 'manual' });
   assert.equal(legacy.status, 301);
   assert.match(String(legacy.headers.get('location')), /[?&]width=300(&|$)/);
+});
+
+test('an idle kept-alive connection is closed by the side that sends on it: nginx before varnish, varnish before haproxy', async () => {
+  // an upload sent on a connection the other end is closing is lost (nginx does not resend a POST: a 502); so
+  // nginx drops its idle connections to varnish before varnish's timeout_idle (VARNISH_IDLE_S, 6 s here), and
+  // varnish its idle ones to haproxy (VARNISH_BACKEND_IDLE_S, 2 s here) before haproxy's keep-alive (12 s)
+  const before = await stack.varnishStats();
+  const started = Date.now();
+  const form = new FormData();
+  form.append('image_file', new Blob([new Uint8Array(await solid(64, 48, 'png'))]), 'idle.png');
+  const uploaded = await fetch(`${stack.base}/upload`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer nginx-token' },
+    body: form,
+  });
+  assert.equal(uploaded.status, 200);
+  await uploaded.json();
+  // haproxy's frontends hold no connection of varnish's (the probes' own close at once) well before its 12 s
+  const held = async () =>
+    (await stack.haproxyStats())
+      .filter((row) => row.svname === 'FRONTEND' && row.pxname.startsWith('fe_'))
+      .reduce((sum, row) => sum + Number(row.scur), 0);
+  await waitFor(async () => (await held()) === 0, 8000, "varnish's idle connections to haproxy closed by varnish");
+  // nginx's idle connection to varnish is closed from nginx's end (a remote close to varnish), 4 s after its
+  // request, and varnish ends none for idling (its counter a moment late: read 2 s past varnish's 6 s)
+  await waitFor(
+    async () => (await stack.varnishStats())('MAIN.sc_rem_close') > before('MAIN.sc_rem_close'),
+    8000,
+    "nginx's idle connection to varnish closed by nginx",
+  );
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + 8000 - Date.now())));
+  const after = await stack.varnishStats();
+  assert.equal(after('MAIN.sc_rx_close_idle') - before('MAIN.sc_rx_close_idle'), 0, 'varnish closed none for idling');
 });

@@ -11,6 +11,7 @@ export function haproxyValues(config) {
   const named = [...config.ORIGIN_SERVERS, ...config.AVATAR_SERVERS].some(hostName);
   return {
     HAPROXY_STATS_PASSWORD: statsPassword(config),
+    HAPROXY_KEEPALIVE_S: String(config.VARNISH_BACKEND_IDLE_S + 10),
     ...haproxyBinds(config),
     HAPROXY_RESOLVERS:
       config.ORIGIN_DISCOVERY || named ? RESOLVERS : '# every server by address: no DNS resolution at run time',

@@ -190,6 +190,8 @@ export function nginxVarnishServers(config, local) {
       ...lines.map((line) => `    ${line};`),
       '    keepalive 128;',
       '    keepalive_requests 100000;',
+      // dropped before varnish's timeout_idle ends it: never a request sent on one varnish is closing
+      `    keepalive_timeout ${config.VARNISH_IDLE_S - 2}s;`,
       '  }',
     ].join('\n');
   const nodes = /** @type {string[]} */ (config.EDGE_VARNISH_NODES);
