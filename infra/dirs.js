@@ -6,7 +6,8 @@ import path from 'node:path';
 
 /**
  * Makes `dir` with `mode`; each missing parent on the way gets `parentMode` (searchable by the stack's
- * users). Existing parents are left as they are. Returns `dir`.
+ * users). Existing parents are left as they are, and so is one another process makes at the same moment.
+ * Returns `dir`.
  * @param {string} dir @param {number} mode @param {number} [parentMode]
  */
 export function makeDir(dir, mode, parentMode = 0o755) {
@@ -14,7 +15,13 @@ export function makeDir(dir, mode, parentMode = 0o755) {
   const missing = [];
   for (let at = target; !fs.existsSync(at); at = path.dirname(at)) missing.unshift(at);
   for (const at of missing) {
-    fs.mkdirSync(at, { mode: at === target ? mode : parentMode });
+    try {
+      fs.mkdirSync(at, { mode: at === target ? mode : parentMode });
+    } catch (err) {
+      // made at the same moment by another render (the stacks of one checkout rendered together): theirs
+      if (/** @type {NodeJS.ErrnoException} */ (err).code === 'EEXIST' && fs.statSync(at).isDirectory()) continue;
+      throw err;
+    }
     fs.chmodSync(at, at === target ? mode : parentMode);
   }
   return target;

@@ -37,8 +37,16 @@ const NOT_COPIED = ['.git', '.run', 'bench/.peers', 'bench/reports', 'node_modul
 function newerThan(stamp) {
   if (!fs.existsSync(stamp)) return true;
   const prunes = NOT_COPIED.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']);
-  const found = execFileSync('find', [ROOT, ...prunes, '-newer', stamp, '-print', '-quit'], { encoding: 'utf8' });
-  return found.trim() !== '';
+  try {
+    const found = execFileSync('find', [ROOT, ...prunes, '-newer', stamp, '-print', '-quit'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    return found.trim() !== '';
+  } catch {
+    // the stamp gone while find read it: another render is putting a new copy in place; look again under the lock
+    return true;
+  }
 }
 
 /**
@@ -79,8 +87,12 @@ function copyApp(target) {
     fresh,
   ]);
   fs.writeFileSync(path.join(fresh, '.copied'), '');
-  fs.rmSync(target, { recursive: true, force: true });
+  // the copy before moved aside, not removed in place: the target is missing between two renames only
+  const old = `${target}.old.${process.pid}`;
+  fs.rmSync(old, { recursive: true, force: true });
+  if (fs.existsSync(target)) fs.renameSync(target, old);
   fs.renameSync(fresh, target);
+  fs.rmSync(old, { recursive: true, force: true });
 }
 
 /** A path of the checkout as the programs see it: in the app copy when there is one. @param {string} app @param {string} file */
