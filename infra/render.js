@@ -3,12 +3,14 @@
 //   node infra/render.js                 render, print STACK_DIR
 //   node infra/render.js --dir-only      print STACK_DIR only
 //   node infra/render.js --check-prometheus   render into a temp dir and run promtool on it
+//   (also --stack-users, --secret-names, --edge-address, --vcl-parts DIR; any other flag or word is refused)
 // Settings are resolved in resolve.js; each component's template values come from its module in render/
 // (nginx.js, varnish.js, haproxy.js, redis.js, prometheus.js, supervisor.js); users.js says who owns what.
 import '../lib/src/node-version.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { makeDir } from './dirs.js';
 import { haproxyValues } from './render/haproxy.js';
 import { copyTls, nginxValues } from './render/nginx.js';
@@ -176,28 +178,44 @@ export function renderAll(config, settings = [], sections = []) {
   return values;
 }
 
+/** The command line's flags; an unknown one or a stray word is refused, never taken for a plain render. */
+function flags() {
+  const boolean = /** @type {const} */ ({ type: 'boolean' });
+  return parseArgs({
+    options: {
+      'stack-users': boolean,
+      'secret-names': boolean,
+      'dir-only': boolean,
+      'edge-address': boolean,
+      'check-prometheus': boolean,
+      'vcl-parts': { type: 'string' },
+    },
+  }).values;
+}
+
 async function main() {
+  const given = flags();
   const config = await resolveSettings();
-  if (process.argv.includes('--stack-users')) {
+  if (given['stack-users']) {
     if (process.getuid?.() === 0 && config.STACK_USER_PREFIX)
       process.stdout.write(`${ROLES.map((role) => `${config.STACK_USER_PREFIX}${role}`).join('\n')}\n`);
     return;
   }
-  if (process.argv.includes('--secret-names')) {
+  if (given['secret-names']) {
     process.stdout.write(`${secretNames(await allSettings()).join('\n')}\n`);
     return;
   }
-  if (process.argv.includes('--dir-only')) {
+  if (given['dir-only']) {
     process.stdout.write(`${config.STACK_DIR}\n`);
     return;
   }
-  if (process.argv.includes('--edge-address')) {
+  if (given['edge-address']) {
     // where this stack's nginx listens (the launcher asks whether another stack holds it)
     process.stdout.write(`${reachable(config.NGINX_BIND)} ${config.NGINX_PORT}\n`);
     return;
   }
-  const vclDir = process.argv[process.argv.indexOf('--vcl-parts') + 1];
-  if (process.argv.includes('--vcl-parts')) {
+  const vclDir = given['vcl-parts'];
+  if (vclDir !== undefined) {
     // varnishtest's copy of the VCL has no rendered files: these, from the settings
     const values = {
       VARNISH_SIZE_LINES: varnishSizes(config),
@@ -214,7 +232,7 @@ async function main() {
       );
     return;
   }
-  if (process.argv.includes('--check-prometheus')) {
+  if (given['check-prometheus']) {
     config.STACK_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'render-check-'));
     const values = renderAll(config, await allSettings());
     checkPrometheus(values.CONF_DIR);

@@ -189,3 +189,34 @@ test("the typecheck refuses a misspelt setting where a module names its service'
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('render.js refuses a flag it does not know, or a stray word, and renders nothing', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'render-flags-'));
+  fs.chmodSync(dir, 0o755); // reachable by the stack's users, as a STACK_DIR must be
+  try {
+    const stackDir = path.join(dir, 'stack');
+    /** @type {Array<[string[], RegExp]>} */
+    const refused = [
+      [['--check-promethus'], /^render: Unknown option '--check-promethus'/],
+      [['dir-only'], /^render: Unexpected argument 'dir-only'/],
+      [['--vcl-parts'], /^render: Option '--vcl-parts <value>' argument missing/],
+    ];
+    for (const [args, said] of refused) {
+      const render = spawnSync(process.execPath, [path.join(ROOT, 'infra/render.js'), ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, ENV_FILE: '/dev/null', STACK_DIR: stackDir },
+      });
+      assert.equal(render.status, 2, `${args}: ${render.stderr}`);
+      assert.match(render.stderr, said);
+      assert.equal(render.stdout, '');
+      assert.ok(!fs.existsSync(stackDir), `${args}: nothing rendered`);
+    }
+    const known = spawnSync(process.execPath, [path.join(ROOT, 'infra/render.js'), '--dir-only'], {
+      encoding: 'utf8',
+      env: { ...process.env, ENV_FILE: '/dev/null', STACK_DIR: stackDir },
+    });
+    assert.equal(known.stdout, `${stackDir}\n`, known.stderr);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
