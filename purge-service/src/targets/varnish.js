@@ -21,6 +21,10 @@ export function createVarnishTarget({ nodes, soft, timeoutMs }) {
       const socketPath = origin.startsWith('unix:') ? origin.slice(5) : undefined;
       found = new Pool(socketPath ? 'http://varnish' : origin, {
         connections: 16,
+        // an idle connection closed from this end before varnish's timeout_idle (VARNISH_IDLE_S, at least 6 s)
+        // ends it, so a purge is never sent on one varnish is closing
+        keepAliveTimeout: 4_000,
+        keepAliveMaxTimeout: 4_000,
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
         ...(socketPath ? { socketPath } : {}),
