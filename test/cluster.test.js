@@ -11,6 +11,7 @@ import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import { base58Url } from '@stack/lib';
 import { solid } from './support/images.js';
+import { fetchAsBrowser } from './support/kept-alive.js';
 import { metricValue } from './support/metrics.js';
 import { freePort, waitFor } from './support/ports.js';
 import { privateHosts, startStack } from './support/stack.js';
@@ -41,12 +42,13 @@ let edgeNodeB = '';
 
 /**
  * What answered 48 URLs of the edge (`/healthz?<tag>=0…47`, spread over the nodes by the hash): each a status and
- * the node that served it ("200 node-b"). @param {string} tag
+ * the node that served it ("200 node-b"). Asked as a browser asks (test/support/kept-alive.js), as are the other
+ * requests of these tests: the followers of addresses reload nginx and haproxy under them. @param {string} tag
  */
 function whoServes(tag) {
   return Promise.all(
     Array.from({ length: 48 }, async (_, i) => {
-      const response = await fetch(`${stack.base}/healthz?${tag}=${i}`);
+      const response = await fetchAsBrowser(`${stack.base}/healthz?${tag}=${i}`);
       await response.arrayBuffer();
       return `${response.status} ${response.headers.get('x-served-by')}`;
     }),
@@ -102,7 +104,7 @@ async function killNodeB() {
 
 /** Each node's state as nginx's status port reports it (edge_varnish_node_up): node → '1' or '0'. */
 async function nodeStates() {
-  const text = await (await fetch(`http://127.0.0.1:${stack.env.NGINX_STATUS_PORT}/edge-nodes`)).text();
+  const text = await (await fetchAsBrowser(`http://127.0.0.1:${stack.env.NGINX_STATUS_PORT}/edge-nodes`)).text();
   return Object.fromEntries(
     [...text.matchAll(/^edge_varnish_node_up\{node="([^"]+)"\} (\d)$/gm)].map((m) => [m[1], m[2]]),
   );
@@ -165,7 +167,7 @@ async function upload(body) {
 
 /** @param {string} url @param {AbortSignal} [signal] */
 async function get(url, signal) {
-  const response = await fetch(url, { redirect: 'manual', signal });
+  const response = await fetchAsBrowser(url, { redirect: 'manual', signal });
   await response.arrayBuffer();
   return {
     status: response.status,

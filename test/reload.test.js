@@ -10,6 +10,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { base58Url } from '@stack/lib';
 import { photo } from './support/images.js';
+import { fetchAsBrowser } from './support/kept-alive.js';
 import { startStack } from './support/stack.js';
 import { tokenUpload } from './support/upload.js';
 
@@ -26,9 +27,14 @@ before(async () => {
 });
 after(() => stack?.stop());
 
-/** A JPEG variant of the photograph through the edge. @param {number} width */
+let sentAgain = 0;
+/**
+ * A JPEG variant of the photograph through the edge, sent again as a browser does when nginx's reload closed
+ * the kept-alive connection it went on (counted in `sentAgain`). @param {number} width
+ */
 const variant = async (width) => {
-  const response = await fetch(`${stack.base}/p/${base58Url.encode(source)}?width=${width}&format=jpeg`);
+  const url = `${stack.base}/p/${base58Url.encode(source)}?width=${width}&format=jpeg`;
+  const response = await fetchAsBrowser(url, {}, () => (sentAgain += 1));
   const body = Buffer.from(await response.arrayBuffer());
   return { status: response.status, cache: response.headers.get('x-cache'), bytes: body.length };
 };
@@ -51,20 +57,6 @@ async function countDuring(during, ask) {
   }
   return counts;
 }
-
-let sentAgain = 0;
-/**
- * A variant as a browser asks it across nginx's reload: nginx's old workers close their idle kept-alive
- * connections, and a request sent on one just then finds it closed before any answer (a FIN, or a reset when
- * the request had reached the closing socket unread: ECONNRESET, seen in CI on 2026-12-02); a browser sends it
- * again on a new connection (as undici does not). @param {number} width
- */
-const variantSentAgain = (width) =>
-  variant(width).catch((err) => {
-    if (err?.cause?.code !== 'UND_ERR_SOCKET' && err?.cause?.code !== 'ECONNRESET') throw err;
-    sentAgain += 1;
-    return variant(width);
-  });
 
 /** The pids of the programs that reload in place, of the origin's socket holder and of the origin. */
 const pids = async () => ({
@@ -91,10 +83,10 @@ test('settings changed and reloaded: nginx, haproxy, varnish and the origin take
   let width = 1000;
   const [statuses, misses] = await Promise.all([
     countDuring(reloading, async () => {
-      const { status, cache } = await variantSentAgain(400);
+      const { status, cache } = await variant(400);
       return `${status} ${cache}`;
     }),
-    countDuring(reloading, async () => String((await variantSentAgain(width++)).status)),
+    countDuring(reloading, async () => String((await variant(width++)).status)),
   ]);
   const output = await reloading;
   const said = output.stdout;

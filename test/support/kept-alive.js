@@ -31,3 +31,30 @@ export function keptAlive() {
     });
   return { ask, agent };
 }
+
+/**
+ * Whether a fetch failed because the kept-alive connection it went on was closed before any answer: by a FIN
+ * (undici's "other side closed") or by a reset, when the request reached the closing socket unread
+ * (ECONNRESET, seen in CI on 2026-12-02). nginx's and haproxy's old workers close their idle kept-alive
+ * connections on a reload. @param {any} err
+ */
+const closedUnanswered = (err) => err?.cause?.code === 'UND_ERR_SOCKET' || err?.cause?.code === 'ECONNRESET';
+
+/**
+ * fetch(url, init) as a browser sends it: again, when the reused connection it went on was closed before any
+ * answer (undici's fetch gives up), at most twice; `onAgain` is called each time. The pause before it lets
+ * the client see the other idle connections that reload closed, so it goes on a live one or a new one. An
+ * answer cut after its headers is never sent again: its body fails as it would in the browser.
+ * @param {string} url @param {RequestInit} [init] @param {() => void} [onAgain] @returns {Promise<Response>}
+ */
+export async function fetchAsBrowser(url, init = {}, onAgain = () => {}) {
+  for (let again = 0; ; again += 1) {
+    try {
+      return await fetch(url, init);
+    } catch (err) {
+      if (again === 2 || !closedUnanswered(err)) throw err;
+      onAgain();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
