@@ -1,5 +1,6 @@
-// Waits until every component of a started stack answers its health check; on failure names the
-// component and prints the end of its log. Reads the resolved settings from the environment.
+// Waits until every component of a started stack answers its health check and supervisord calls each of its
+// programs RUNNING; on failure names the component and prints the end of its log. Reads the resolved
+// settings from the environment.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { get } from 'node:http';
@@ -118,6 +119,25 @@ const ALL_CHECKS = {
   mtail: http(`http://${host}:${env.MTAIL_PORT}/metrics`),
 };
 
+/**
+ * The programs supervisord has not called RUNNING yet, each with its state ("prometheus STARTING"): a program
+ * is RUNNING once it has stayed up its `startsecs`, so one that answers its check and dies a moment later
+ * (BACKOFF) is not up, and `up` returns only when `status` shows every program RUNNING. One line saying what
+ * supervisorctl said when supervisord does not answer. @param {string} conf supervisord.conf
+ * @returns {Promise<string[]>}
+ */
+export const notRunning = (conf) =>
+  new Promise((resolve) => {
+    // `status` exits 3 while a program is not running; its lines are there all the same
+    execFile('supervisorctl', ['-c', conf, 'status'], { timeout: 5000 }, (err, stdout) => {
+      const states = [...stdout.matchAll(PROGRAM_STATE)].map((match) => `${match[1]} ${match[2]}`);
+      const said = stdout.trim().split('\n')[0] || (err ? err.message.split('\n')[0] : 'no program');
+      resolve(states.length ? states.filter((state) => !state.endsWith(' RUNNING')) : [`supervisord: ${said}`]);
+    });
+  });
+/** A line of `supervisorctl status`: a program and its state (supervisor's process states). */
+const PROGRAM_STATE = /^(\S+)\s+(STOPPED|STARTING|RUNNING|BACKOFF|STOPPING|EXITED|FATAL|UNKNOWN)\b/gm;
+
 /** The checks of the programs this machine runs (STACK_PROGRAMS, resolved by the renderer). */
 export const CHECKS = Object.fromEntries(
   Object.entries(ALL_CHECKS).filter(([name]) => !env.STACK_PROGRAMS || env.STACK_PROGRAMS.split(',').includes(name)),
@@ -136,10 +156,25 @@ async function main() {
   }
   for (const name of pending) {
     const log = path.join(String(env.STACK_DIR), 'logs', `${name}.log`);
-    const tail = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').slice(-20).join('\n') : '(no log)';
-    process.stderr.write(`\n✗ ${name} did not become healthy. End of ${log}:\n${tail}\n`);
+    process.stderr.write(`\n✗ ${name} did not become healthy. End of ${log}:\n${tailOf(log)}\n`);
   }
-  process.exit(pending.size ? 1 : 0);
+  if (pending.size) process.exit(1);
+  // every check answered: each program past its startsecs too (the answer came before supervisord's verdict)
+  const conf = path.join(String(env.STACK_DIR), 'conf', 'supervisord.conf');
+  let waiting = await notRunning(conf);
+  while (waiting.length && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    waiting = await notRunning(conf);
+  }
+  for (const state of waiting) {
+    const log = path.join(String(env.STACK_DIR), 'logs', `${state.split(' ')[0]}.log`);
+    process.stderr.write(`\n✗ ${state}: not running under supervisord. End of ${log}:\n${tailOf(log)}\n`);
+  }
+  process.exit(waiting.length ? 1 : 0);
 }
+
+/** The last 20 lines of a log, or why there are none. @param {string} log */
+const tailOf = (log) =>
+  fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').slice(-20).join('\n') : '(no log)';
 
 if (import.meta.main) main();

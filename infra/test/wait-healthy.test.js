@@ -1,6 +1,7 @@
 // infra/wait-healthy.js's varnish check: `up` is done only once varnish's own probes call its backends healthy,
 // asked of a real varnishd whose backend starts down (its probes fail, as they did while a service started
-// behind haproxy) and then comes up.
+// behind haproxy) and then comes up. And its last step: `up` is done only once a real supervisord calls every
+// program RUNNING (past its startsecs), never while one is STARTING or one that answered has died since.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -9,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { waitFor } from '../../test/support/ports.js';
-import { varnishBackendsHealthy } from '../wait-healthy.js';
+import { notRunning, varnishBackendsHealthy } from '../wait-healthy.js';
 
 /** A port nothing listens on now: one the system gave and took back. */
 async function freePort() {
@@ -57,6 +58,41 @@ backend service { .host = "127.0.0.1"; .port = "${port}"; .probe = health; }
   const service = http.createServer((request, response) => response.end('ok')).listen(port, '127.0.0.1');
   t.after(() => service.close());
   await waitFor(healthy, 15_000, "varnish's backend healthy");
+});
+
+test('supervisord: a program is up once RUNNING, past its startsecs; one that keeps dying never is', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wait-supervised-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const conf = path.join(dir, 'supervisord.conf');
+  const program = (/** @type {string} */ name, /** @type {string} */ command, /** @type {number} */ startsecs) =>
+    `[program:${name}]\ncommand=${command}\nautorestart=true\nstartsecs=${startsecs}\nstartretries=1\n`;
+  fs.writeFileSync(
+    conf,
+    [
+      `[unix_http_server]\nfile=${dir}/supervisor.sock\nchmod=0700\n`,
+      `[supervisord]\nlogfile=${dir}/supervisord.log\npidfile=${dir}/supervisord.pid\nchilddir=${dir}\n`,
+      '[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n',
+      `[supervisorctl]\nserverurl=unix://${dir}/supervisor.sock\n`,
+      program('steady', 'sleep 600', 3),
+      // answers for half a second, then exits: what a health check could catch alive
+      program('brief', "sh -c 'sleep 0.5; exit 1'", 1),
+    ].join('\n'),
+  );
+  // no supervisord yet: nothing is running
+  const before = await notRunning(conf);
+  assert.equal(before.length, 1);
+  assert.match(before[0], /^supervisord: .*supervisor\.sock/);
+  const supervisord = spawn('supervisord', ['--nodaemon', '-c', conf], { stdio: 'ignore' });
+  t.after(() => supervisord.kill('SIGTERM'));
+  await waitFor(async () => (await notRunning(conf)).includes('steady STARTING'), 10_000, 'steady STARTING');
+  await waitFor(
+    async () => !(await notRunning(conf)).some((state) => state.startsWith('steady ')),
+    15_000,
+    'steady RUNNING',
+  );
+  const left = await notRunning(conf);
+  assert.equal(left.length, 1, left.join(', '));
+  assert.match(left[0], /^brief (STARTING|BACKOFF|FATAL)$/);
 });
 
 /**
