@@ -62,7 +62,17 @@ backend service { .host = "127.0.0.1"; .port = "${port}"; .probe = health; }
 
 test('supervisord: a program is up once RUNNING, past its startsecs; one that keeps dying never is', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wait-supervised-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  /** @type {import('node:child_process').ChildProcess | undefined} */
+  let supervisord;
+  // supervisord ended (its programs with it) before its directory goes: nothing of it is left in TMPDIR
+  t.after(async () => {
+    if (supervisord && supervisord.exitCode === null) {
+      const ended = new Promise((resolve) => supervisord?.once('exit', resolve));
+      supervisord.kill('SIGTERM');
+      await ended;
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
   const conf = path.join(dir, 'supervisord.conf');
   const program = (/** @type {string} */ name, /** @type {string} */ command, /** @type {number} */ startsecs) =>
     `[program:${name}]\ncommand=${command}\nautorestart=true\nstartsecs=${startsecs}\nstartretries=1\n`;
@@ -70,7 +80,7 @@ test('supervisord: a program is up once RUNNING, past its startsecs; one that ke
     conf,
     [
       `[unix_http_server]\nfile=${dir}/supervisor.sock\nchmod=0700\n`,
-      `[supervisord]\nlogfile=${dir}/supervisord.log\npidfile=${dir}/supervisord.pid\nchilddir=${dir}\n`,
+      `[supervisord]\nlogfile=${dir}/supervisord.log\npidfile=${dir}/supervisord.pid\nchilddir=${dir}\nchildlogdir=${dir}\n`,
       '[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n',
       `[supervisorctl]\nserverurl=unix://${dir}/supervisor.sock\n`,
       program('steady', 'sleep 600', 3),
@@ -82,8 +92,7 @@ test('supervisord: a program is up once RUNNING, past its startsecs; one that ke
   const before = await notRunning(conf);
   assert.equal(before.length, 1);
   assert.match(before[0], /^supervisord: .*supervisor\.sock/);
-  const supervisord = spawn('supervisord', ['--nodaemon', '-c', conf], { stdio: 'ignore' });
-  t.after(() => supervisord.kill('SIGTERM'));
+  supervisord = spawn('supervisord', ['--nodaemon', '-c', conf], { stdio: 'ignore' });
   await waitFor(async () => (await notRunning(conf)).includes('steady STARTING'), 10_000, 'steady STARTING');
   await waitFor(
     async () => !(await notRunning(conf)).some((state) => state.startsWith('steady ')),
