@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { waitFor } from '../../test/support/ports.js';
+import { startProcess } from '../../test/support/processes.js';
 import { notRunning, varnishBackendsHealthy } from '../wait-healthy.js';
 
 /** A port nothing listens on now: one the system gave and took back. */
@@ -62,15 +63,11 @@ backend service { .host = "127.0.0.1"; .port = "${port}"; .probe = health; }
 
 test('supervisord: a program is up once RUNNING, past its startsecs; one that keeps dying never is', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wait-supervised-'));
-  /** @type {import('node:child_process').ChildProcess | undefined} */
+  /** @type {ReturnType<typeof startProcess> | undefined} */
   let supervisord;
   // supervisord ended (its programs with it) before its directory goes: nothing of it is left in TMPDIR
   t.after(async () => {
-    if (supervisord && supervisord.exitCode === null) {
-      const ended = new Promise((resolve) => supervisord?.once('exit', resolve));
-      supervisord.kill('SIGTERM');
-      await ended;
-    }
+    await supervisord?.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   });
   const conf = path.join(dir, 'supervisord.conf');
@@ -92,7 +89,7 @@ test('supervisord: a program is up once RUNNING, past its startsecs; one that ke
   const before = await notRunning(conf);
   assert.equal(before.length, 1);
   assert.match(before[0], /^supervisord: .*supervisor\.sock/);
-  supervisord = spawn('supervisord', ['--nodaemon', '-c', conf], { stdio: 'ignore' });
+  supervisord = startProcess('supervisord', ['--nodaemon', '-c', conf]);
   await waitFor(async () => (await notRunning(conf)).includes('steady STARTING'), 10_000, 'steady STARTING');
   await waitFor(
     async () => !(await notRunning(conf)).some((state) => state.startsWith('steady ')),
