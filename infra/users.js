@@ -1,11 +1,11 @@
 // Who runs what: started as root, every program runs as its own user (STACK_USER_PREFIX + its role), from
-// a copy of the checkout those users can read when the checkout is private; each owns its directories.
+// a copy of the checkout those users can read when the checkout is private (app-copy.js); each owns its
+// directories.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { makeDir } from './dirs.js';
 import { PROMETHEUS_SECRET_FILES } from './render/prometheus.js';
-import { ROOT, reachableByOthers, sharedDirOf, socketPaths } from './resolve.js';
+import { socketPaths } from './resolve.js';
 
 /** Every program's role: each runs as its own user, STACK_USER_PREFIX + role. */
 export const ROLES = ['edge', 'haproxy', 'redis', 'origin', 'resolver', 'purge', 'metrics', 's3'];
@@ -26,78 +26,6 @@ export function stackUsers(config) {
     users[role] = { name: entry[0], uid: Number(entry[2]), gid: Number(entry[3]) };
   }
   return users;
-}
-
-/** What the app copy leaves out: not the app, or tools' caches the tests write while stacks run from it. */
-const NOT_COPIED = ['.git', '.run', 'bench/.peers', 'bench/reports', 'node_modules/.cache'];
-
-/**
- * Whether a file of the checkout is newer than `stamp` (or there is no stamp). @param {string} stamp
- */
-function newerThan(stamp) {
-  if (!fs.existsSync(stamp)) return true;
-  const prunes = NOT_COPIED.flatMap((dir) => ['-path', path.join(ROOT, dir), '-prune', '-o']);
-  try {
-    const found = execFileSync('find', [ROOT, ...prunes, '-newer', stamp, '-print', '-quit'], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
-    return found.trim() !== '';
-  } catch {
-    // the stamp gone while find read it: another render is putting a new copy in place; look again under the lock
-    return true;
-  }
-}
-
-/**
- * Where the programs run from: this checkout, or when the stack user cannot read it (a root-run clone in
- * /root, a mktemp -d) a copy of it in /var/lib/image-cdn-stack, made again whenever a file of the checkout
- * is newer than the copy. One process at a time makes it (a lock on `app.lock` beside it), and looks again
- * once it holds the lock: the stacks of one checkout rendered together (a test tier's, `up`'s beside it)
- * make it once, and none removes the copy another has just made. @param {Record<string, unknown> | null} users
- */
-export function appRoot(users) {
-  if (!users || reachableByOthers(ROOT)) return ROOT;
-  const target = path.join(sharedDirOf(ROOT), 'app');
-  const stamp = path.join(target, '.copied');
-  if (!newerThan(stamp)) return target;
-  makeDir(path.dirname(target), 0o755);
-  const lock = fs.openSync(`${target}.lock`, 'a', 0o600);
-  try {
-    // flock(1) locks the open file this process holds (fd 3 of its child): held until it is closed
-    execFileSync('flock', ['--exclusive', '3'], { stdio: ['ignore', 'ignore', 'inherit', lock] });
-    if (newerThan(stamp)) copyApp(target);
-  } finally {
-    fs.closeSync(lock);
-  }
-  return target;
-}
-
-/** The checkout copied to `target`, readable by all, stamped, in place of the copy before. @param {string} target */
-function copyApp(target) {
-  const fresh = `${target}.${process.pid}`;
-  fs.rmSync(fresh, { recursive: true, force: true });
-  makeDir(fresh, 0o755);
-  const excludes = NOT_COPIED.map((dir) => `--exclude=./${dir}`).join(' ');
-  execFileSync('sh', [
-    '-c',
-    `tar -C "$1" ${excludes} -cf - . | tar -C "$2" -xf - && chmod -R a+rX "$2"`,
-    'copy',
-    ROOT,
-    fresh,
-  ]);
-  fs.writeFileSync(path.join(fresh, '.copied'), '');
-  // the copy before moved aside, not removed in place: the target is missing between two renames only
-  const old = `${target}.old.${process.pid}`;
-  fs.rmSync(old, { recursive: true, force: true });
-  if (fs.existsSync(target)) fs.renameSync(target, old);
-  fs.renameSync(fresh, target);
-  fs.rmSync(old, { recursive: true, force: true });
-}
-
-/** A path of the checkout as the programs see it: in the app copy when there is one. @param {string} app @param {string} file */
-export function inApp(app, file) {
-  return file.startsWith(`${ROOT}/`) ? path.join(app, path.relative(ROOT, file)) : file;
 }
 
 /**

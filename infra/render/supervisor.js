@@ -1,6 +1,7 @@
 // supervisord's part of the render: which programs this machine runs, as which user, from where.
 import path from 'node:path';
-import { ROLES, appRoot, inApp, stackUsers } from '../users.js';
+import { appRoot, inApp } from '../app-copy.js';
+import { ROLES, stackUsers } from '../users.js';
 import { hostName } from './nginx.js';
 
 /**
