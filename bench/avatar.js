@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { hiveAccount, startResolver } from '../avatar-resolver/test/harness.js';
 import { startStack } from '../test/support/stack.js';
-import { drive, machine, spread, wrk, writeReport } from './lib.js';
+import { drive, machine, wrk, wrkRow, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 const script = path.join(import.meta.dirname, 'avatar-accounts.lua');
@@ -65,17 +65,6 @@ export async function benchAvatar() {
   } finally {
     await resolver.stop();
   }
-  const row = (/** @type {string} */ name, /** @type {any[]} */ runs) => {
-    const rps = spread(runs.map((run) => run.rps));
-    const p99 = spread(runs.map((run) => run.p99_ms));
-    return [
-      name,
-      `${Math.round(rps.min)} / ${Math.round(rps.median)} / ${Math.round(rps.max)}`,
-      spread(runs.map((run) => run.p50_ms)).median,
-      `${p99.min} / ${p99.median} / ${p99.max}`,
-      runs.reduce((sum, run) => sum + run.non2xx, 0),
-    ];
-  };
   return {
     direct,
     edge,
@@ -93,8 +82,8 @@ export async function benchAvatar() {
             '302s (wrk non-2xx)',
           ],
           rows: [
-            row('direct to the resolver (varnish bypassed)', direct),
-            row('through nginx → varnish → haproxy', edge),
+            wrkRow('direct to the resolver (varnish bypassed)', direct),
+            wrkRow('through nginx → varnish → haproxy', edge),
           ],
         },
       },

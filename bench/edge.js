@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { solid } from '../test/support/images.js';
 import { metricValue } from '../test/support/metrics.js';
 import { startStack } from '../test/support/stack.js';
-import { machine, spread, wrk, writeReport } from './lib.js';
+import { machine, spread, wrk, wrkRow, writeReport } from './lib.js';
 
 const quick = process.argv.includes('--quick');
 // the architecture's target on a 2-core box with the load generator beside it: a second proxy hop that costs
@@ -74,18 +74,6 @@ export async function benchEdge() {
         met: ratio >= TARGET.share && (!sharedSession || edgeP99.median <= TARGET.p99Times * varnishP99.median),
       });
     }
-    /** @param {string} name @param {any[]} runs */
-    const row = (name, runs) => {
-      const rps = spread(runs.map((run) => run.rps));
-      const p99 = spread(runs.map((run) => run.p99_ms));
-      return [
-        name,
-        `${Math.round(rps.min)} / ${Math.round(rps.median)} / ${Math.round(rps.max)}`,
-        spread(runs.map((run) => run.p50_ms)).median,
-        `${p99.min} / ${p99.median} / ${p99.max}`,
-        runs.reduce((sum, run) => sum + run.non2xx, 0),
-      ];
-    };
     return {
       upMs: stack.upMs,
       results,
@@ -107,8 +95,8 @@ export async function benchEdge() {
               'non-2xx',
             ],
             rows: [
-              row('nginx → varnish', result.runs.edge),
-              row('varnish alone', result.runs.varnish),
+              wrkRow('nginx → varnish', result.runs.edge),
+              wrkRow('varnish alone', result.runs.varnish),
               ['ratio (medians)', `${Math.round(result.ratio * 100)}%`, '', '', ''],
             ],
           },

@@ -245,6 +245,22 @@ export function wrk(options) {
   return wrkSummary(command, execFileSync(command[0], command.slice(1), { encoding: 'utf8' }));
 }
 
+/**
+ * A report's row for repeated wrk runs of one path: req/s and p99 as min / median / max, the median p50, the
+ * non-2xx answers of all runs together. @param {string} name @param {Array<ReturnType<typeof wrk>>} runs
+ */
+export function wrkRow(name, runs) {
+  const rps = spread(runs.map((run) => run.rps));
+  const p99 = spread(runs.map((run) => run.p99_ms));
+  return [
+    name,
+    `${Math.round(rps.min)} / ${Math.round(rps.median)} / ${Math.round(rps.max)}`,
+    spread(runs.map((run) => run.p50_ms)).median,
+    `${p99.min} / ${p99.median} / ${p99.max}`,
+    runs.reduce((sum, run) => sum + run.non2xx, 0),
+  ];
+}
+
 /** `wrk` without blocking this process: several at once. @param {WrkOptions} options */
 export async function wrkAsync(options) {
   const command = wrkCommand(options);
