@@ -26,9 +26,11 @@ function newerThan(stamp) {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     return found.trim() !== '';
-  } catch {
-    // the stamp gone while find read it: another render is putting a new copy in place; look again under the lock
-    return true;
+  } catch (err) {
+    // find walks on past what it could not read (a file a test removed as it looked) and says so by its
+    // status: what it found counts; the stamp gone while find read it means another render is putting a new
+    // copy in place (look again under the lock)
+    return String(/** @type {{ stdout?: string }} */ (err).stdout ?? '').trim() !== '' || !fs.existsSync(stamp);
   }
 }
 
