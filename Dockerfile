@@ -27,7 +27,7 @@ RUN add-users.sh && mkdir -p /stack /data/variants /data/originals /data/archive
 COPY --from=deps /app/node_modules node_modules
 COPY package.json .env.example LICENSE ./
 COPY lib lib
-COPY infra/settings.js infra/render.js infra/resolve.js infra/users.js infra/dirs.js infra/secrets.js infra/with-secrets infra/rotate-logs.js infra/redis.conf.template infra/supervisord.conf.template infra/
+COPY infra/settings.js infra/render.js infra/resolve.js infra/users.js infra/app-copy.js infra/dirs.js infra/secrets.js infra/with-secrets infra/rotate-logs.js infra/redis.conf.template infra/supervisord.conf.template infra/
 COPY infra/render infra/render
 COPY monitoring monitoring
 COPY nginx nginx

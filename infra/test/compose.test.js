@@ -71,3 +71,29 @@ test('the Grafana image compose pins is the version whose schema package checks 
     assert.equal(board.schemaVersion, defaultDashboard.schemaVersion, `${file}: the schema version of Grafana ${tag}`);
   }
 });
+
+test("the app image holds every module of the render step (the Dockerfile's COPY lines)", () => {
+  const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  /** what the image's COPY lines bring from the checkout: files and whole directories */
+  const copied = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((match) => match[1].split(/\s+/));
+  const inImage = (/** @type {string} */ file) =>
+    copied.some((source) => file === source || file.startsWith(`${source.replace(/\/$/, '')}/`));
+  // the relative imports of infra/render.js, followed through infra/ (lib/ is copied whole)
+  const seen = new Set();
+  const next = ['infra/render.js'];
+  for (let file = next.pop(); file; file = next.pop()) {
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const text = fs.readFileSync(path.join(ROOT, file), 'utf8');
+    for (const [, spec] of text.matchAll(/(?:from|import\() *'(\.{1,2}\/[^']+)'/g)) {
+      const target = path.relative(ROOT, path.resolve(ROOT, path.dirname(file), spec));
+      if (target.startsWith('infra/') && target.endsWith('.js')) next.push(target);
+    }
+  }
+  assert.ok(seen.size > 10, `followed the render step's modules (${seen.size})`);
+  assert.deepEqual(
+    [...seen].filter((file) => !inImage(file)),
+    [],
+    "modules of the render step the Dockerfile's COPY lines leave out (compose's render container fails)",
+  );
+});
