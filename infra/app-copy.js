@@ -94,7 +94,8 @@ export function inApp(app, file) {
  * whatever else is there. A directory whose copy names no checkout (made before copies did) is left alone.
  */
 function removeOrphanCopies() {
-  const orphans = sharedDirs().filter((dir) => dir !== sharedDirOf(ROOT) && checkoutGone(dir));
+  const own = sharedDirOf(ROOT);
+  const orphans = sharedDirs().filter((dir) => dir !== own && checkoutGone(dir));
   if (!orphans.length) return;
   const used = pathsInUse();
   for (const dir of orphans) {
